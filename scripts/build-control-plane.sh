@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds the test control plane — kube-apiserver and etcd — from their Go
+# modules and caches the binaries outside the source tree, keyed by version.
+# A cached binary is reused only when its checksum matches and it reports the
+# expected version; anything else is rebuilt.
+#
+# Usage: scripts/build-control-plane.sh   (prints the cache directory)
+# Environment: KUBELEASE_CACHE (default ~/.cache/kubelease),
+#              KUBE_VERSION (default v1.34.4), ETCD_VERSION (default v3.6.16).
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.34.4}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+CACHE=${KUBELEASE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubelease}
+BIN=$CACHE/bin
+mkdir -p "$BIN"
+
+log() { printf '[control-plane] %s\n' "$*" >&2; }
+die() { printf '[control-plane] error: %s\n' "$*" >&2; exit 1; }
+
+command -v go >/dev/null || die "Go is not installed; install Go >= 1.24 (it builds kube-apiserver and etcd)"
+
+# cached NAME VERSION-PATTERN: true when $BIN/NAME is intact and reports it.
+cached() {
+  local bin=$BIN/$1 want=$2
+  [ -x "$bin" ] && [ -f "$bin.sha256" ] || return 1
+  (cd "$BIN" && sha256sum --quiet -c "$1.sha256" >/dev/null 2>&1) || return 1
+  "$bin" --version 2>/dev/null | grep -q -- "$want"
+}
+
+seal() { (cd "$BIN" && sha256sum "$1" >"$1.sha256"); }
+
+# build_in DIR LOG CMD...: runs CMD in DIR, keeping its output in LOG and
+# showing only the tail when it fails.
+build_in() {
+  local dir=$1 logf=$2; shift 2
+  if ! (cd "$dir" && "$@") >>"$logf" 2>&1; then
+    tail -n 25 "$logf" >&2
+    die "building failed: '$*' (full log: $logf)"
+  fi
+}
+
+build_kube_apiserver() {
+  local name=kube-apiserver-$KUBE_VERSION
+  if cached "$name" "Kubernetes $KUBE_VERSION"; then return; fi
+  local staging=v0.${KUBE_VERSION#v1.}
+  local work; work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-apiserver.XXXXXX")
+  local logf=$CACHE/build-$name.log; : >"$logf"
+  log "building kube-apiserver $KUBE_VERSION (first run only; 10-20 minutes on 2 cores, log: $logf)"
+  cat >"$work/go.mod" <<MOD
+module kubelease.invalid/apiserver-builder
+
+go 1.24
+MOD
+  cat >"$work/tools.go" <<'SRC'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+SRC
+  build_in "$work" "$logf" go mod download -json "k8s.io/kubernetes@$KUBE_VERSION"
+  local gomod
+  gomod=$(cd "$work" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -f "$gomod" ] || die "could not find go.mod of k8s.io/kubernetes@$KUBE_VERSION"
+  # Every staging module (replaced by ./staging/... upstream) comes from its
+  # published v0.x release instead.
+  local mods; mods=$(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/.*#\1#p' "$gomod")
+  [ -n "$mods" ] || die "no staging replace lines found in $gomod"
+  local args=(-require="k8s.io/kubernetes@$KUBE_VERSION")
+  for m in $mods; do args+=(-replace="$m=$m@$staging"); done
+  build_in "$work" "$logf" go mod edit "${args[@]}"
+  build_in "$work" "$logf" go mod tidy
+  build_in "$work" "$logf" env CGO_ENABLED=0 go build -p 2 -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBE_VERSION#v1.}" -o "$BIN/$name.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  mv "$BIN/$name.tmp" "$BIN/$name"
+  seal "$name"
+  rm -rf "$work"
+  cached "$name" "Kubernetes $KUBE_VERSION" || die "built kube-apiserver does not report $KUBE_VERSION"
+}
+
+build_etcd() {
+  local name=etcd-$ETCD_VERSION
+  if cached "$name" "etcd Version: ${ETCD_VERSION#v}"; then return; fi
+  local work; work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-etcd.XXXXXX")
+  local logf=$CACHE/build-$name.log; : >"$logf"
+  log "building etcd $ETCD_VERSION (first run only; a few minutes, log: $logf)"
+  cat >"$work/go.mod" <<MOD
+module kubelease.invalid/etcd-builder
+
+go 1.24
+MOD
+  cat >"$work/tools.go" <<'SRC'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+SRC
+  build_in "$work" "$logf" go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  build_in "$work" "$logf" go mod tidy
+  build_in "$work" "$logf" env CGO_ENABLED=0 go build -p 2 -trimpath -ldflags "-s -w" -o "$BIN/$name.tmp" go.etcd.io/etcd/server/v3
+  mv "$BIN/$name.tmp" "$BIN/$name"
+  seal "$name"
+  rm -rf "$work"
+  cached "$name" "etcd Version: ${ETCD_VERSION#v}" || die "built etcd does not report $ETCD_VERSION"
+}
+
+build_etcd
+build_kube_apiserver
+ln -sf "etcd-$ETCD_VERSION" "$BIN/etcd.current"
+ln -sf "kube-apiserver-$KUBE_VERSION" "$BIN/kube-apiserver.current"
+echo "$BIN"

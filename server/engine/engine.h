@@ -1,0 +1,164 @@
+/* The election engine: one thread owns every Lease's state — candidates,
+ * terms, timers and the watch-fed cache — and is the only code that writes
+ * Leases. Everything here implements the safety contract (DESIGN.md §2).
+ *
+ * Threads: engine_new/engine_run/engine_free belong to the owner (main).
+ * Every other engine_* function is thread-safe: it copies its arguments,
+ * posts them to the engine thread and returns at once. Results arrive through
+ * callbacks that run on the engine thread; they must not block and must not
+ * call back into the engine synchronously (posting is fine). */
+#ifndef KL_ENGINE_ENGINE_H
+#define KL_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/loop.h"
+#include "store/store.h"
+
+typedef struct engine engine;
+
+/* Status codes of engine replies; they map one-to-one onto Connect codes. */
+typedef enum engine_code {
+    ENGINE_OK = 0,
+    ENGINE_INVALID_ARGUMENT,
+    ENGINE_NOT_FOUND,
+    ENGINE_ALREADY_EXISTS,
+    ENGINE_FAILED_PRECONDITION,
+    ENGINE_UNAVAILABLE,
+    ENGINE_DEADLINE_EXCEEDED,
+    ENGINE_PERMISSION_DENIED,
+    ENGINE_INTERNAL,
+} engine_code;
+
+/* Why a term or campaign ended; values equal kubelease.v1.LostReason. */
+typedef enum engine_lost_reason {
+    ENGINE_LOST_UNSPECIFIED = 0,
+    ENGINE_LOST_RESIGNED = 1,
+    ENGINE_LOST_RENEW_FAILED = 2,
+    ENGINE_LOST_SUPERSEDED = 3,
+    ENGINE_LOST_DELETED = 4,
+    ENGINE_LOST_RESUME_FAILED = 5,
+    ENGINE_LOST_SHUTDOWN = 6,
+    ENGINE_LOST_EXPIRED = 7,
+} engine_lost_reason;
+
+typedef struct engine_config {
+    loop *loop;   /* the loop engine_run() runs */
+    store *store; /* not owned */
+    /* How long a granted validity may be at most, in ms; 0: the retry period
+     * of each campaign. Short grants make failover after a crash fast. */
+    int64_t max_grant_ms;
+} engine_config;
+
+/* A campaign as requested; strings are copied. Validate first
+ * (engine_validate_campaign). */
+typedef struct engine_campaign_req {
+    char ns[STORE_NS_MAX];
+    char name[STORE_NAME_MAX];
+    char identity[STORE_HOLDER_MAX];
+    int32_t lease_duration_s, renew_deadline_s, retry_period_s;
+    int64_t resume_epoch; /* 0: a new campaign */
+} engine_campaign_req;
+
+typedef enum engine_event_kind {
+    ENGINE_EVENT_CANDIDATE, /* standing by; holder/epoch = current state */
+    ENGINE_EVENT_ELECTED,   /* epoch, valid_for_ms, resumed */
+    ENGINE_EVENT_HEARTBEAT, /* epoch, valid_for_ms */
+    ENGINE_EVENT_LOST,      /* reason, epoch, message; the last event */
+    ENGINE_EVENT_HOLDER,    /* holder watches: exists, holder, epoch */
+} engine_event_kind;
+
+typedef struct engine_event {
+    engine_event_kind kind;
+    int64_t epoch;
+    int64_t valid_for_ms;
+    bool resumed;
+    bool exists;
+    engine_lost_reason reason;
+    char holder[STORE_HOLDER_MAX];
+    char message[256];
+} engine_event;
+
+/* The receiving end of a stream (a campaign or a holder watch). on_event and
+ * on_close run on the engine thread. After on_close the engine never touches
+ * the listener again: on_close is where the engine drops its reference. */
+typedef struct engine_listener {
+    void (*on_event)(void *ctx, const engine_event *ev);
+    void (*on_close)(void *ctx);
+    void *ctx;
+} engine_listener;
+
+/* One row of ListLeases. */
+typedef struct engine_lease_status {
+    char ns[STORE_NS_MAX];
+    char name[STORE_NAME_MAX];
+    char holder[STORE_HOLDER_MAX];
+    int64_t epoch;
+    int64_t since_transition_ms;
+    int64_t valid_for_ms;
+    int32_t candidates;
+    int32_t watchers;
+    int32_t lease_duration_s;
+} engine_lease_status;
+
+/* The answer to a unary request; valid only during the callback. */
+typedef struct engine_reply {
+    engine_code code;
+    char message[256]; /* set when code != ENGINE_OK */
+    int64_t epoch;
+    int64_t valid_for_ms;
+    int64_t since_transition_ms;
+    bool released;
+    bool exists;
+    char holder[STORE_HOLDER_MAX];
+    size_t n_leases;
+    const engine_lease_status *leases;
+} engine_reply;
+
+typedef void (*engine_done)(void *ctx, const engine_reply *reply);
+
+/* Returns NULL on allocation failure. */
+engine *engine_new(const engine_config *cfg);
+/* Runs the loop on the calling thread until engine_stop(). */
+void engine_run(engine *e);
+/* Thread-safe. Streams end with LOST_REASON_SHUTDOWN (campaigns) or are
+ * closed (watches); held Leases are kept, not released, so that their holders
+ * can resume on another replica of the service. */
+void engine_stop(engine *e);
+void engine_free(engine *e);
+
+/* Validation before anything touches the store (DESIGN.md §4). Returns 0, or
+ * -1 with a message naming the field in msg. Pure; any thread. */
+int engine_validate_lease_ref(const char *ns, const char *name, char *msg, size_t msg_len);
+int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t msg_len);
+
+/* Starts (or resumes) a campaign whose events go to listener. Returns a
+ * campaign id > 0, or 0 when out of memory (listener untouched). A second
+ * live campaign for the same lease and identity ends with
+ * ENGINE_EVENT_LOST/reason EXPIRED and message "already campaigning". */
+uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_listener listener);
+/* The stream behind a campaign is gone without a resignation: stop renewing,
+ * release only after the granted validity has passed (rule 3). */
+void engine_campaign_detach(engine *e, uint64_t campaign_id);
+
+/* Unary requests; done runs once on the engine thread. Each returns 0, or -1
+ * when out of memory (done is then never called). */
+int engine_confirm(engine *e, const char *ns, const char *name, const char *identity,
+                   int64_t epoch, engine_done done, void *ctx);
+int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
+                  engine_done done, void *ctx);
+int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
+                      engine_done done, void *ctx);
+int engine_list(engine *e, engine_done done, void *ctx);
+
+/* Holder watch: the current state first, then every change. Returns an id
+ * > 0 or 0 when out of memory. */
+uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener);
+void engine_unwatch(engine *e, uint64_t watch_id);
+
+/* Readiness: the store is reachable and every watch has synced. Thread-safe. */
+bool engine_ready(engine *e, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,109 @@
+/* The lease-store interface: everything the engine does with Lease objects.
+ * Two implementations the engine cannot tell apart: `kube` (the Kubernetes
+ * coordination.k8s.io/v1 Lease API) and `memory` (in-process; --dev mode and
+ * the unit-test substrate).
+ *
+ * All operations are asynchronous and run on the engine's loop thread: they
+ * return at once and call their callback later, on the loop thread, never
+ * from inside the call that started them. */
+#ifndef KL_STORE_STORE_H
+#define KL_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/loop.h"
+
+#define STORE_NS_MAX     64  /* DNS-1123 label: 63 bytes + NUL */
+#define STORE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
+#define STORE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
+#define STORE_RV_MAX     64
+
+/* A Lease as the engine sees it. Plain value: copy it with '='. */
+typedef struct store_lease {
+    char ns[STORE_NS_MAX];
+    char name[STORE_NAME_MAX];
+    char holder[STORE_HOLDER_MAX]; /* "" when nobody holds it */
+    int32_t lease_duration_s;      /* 0 when unset */
+    int64_t transitions;           /* leaseTransitions */
+    int64_t acquire_time_us;       /* wall clock, µs since the epoch; 0 when unset */
+    int64_t renew_time_us;         /* wall clock, µs since the epoch; 0 when unset */
+    char resource_version[STORE_RV_MAX];
+} store_lease;
+
+typedef enum store_status {
+    STORE_OK = 0,
+    STORE_NOT_FOUND,   /* get, update, delete: no such Lease */
+    STORE_EXISTS,      /* create: a Lease of that name exists */
+    STORE_CONFLICT,    /* update, delete: resourceVersion is stale */
+    STORE_UNAVAILABLE, /* transport error, timeout, 5xx, 429 */
+    STORE_FORBIDDEN,   /* 401/403 */
+    STORE_INVALID,     /* 400/422: the store refused the object */
+    STORE_INTERNAL,    /* anything else (bad response, out of memory) */
+} store_status;
+
+const char *store_status_name(store_status s);
+
+typedef struct store_result {
+    store_status status;
+    int http_code;     /* 0 for the memory store or transport errors */
+    char message[256]; /* why it failed, for logs; "" on success */
+    store_lease lease; /* the object after the operation, when status == STORE_OK */
+} store_result;
+
+/* Completion of one operation; res is valid only during the call. */
+typedef void (*store_cb)(void *ctx, const store_result *res);
+
+typedef enum store_event_type {
+    STORE_EVENT_PUT,    /* the Lease exists in this state (added or modified) */
+    STORE_EVENT_DELETE, /* the Lease does not exist (lease has ns and name) */
+    STORE_EVENT_SYNCED, /* every current Lease has been reported (after the
+                           first list, and after every relist); lease NULL */
+    STORE_EVENT_BROKEN, /* the watch is disconnected and retrying; lease NULL */
+} store_event_type;
+
+/* A watch event. After a reconnection the store reports the current state
+ * again (PUT or DELETE per Lease, then SYNCED), so a consumer that keeps the
+ * last resourceVersion per Lease never misses a final state. */
+typedef void (*store_watch_cb)(void *ctx, store_event_type type, const store_lease *lease);
+
+typedef struct store store;
+typedef struct store_watch store_watch;
+
+typedef struct store_ops {
+    void (*get)(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb,
+                void *ctx);
+    /* Creates the Lease; resource_version is ignored. */
+    void (*create)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
+    /* Replaces the Lease if its resourceVersion still equals lease->resource_version. */
+    void (*update)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
+    /* Deletes the Lease (unconditionally when resource_version is NULL or ""). */
+    void (*remove)(store *s, const char *ns, const char *name, const char *resource_version,
+                   int timeout_ms, store_cb cb, void *ctx);
+    /* Watches one Lease (name != NULL) or every Lease of a namespace (name == NULL).
+     * Returns NULL when out of memory. */
+    store_watch *(*watch)(store *s, const char *ns, const char *name, store_watch_cb cb,
+                          void *ctx);
+    /* Stops a watch; no callback runs for it after this returns. */
+    void (*unwatch)(store *s, store_watch *w);
+    /* True while the store is reachable (the last request or watch worked). */
+    bool (*reachable)(store *s);
+    void (*destroy)(store *s);
+} store_ops;
+
+struct store {
+    const store_ops *ops;
+    const char *kind; /* "kube" or "memory" */
+};
+
+static inline void store_free(store *s)
+{
+    if (s)
+        s->ops->destroy(s);
+}
+
+/* The in-process store (store/memory.c). */
+store *store_memory_new(loop *l);
+
+#endif
