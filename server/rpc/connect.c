@@ -39,13 +39,28 @@ int rpc_code_from_name(const char *name, rpc_code *out)
     return -1;
 }
 
-static cJSON *error_object(rpc_code c, const char *message)
+/* Messages may quote user input: keep them printable ASCII so that the JSON
+ * is valid UTF-8 whatever the input was. */
+static void sanitize(const char *in, char *out, size_t out_len)
 {
+    size_t o = 0;
+    for (; *in && o + 1 < out_len; in++) {
+        unsigned char ch = (unsigned char)*in;
+        out[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    out[o] = '\0';
+}
+
+static cJSON *error_object(rpc_code c, const char *raw)
+{
+    char message[512] = "";
+    if (raw)
+        sanitize(raw, message, sizeof message);
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
     if (!cJSON_AddStringToObject(o, "code", rpc_code_name(c)) ||
-        (message && *message && !cJSON_AddStringToObject(o, "message", message))) {
+        (*message && !cJSON_AddStringToObject(o, "message", message))) {
         cJSON_Delete(o);
         return NULL;
     }

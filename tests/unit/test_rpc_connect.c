@@ -52,13 +52,18 @@ static void test_rpc_code_table_matches_connect_spec(void **state)
 static void test_rpc_error_json_has_code_and_escaped_message(void **state)
 {
     (void)state;
-    char *s = rpc_error_json(RPC_FAILED_PRECONDITION, "term \"7\" is over\n");
+    char *s = rpc_error_json(RPC_FAILED_PRECONDITION, "term \"7\" is over");
     assert_non_null(s);
     cJSON *o = cJSON_Parse(s);
     assert_non_null(o);
     assert_string_equal(cJSON_GetObjectItem(o, "code")->valuestring, "failed_precondition");
-    assert_string_equal(cJSON_GetObjectItem(o, "message")->valuestring, "term \"7\" is over\n");
+    assert_string_equal(cJSON_GetObjectItem(o, "message")->valuestring, "term \"7\" is over");
     cJSON_Delete(o);
+    free(s);
+
+    /* Bytes that are not printable ASCII never reach the JSON. */
+    s = rpc_error_json(RPC_INVALID_ARGUMENT, "name: \"\xff\x01x\"");
+    assert_string_equal(s, "{\"code\":\"invalid_argument\",\"message\":\"name: \\\"??x\\\"\"}");
     free(s);
 
     s = rpc_end_stream_json(RPC_OK, NULL);

@@ -31,57 +31,57 @@ static const struct {
      "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":3,"
      "\"renewDeadlineSeconds\":2,\"retryPeriodSeconds\":1,\"resumeEpoch\":\"4\"}",
      ""},
-    {RPC_METHOD_CAMPAIGN, "{\"name\":\"db\",\"identity\":\"a\"}", "namespace: required"},
-    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"Default\",\"name\":\"db\"}", "namespace \"Default\""},
+    {RPC_METHOD_CAMPAIGN, "{\"name\":\"db\",\"identity\":\"a\"}", "namespace: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"Default\",\"name\":\"db\"}", "namespace: \"Default\" is not a DNS-1123 label"},
     {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"-x\",\"name\":\"db\"}", "DNS-1123 label"},
     {RPC_METHOD_CAMPAIGN,
      "{\"namespace\":\"a234567890123456789012345678901234567890123456789012345678901234\","
      "\"name\":\"db\"}",
      "namespace"},
-    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\"}", "name: required"},
-    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db..x\"}", "name \"db..x\""},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\"}", "name: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db..x\"}", "name: \"db..x\" is not"},
     {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db.\"}", "DNS-1123 subdomain"},
-    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db_x\"}", "name \"db_x\""},
-    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db\"}", "identity: required"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db_x\"}", "name: \"db_x\""},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db\"}", "identity: must not be empty"},
     {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\\tb\"}",
-     "identity: byte 1 (0x09)"},
+     "identity: contains a non-printable byte"},
     {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"\xc3\xa9\"}",
-     "identity: byte 0"},
+     "identity: contains a non-printable byte"},
     {RPC_METHOD_CAMPAIGN,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
      "\"renewDeadlineSeconds\":10}",
-     "retry_period_seconds: 0"},
+     "retry_period_seconds: must be at least 1"},
     {RPC_METHOD_CAMPAIGN,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
      "\"renewDeadlineSeconds\":12,\"retryPeriodSeconds\":10}",
-     "renew_deadline_seconds: 12"},
+     "renew_deadline_seconds: must be greater than 1.2"},
     {RPC_METHOD_CAMPAIGN,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":10,"
      "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}",
-     "lease_duration_seconds: 10"},
+     "lease_duration_seconds: must be greater than renew"},
     {RPC_METHOD_CAMPAIGN,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":-5,"
      "\"renewDeadlineSeconds\":-10,\"retryPeriodSeconds\":-20}",
-     "retry_period_seconds: -20"},
+     "retry_period_seconds: must be at least 1"},
     {RPC_METHOD_CAMPAIGN,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":"
      "2000000000,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}",
-     "lease_duration_seconds: 2000000000, at most"},
+     "lease_duration_seconds: must be at most 86400"},
     {RPC_METHOD_CAMPAIGN,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
      "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2,\"resumeEpoch\":\"-1\"}",
-     "resume_epoch: -1"},
+     "resume_epoch: must not be negative"},
     {RPC_METHOD_CONFIRM,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":\"3\"}", ""},
     {RPC_METHOD_CONFIRM, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}", "epoch: 0"},
     {RPC_METHOD_CONFIRM, "{\"namespace\":\"ns\",\"name\":\"db\",\"epoch\":1}",
-     "identity: required"},
+     "identity: must not be empty"},
     {RPC_METHOD_RESIGN, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}", ""},
-    {RPC_METHOD_RESIGN, "{\"namespace\":\"ns\",\"name\":\"DB\",\"identity\":\"a\"}", "name \"DB\""},
+    {RPC_METHOD_RESIGN, "{\"namespace\":\"ns\",\"name\":\"DB\",\"identity\":\"a\"}", "name: \"DB\""},
     {RPC_METHOD_GET_HOLDER, "{\"namespace\":\"ns\",\"name\":\"db\",\"consistent\":true}", ""},
-    {RPC_METHOD_GET_HOLDER, "{\"name\":\"db\"}", "namespace: required"},
+    {RPC_METHOD_GET_HOLDER, "{\"name\":\"db\"}", "namespace: must not be empty"},
     {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
-    {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"\"}", "name: required"},
+    {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"\"}", "name: must not be empty"},
     {RPC_METHOD_LIST_LEASES, "{}", ""},
 };
 
@@ -112,25 +112,38 @@ static void test_rpc_validate_long_values(void **state)
     char msg[512];
     memset(long_name, 'a', 253);
     long_name[253] = '\0';
-    assert_int_equal(rpc_validate_identity(long_name, msg, sizeof msg), 0);
+    Kubelease__V1__ResignRequest r = KUBELEASE__V1__RESIGN_REQUEST__INIT;
+    r.namespace_ = "ns";
+    r.name = "db";
+    r.identity = long_name;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), 0);
     /* 253 bytes made of 63-byte labels is a valid subdomain. */
     for (int i = 63; i < 253; i += 64)
         long_name[i] = '.';
-    assert_int_equal(rpc_validate_name(long_name, msg, sizeof msg), 0);
+    r.name = long_name;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), 0);
     long_name[253] = 'a';
     long_name[254] = '\0';
-    assert_int_equal(rpc_validate_identity(long_name, msg, sizeof msg), -1);
-    assert_non_null(strstr(msg, "identity: 254 bytes"));
-    assert_int_equal(rpc_validate_name(long_name, msg, sizeof msg), -1);
-    assert_non_null(strstr(msg, "name \""));
-    /* A 64-byte label inside a name. */
-    char n64[70];
-    memset(n64, 'b', 64);
-    n64[64] = '\0';
-    assert_int_equal(rpc_validate_name(n64, msg, sizeof msg), -1);
-    /* Non-printable bytes are not echoed. */
-    assert_int_equal(rpc_validate_namespace("a\x01\"b", msg, sizeof msg), -1);
-    assert_null(strchr(msg, '\x01'));
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "name: longer than 253"));
+    r.name = "db";
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "identity: longer than 253"));
+    /* Too long for the engine's fixed buffers: refused, not truncated. */
+    char ns64[70];
+    memset(ns64, 'b', 64);
+    ns64[64] = '\0';
+    Kubelease__V1__CampaignRequest c = KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;
+    c.namespace_ = ns64;
+    c.name = "db";
+    c.identity = "a";
+    c.lease_duration_seconds = 15;
+    c.renew_deadline_seconds = 10;
+    c.retry_period_seconds = 2;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "namespace"));
+    ns64[63] = '\0';
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), 0);
 }
 
 static void test_rpc_request_namespace_and_wrong_type(void **state)
