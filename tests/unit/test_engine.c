@@ -4,6 +4,7 @@
  * through the public engine API and wait for events with timeouts. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -506,14 +507,14 @@ typedef struct put_arg {
     store_lease lease;
     bool create;
     store_result res;
-    bool done;
+    atomic_bool done; /* set on the engine thread, read on the test thread */
 } put_arg;
 
 static void put_cb(void *ctx, const store_result *r)
 {
     put_arg *p = ctx;
     p->res = *r;
-    p->done = true;
+    atomic_store(&p->done, true);
 }
 
 static void put_on_loop(fixture *f, void *arg)
@@ -540,9 +541,9 @@ static void noop_on_loop(fixture *f, void *arg)
 /* Completes p on the loop (memory-store operations complete in a later task). */
 static void finish_store_op(fixture *f, put_arg *p)
 {
-    for (int spins = 0; !p->done && spins < 100; spins++)
+    for (int spins = 0; !atomic_load(&p->done) && spins < 100; spins++)
         run_on_loop(f, noop_on_loop, NULL);
-    assert_true(p->done);
+    assert_true(atomic_load(&p->done));
 }
 
 static store_lease foreign_lease(const char *name, const char *holder, int duration_s,
@@ -761,7 +762,7 @@ static void test_engine_stop_keeps_held_leases(void **state)
     put_arg g = {0};
     f->store->ops->get(f->store, "default", "kept", 1000, put_cb, &g);
     loop_drain(f->loop);
-    assert_true(g.done);
+    assert_true(atomic_load(&g.done));
     assert_int_equal(g.res.status, STORE_OK);
     assert_string_equal(g.res.lease.holder, "leader");
     sink_free(a);
