@@ -27,7 +27,7 @@ const (
 // cluster is one etcd plus one kube-apiserver on loopback.
 type cluster struct {
 	stateDir string
-	etcdDir  string // etcd's data, a temp dir removed at teardown
+	etcdDir  string // etcd's data (STATE/etcd-data), removed at teardown
 	etcdBin  string
 	apiBin   string
 	timeout  time.Duration // for each component to become ready
@@ -123,10 +123,12 @@ func (c *cluster) startEtcd(ctx context.Context) error {
 		return err
 	}
 	c.etcdPort, c.etcdPeerPort = ports[0], ports[1]
-	if c.etcdDir != "" {
-		os.RemoveAll(c.etcdDir)
+	// A fresh data dir every time (a killed earlier run may have left one).
+	c.etcdDir = filepath.Join(c.stateDir, "etcd-data")
+	if err := os.RemoveAll(c.etcdDir); err != nil {
+		return fmt.Errorf("removing the old etcd data dir: %w", err)
 	}
-	if c.etcdDir, err = os.MkdirTemp("", "kubelease-etcd-"); err != nil {
+	if err := os.Mkdir(c.etcdDir, 0o700); err != nil {
 		return fmt.Errorf("creating etcd's data dir: %w", err)
 	}
 	peer := fmt.Sprintf("http://127.0.0.1:%d", c.etcdPeerPort)
@@ -193,10 +195,15 @@ func (c *cluster) startAPIServer(ctx context.Context) error {
 
 // waitReady polls ready until it holds, the component exits, ctx ends or
 // the timeout passes; on failure the component is stopped.
-func (c *cluster) waitReady(ctx context.Context, p *proc, ready func() bool) error {
+func (c *cluster) waitReady(ctx context.Context, p *proc, ready func() bool) (err error) {
 	deadline := time.Now().Add(c.timeout)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	defer func() {
+		if err == nil {
+			p.setUp()
+		}
+	}()
 	for !ready() {
 		select {
 		case <-p.exited():

@@ -55,6 +55,11 @@ func defaultBinDir() string {
 	return filepath.Join(cache, "bin")
 }
 
+// binaryError is a missing or unusable etcd/kube-apiserver binary.
+type binaryError string
+
+func (e binaryError) Error() string { return string(e) }
+
 func parse(args []string) (mode string, o options, err error) {
 	if len(args) == 0 {
 		return "", o, errors.New("no command given")
@@ -99,9 +104,9 @@ func parse(args []string) (mode string, o options, err error) {
 		fi, err := os.Stat(b.path)
 		switch {
 		case err != nil:
-			return "", o, fmt.Errorf("%s binary not found: %s (build it with scripts/build-control-plane.sh, or pass -bin-dir)", b.what, b.path)
+			return "", o, binaryError(fmt.Sprintf("%s binary not found: %s (build it with scripts/build-control-plane.sh, or pass -bin-dir)", b.what, b.path))
 		case fi.IsDir() || fi.Mode()&0o111 == 0:
-			return "", o, fmt.Errorf("%s binary is not an executable file: %s", b.what, b.path)
+			return "", o, binaryError(fmt.Sprintf("%s binary is not an executable file: %s", b.what, b.path))
 		}
 	}
 	return mode, o, nil
@@ -114,11 +119,16 @@ func main() {
 		fmt.Println("  (run 'controlplane run -h' for the flags)")
 		os.Exit(0)
 	}
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			logf("error: %v", err)
-			fmt.Fprint(os.Stderr, usage)
-		}
+	var be binaryError
+	switch {
+	case errors.As(err, &be):
+		logf("error: %v", err)
+		os.Exit(1)
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	case err != nil:
+		logf("error: %v", err)
+		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
 	os.Exit(run(mode, o))
@@ -227,7 +237,7 @@ func (e *env) startUp() error {
 	if err := e.c.writeState(token, e.ctl.url(), o.binDir); err != nil {
 		return err
 	}
-	verbosef("objects and token ready in %.1fs", time.Since(t).Seconds())
+	verbosef("objects and token ready in %.2fs", time.Since(t).Seconds())
 	return nil
 }
 

@@ -29,6 +29,7 @@ type proc struct {
 	done     chan struct{} // closed when the current run has exited
 	err      error         // its exit status, once done is closed
 	stopping bool          // the harness asked it to stop
+	up       bool          // the current run became ready
 	logStart int64         // offset in logPath where the current run began
 }
 
@@ -61,19 +62,27 @@ func (p *proc) start() error {
 		return fmt.Errorf("cannot start %s (%s): %w", p.name, p.bin, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.done, p.err, p.stopping = cmd, done, nil, false
+	p.cmd, p.done, p.err, p.stopping, p.up = cmd, done, nil, false, false
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.err = err
-		stopping := p.stopping
+		crashed := p.up && !p.stopping
 		p.mu.Unlock()
 		close(done)
-		if !stopping {
+		if crashed {
 			logf("warning: %s exited unexpectedly (%s); see %s", p.name, exitText(err), p.logPath)
 		}
 	}()
 	return nil
+}
+
+// setUp records that the current run became ready; from then on an exit
+// the harness did not ask for is reported.
+func (p *proc) setUp() {
+	p.mu.Lock()
+	p.up = true
+	p.mu.Unlock()
 }
 
 // exited returns a channel closed when the current run ends (nil if never
