@@ -46,7 +46,8 @@ loop_timer *loop_timer_at(loop *l, int64_t due_ms, loop_fn fn, void *arg);
  * that has already fired. */
 void loop_timer_cancel(loop *l, loop_timer *t);
 
-/* Starts a transfer; done() runs when it ends. Returns 0 or -1. */
+/* Starts a transfer; done() runs when it ends. Returns 0 or -1. The loop
+ * uses the handle's CURLOPT_PRIVATE; callers must not set it. */
 int loop_curl_add(loop *l, CURL *easy, loop_curl_done done, void *arg);
 /* Aborts a transfer started with loop_curl_add without calling done(); the
  * easy handle belongs to the caller again. */
