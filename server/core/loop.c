@@ -305,6 +305,13 @@ static void run_transfers(loop *l)
     }
 }
 
+void loop_drain(loop *l)
+{
+    run_tasks(l);
+    run_transfers(l);
+    run_timers(l);
+}
+
 void loop_run(loop *l)
 {
     while (!atomic_load(&l->stop)) {

@@ -34,6 +34,9 @@ void loop_free(loop *l);
 void loop_run(loop *l);
 /* Thread-safe: makes loop_run return after the current iteration. */
 void loop_stop(loop *l);
+/* Runs the tasks posted so far and the timers already due, without waiting
+ * (after loop_run has returned: shutdown, tests). */
+void loop_drain(loop *l);
 
 /* Thread-safe: runs fn(arg) on the loop thread, in posting order.
  * Returns 0, or -1 when out of memory (fn is then not run). */
