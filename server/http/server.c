@@ -925,9 +925,15 @@ static enum MHD_Result begin_other(http_server *s, struct MHD_Connection *conn, 
     q->kind = REQ_OTHER;
     bool get =
         strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    bool known = strcmp(url, "/livez") == 0 || strcmp(url, "/readyz") == 0 ||
+                 strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0;
+    if (!known) {
+        q->responded = true;
+        return queue_text(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    }
     if (!get) {
         q->responded = true;
-        return queue_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+        return queue_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET\n");
     }
     if (strcmp(url, "/livez") == 0) {
         q->responded = true;
