@@ -1208,6 +1208,9 @@ static void *timer_main(void *arg)
 
 /* ---------- lifecycle ---------- */
 
+/* MHD hands a printf format of its own: a vprintf wrapper by nature. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -1218,6 +1221,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         buf[--n] = '\0';
     log_event(LOG_DEBUG, "http", "msg=%s", log_q(buf));
 }
+#pragma GCC diagnostic pop
 
 /* "ADDR:PORT" or "[V6]:PORT" into a socket address. */
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, bool *v6,
