@@ -362,14 +362,14 @@ done:
     /* Shutdown order: stop accepting; stop the engine (Lost SHUTDOWN to
      * campaigns, watches closed, Leases kept); end what the engine left;
      * let streams write their end frames; then stop the daemon. */
-    if (srv)
+    if (srv) {
         http_server_quiesce(srv);
+        http_server_engine_stopped(srv);
+    }
     if (engine_started) {
         engine_stop(e);
         pthread_join(engine_tid, NULL);
     }
-    if (srv)
-        http_server_engine_stopped(srv);
     engine_free(e);
     if (srv) {
         http_server_engine_gone(srv);

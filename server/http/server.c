@@ -631,6 +631,8 @@ static void stream_on_event(void *ctx, const engine_event *ev)
         if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
             st->aborted = true;
         } else if (ev->kind == ENGINE_EVENT_LOST) {
+            /* The campaign is over on the engine's side: on_close follows. */
+            st->detached = true;
             stream_end_locked(st, RPC_OK, NULL);
         } else if (st->queued > STREAM_QUEUE_MAX) {
             /* The peer does not read: treat it as gone. */

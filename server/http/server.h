@@ -38,8 +38,9 @@ uint16_t http_server_port(const http_server *s);
 /* Shutdown, step 1: stop accepting connections; requests that arrive on
  * open connections from now on are answered "unavailable". */
 void http_server_quiesce(http_server *s);
-/* Step 2, after engine_stop(), once engine_run() has returned and before
- * engine_free(): the server calls no engine function any more. */
+/* Step 2, before engine_stop(): the server calls no engine function any
+ * more (what it posted before runs before the engine's stop), so nothing is
+ * left in the engine's queue when it stops. */
 void http_server_engine_stopped(http_server *s);
 /* Step 3, after engine_free() (which closes the streams the engine knew):
  * ends every call and stream the engine will never answer (unavailable) and
