@@ -699,11 +699,9 @@ static store_watch *kube_watch(store *s, const char *ns, const char *name, store
     ks->watches = w;
     if (!valid_name(w->ns, STORE_NS_MAX - 1) ||
         (name && !valid_name(w->name, STORE_NAME_MAX - 1))) {
-        /* Nothing to watch: say so once, asynchronously, and never sync. */
+        /* Nothing can be watched (the engine validates names first): the
+         * watch stays silent and never syncs. */
         log_event(LOG_ERROR, "kube_watch_invalid", "ns=%s name=%s", log_q(w->ns), log_q(w->name));
-        w->failures = 1000;
-        w->broken = false;
-        w->timer = NULL;
         return w;
     }
     /* Start from the loop, not inside this call. */
