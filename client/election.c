@@ -41,6 +41,7 @@ struct election {
     int campaign_sent;    /* the service may know this campaign */
     int server_closed;    /* the service ended the campaign (Lost) */
     int attached;         /* the current stream reported Elected */
+    int resuming;         /* the current stream asked to resume a term */
     int64_t reconnect_at; /* when to open the next stream */
     int64_t backoff_ms;   /* current reconnection backoff */
     int64_t next_confirm; /* when to confirm next; 0 = not scheduled */
@@ -187,6 +188,7 @@ static void start_stream(struct kl_client *c, struct election *el)
     if (!el->leader)
         el->epoch = 0;
     req.resume_epoch = el->leader ? el->epoch : 0;
+    el->resuming = req.resume_epoch != 0;
     body = kl_pack(&req.base, &len);
     x = body ? xfer_new(c, XFER_CAMPAIGN, "Campaign", body, len, 1, 0) : NULL;
     if (!x) {
@@ -434,7 +436,8 @@ void election_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc)
             el_finish(c, el, st, "campaign for %s refused: %s", el->key, e.message);
             break;
         }
-        set_problem(el, st == KL_OK ? "the campaign stream ended" : e.message);
+        if (st != KL_OK)
+            set_problem(el, e.message);
         el_schedule_reconnect(c, el, now);
         break;
     }
@@ -458,17 +461,31 @@ static void on_event(struct kl_client *c, struct election *el, Kubelease__V1__Ca
         }
         el->epoch = epoch;
         el->attached = 1;
+        el->resuming = 0;
         el->next_confirm = 1; /* confirm at once */
         client_wake(c);
         return;
     }
     case KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST: {
         Kubelease__V1__Lost *l = ev->lost;
-        if (l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_SHUTDOWN) {
-            /* The term is kept for a resume on another service replica. */
-            snprintf(el->problem, sizeof(el->problem), "the service at %s is shutting down",
-                     c->endpoint);
-            return;
+        int retry;
+        if (l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_SHUTDOWN)
+            retry = 1; /* the term is kept for a resume on another replica */
+        else if (!el->ever_leader)
+            /* A candidate loses nothing: stand again, unless someone resigned
+             * this campaign on purpose. */
+            retry = l->reason != KUBELEASE__V1__LOST_REASON__LOST_REASON_RESIGNED;
+        else
+            /* A resume may meet the service before it noticed the broken
+             * stream ("already campaigning"): try again within the deadline. */
+            retry = el->resuming && l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_EXPIRED;
+        if (retry) {
+            char why[256];
+            snprintf(why, sizeof(why), "the service ended the campaign stream: %s%s%.160s",
+                     lost_reason_name(l->reason), l->message && l->message[0] ? ": " : "",
+                     l->message ? l->message : "");
+            set_problem(el, why);
+            return; /* the stream ends next; its completion reconnects */
         }
         el->server_closed = 1;
         if (el->ever_leader)
