@@ -209,7 +209,7 @@ static int one_term(void)
         say("STANDBY", "holder unknown: %s", err.message);
     else
         say("STANDBY", "holder=%s epoch=%" PRId64 "%s", holder ? holder : "(none)", epoch,
-        rc == KL_NOT_FOUND ? " (no Lease yet)" : "");
+            rc == KL_NOT_FOUND ? " (no Lease yet)" : "");
     kl_free(holder);
 
     rc = kl_run_election(client, cfg.ns, cfg.lease, cfg.identity, cfg.lease_duration,

@@ -66,8 +66,7 @@ static kl_client *new_closed_client(char *endpoint, size_t n)
 static void test_client_new_rejects_bad_endpoints(void **state)
 {
     (void)state;
-    const char *bad[] = {"", "127.0.0.1:8080", "ftp://host", "http://", "http:///x",
-                         "http://a b"};
+    const char *bad[] = {"", "127.0.0.1:8080", "ftp://host", "http://", "http:///x", "http://a b"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         kl_error err;
         assert_null(kl_client_new(bad[i], &err));
@@ -239,14 +238,12 @@ static void test_client_get_holder_unreachable_message(void **state)
     char *holder = (char *)"untouched";
     int64_t epoch = 3;
 
-    assert_int_equal(kl_get_holder(c, "default", "x", &holder, &epoch, &err),
-                     KL_ERR_UNAVAILABLE);
+    assert_int_equal(kl_get_holder(c, "default", "x", &holder, &epoch, &err), KL_ERR_UNAVAILABLE);
     assert_null(holder);
     assert_int_equal(epoch, 0);
     snprintf(want, sizeof(want), "kubelease service at %s unreachable: Connection refused", ep);
     assert_string_equal(err.message, want);
-    assert_int_equal(kl_get_holder(c, "default", "x", NULL, &epoch, &err),
-                     KL_ERR_INVALID_ARGUMENT);
+    assert_int_equal(kl_get_holder(c, "default", "x", NULL, &epoch, &err), KL_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "holder"));
     kl_client_free(c);
 }
@@ -290,8 +287,7 @@ static void test_client_one_watch_per_lease(void **state)
     char ep[64];
     kl_client *c = new_closed_client(ep, sizeof(ep));
     kl_error err;
-    assert_int_equal(kl_watch_holder(c, "default", "x", NULL, NULL, &err),
-                     KL_ERR_INVALID_ARGUMENT);
+    assert_int_equal(kl_watch_holder(c, "default", "x", NULL, NULL, &err), KL_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "cb"));
     assert_int_equal(kl_watch_holder(c, "default", "x", count_cb, NULL, &err), KL_OK);
     assert_int_equal(kl_watch_holder(c, "default", "x", count_cb, NULL, &err),

@@ -46,8 +46,7 @@ static void test_status_version_matches_macros(void **state)
 {
     (void)state;
     char want[32];
-    snprintf(want, sizeof(want), "%d.%d.%d", KL_VERSION_MAJOR, KL_VERSION_MINOR,
-             KL_VERSION_PATCH);
+    snprintf(want, sizeof(want), "%d.%d.%d", KL_VERSION_MAJOR, KL_VERSION_MINOR, KL_VERSION_PATCH);
     assert_string_equal(kl_version(), want);
 }
 
