@@ -97,6 +97,8 @@ static void *io_thread(void *arg)
         wnext = watches_process(c, now);
         if (wnext < next)
             next = wnext;
+        if (c->stopping && elections_idle(c) && watches_idle(c))
+            break;
         pthread_mutex_unlock(&c->mu);
 
         int64_t wait = next == INT64_MAX ? 1000 : next - kl_now_ms();
