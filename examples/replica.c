@@ -41,6 +41,10 @@ static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL};
 static kl_client *client;
 static atomic_int stopping;
 static int intervals_fd = -1;
+/* The epoch this process acts as leader for (0: none); guarded by lead_mu so
+ * that a signal's resignation and the main loop record each interval once. */
+static pthread_mutex_t lead_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t leading_epoch;
 
 static void say(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const char *what, const char *fmt, ...)
@@ -79,6 +83,32 @@ static void record(const char *kind, int64_t epoch, const char *why)
         perror("write intervals");
 }
 
+/* Leadership intervals as this process acts on them: it starts acting after
+ * kl_wait_elected returned (start recorded before acting), and stops acting
+ * before it resigns (end recorded before kl_cancel_election) or when
+ * kl_wait_lost returned (end recorded after). */
+static int begin_leading(int64_t epoch)
+{
+    int ok;
+    pthread_mutex_lock(&lead_mu);
+    ok = !atomic_load(&stopping);
+    if (ok) {
+        leading_epoch = epoch;
+        record("start", epoch, "elected");
+    }
+    pthread_mutex_unlock(&lead_mu);
+    return ok;
+}
+
+static void stop_leading(const char *why)
+{
+    pthread_mutex_lock(&lead_mu);
+    if (leading_epoch)
+        record("end", leading_epoch, why);
+    leading_epoch = 0;
+    pthread_mutex_unlock(&lead_mu);
+}
+
 /* SIGINT and SIGTERM are blocked in every thread and taken here, where
  * calling the library is allowed (it is not from a signal handler). */
 static void *signal_thread(void *arg)
@@ -86,7 +116,10 @@ static void *signal_thread(void *arg)
     sigset_t *set = arg;
     int sig = 0;
     sigwait(set, &sig);
+    pthread_mutex_lock(&lead_mu);
     atomic_store(&stopping, 1);
+    pthread_mutex_unlock(&lead_mu);
+    stop_leading("resigned");
     kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
     return NULL;
 }
@@ -231,15 +264,18 @@ static int one_term(void)
         pause_ms(1000);
         return 0;
     }
-    record("start", epoch, "elected");
+    if (!begin_leading(epoch)) {
+        kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
+        return 1;
+    }
     kl_is_leader(client, cfg.ns, cfg.lease, &valid, NULL);
     say("LEADER", "epoch=%" PRId64 " (valid for %" PRId64 " ms)", epoch, valid);
 
     if (cfg.resign_after > 0) {
         rc = kl_wait_lost_timeout(client, cfg.ns, cfg.lease, cfg.resign_after * 1000, &err);
         if (rc == KL_ERR_TIMEOUT) {
+            stop_leading("resigned");
             kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
-            record("end", epoch, "resigned");
             say("RESIGNED", "epoch=%" PRId64 " after %d s as leader", epoch, cfg.resign_after);
             return 0;
         }
@@ -247,11 +283,11 @@ static int one_term(void)
         rc = kl_wait_lost(client, cfg.ns, cfg.lease, &err);
     }
     if (rc == KL_OK) {
-        record("end", epoch, "resigned");
+        stop_leading("resigned");
         say("RESIGNED", "epoch=%" PRId64, epoch);
         return atomic_load(&stopping) ? 1 : 0;
     }
-    record("end", epoch, "lost");
+    stop_leading("lost");
     say("LOST", "epoch=%" PRId64 ": %s", epoch, err.message);
     return atomic_load(&stopping) ? 1 : 0;
 }
