@@ -6,6 +6,10 @@
   kubeapi.py split RENDERED OUTDIR NS  write each object of a `helm template`
                                        output as OUTDIR/NN.json; print
                                        "API-PATH FILE KIND/NAME" per object
+  kubeapi.py envelope JSON OUTFILE   write JSON as one Connect envelope
+  kubeapi.py frames FILE             print each complete Connect envelope of a
+                                     (possibly still growing) stream as
+                                     "FLAGS JSON", one per line
   kubeapi.py get FILE PATH             print a field of a JSON file
                                        (PATH like status.allowed or
                                        spec.template.spec.containers.0.args;
@@ -14,6 +18,7 @@
 import base64
 import json
 import os
+import struct
 import sys
 
 import yaml
@@ -95,12 +100,39 @@ def get(path, expr):
         print(v)
 
 
+def envelope(body, out):
+    data = body.encode()
+    with open(out, "wb") as f:
+        f.write(struct.pack(">BI", 0, len(data)) + data)
+
+
+def frames(path):
+    with open(path, "rb") as f:
+        buf = f.read()
+    off = 0
+    while off + 5 <= len(buf):
+        flags, n = struct.unpack(">BI", buf[off:off + 5])
+        if off + 5 + n > len(buf):
+            break
+        msg = buf[off + 5:off + 5 + n].decode("utf-8", "replace")
+        try:
+            msg = json.dumps(json.loads(msg)) if msg.strip() else "{}"
+        except ValueError:
+            msg = json.dumps({"undecodable": msg})
+        print(flags, msg)
+        off += 5 + n
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "certs" and len(args) == 2:
         certs(*args)
     elif cmd == "split" and len(args) == 3:
         split(*args)
+    elif cmd == "envelope" and len(args) == 2:
+        envelope(*args)
+    elif cmd == "frames" and len(args) == 1:
+        frames(*args)
     elif cmd == "get" and len(args) == 2:
         get(*args)
     else:
