@@ -14,7 +14,7 @@ COPY scripts/setup.sh scripts/setup.sh
 RUN bash scripts/setup.sh
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKL_BUILD_TESTS=OFF \
- && cmake --build build -j"$(nproc)" \
+ && cmake --build build \
  && cmake --install build --prefix /usr/local
 
 FROM debian:bookworm-slim
