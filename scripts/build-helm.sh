@@ -47,8 +47,11 @@ run() {
 log "building helm $HELM_VERSION (first run only; a few minutes on 2 cores, log: $logf)"
 # The Kubernetes version helm assumes for `helm template` and lint follows the
 # client-go it was built with, as in helm's own Makefile.
-gomod=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" 2>>"$logf" |
-  sed -n 's/.*"GoMod": "\(.*\)".*/\1/p') || true
+gobin=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-helm.XXXXXX")
+trap 'rm -rf "$gobin"' EXIT
+cd "$gobin" # outside any module
+(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" || true) >>"$logf" 2>&1
+gomod=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' "$logf" | tail -n 1)
 [ -n "$gomod" ] && [ -f "$gomod" ] || { tail -n 25 "$logf" >&2; die "could not download helm.sh/helm/v3@$HELM_VERSION"; }
 cgo=$(sed -n 's#^[[:space:]]*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' "$gomod" | head -n 1)
 [ -n "$cgo" ] || die "no k8s.io/client-go requirement in helm's go.mod ($gomod)"
@@ -58,8 +61,6 @@ ldflags="-s -w -X $pkg/internal/version.version=$HELM_VERSION"
 ldflags+=" -X $pkg/pkg/lint/rules.k8sVersionMajor=1 -X $pkg/pkg/lint/rules.k8sVersionMinor=$cgo"
 ldflags+=" -X $pkg/pkg/chartutil.k8sVersionMajor=1 -X $pkg/pkg/chartutil.k8sVersionMinor=$cgo"
 
-gobin=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-helm.XXXXXX")
-trap 'rm -rf "$gobin"' EXIT
 run env GOBIN="$gobin" CGO_ENABLED=0 go install -p 2 -trimpath -ldflags "$ldflags" \
   "$pkg/cmd/helm@$HELM_VERSION"
 [ -x "$gobin/helm" ] || die "go install succeeded but left no helm binary in $gobin"
