@@ -100,6 +100,9 @@ grep -qF "value: http://$FULL.$RELNS.svc:8080" "$work/install.out" ||
   { cat "$work/install.out" >&2; fail "NOTES do not give the Service endpoint for KUBELEASE_ENDPOINT"; }
 grep -qF "port-forward service/$FULL 8080:8080" "$work/install.out" ||
   fail "NOTES do not tell how to reach the status page"
+for ns in "$RELNS" "$NS_A" "$NS_B"; do
+  grep -qE "^ +- $ns\$" "$work/install.out" || fail "NOTES do not list the served namespace $ns"
+done
 for p in "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL" "/api/v1/namespaces/$RELNS/services/$FULL" \
   "/api/v1/namespaces/$RELNS/serviceaccounts/$SA" "/apis/policy/v1/namespaces/$RELNS/poddisruptionbudgets/$FULL"; do
   kapi GET "$p"; kexpect 200
@@ -175,6 +178,7 @@ as_sa GET "/api/v1/namespaces/$RELNS/secrets"
 note "helm upgrade (cluster-wide)"
 helm_admin upgrade "$REL" "$CHART" --namespace "$RELNS" -f "$work/values/cluster.yaml" \
   >"$work/upgrade.out" 2>&1 || { cat "$work/upgrade.out" >&2; fail "helm upgrade failed"; }
+grep -qF "RBAC: cluster-wide" "$work/upgrade.out" || { cat "$work/upgrade.out" >&2; fail "NOTES after the upgrade do not say cluster-wide"; }
 kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL"; kexpect 200
 kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/$RELNS-$FULL"; kexpect 200
 for ns in "$RELNS" "$NS_A" "$NS_B"; do
