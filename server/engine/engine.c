@@ -61,6 +61,8 @@ typedef struct term {
     bool ending;   /* a release is in flight */
     loop_timer *renew_timer;
     loop_timer *guard_timer; /* fires at granted_until / the renew deadline */
+    engine_done resign_done; /* a Resign waiting for the release to land */
+    void *resign_ctx;
 } term;
 
 struct lease_state {
@@ -320,11 +322,16 @@ static int64_t term_grant(lease_state *ls, int64_t now)
     return v;
 }
 
-static void term_free(lease_state *ls)
+/* released: the release write landed. */
+static void term_free(lease_state *ls, bool released)
 {
     term *t = ls->term;
     if (!t)
         return;
+    if (t->resign_done) {
+        engine_reply r = {.code = ENGINE_OK, .released = released, .epoch = t->epoch};
+        t->resign_done(t->resign_ctx, &r);
+    }
     loop_timer_cancel(ls->e->loop, t->renew_timer);
     loop_timer_cancel(ls->e->loop, t->guard_timer);
     ls->term = NULL;
@@ -363,7 +370,7 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     t->guard_timer = NULL;
     if (!release || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
         ls->record.transitions != t->epoch) {
-        term_free(ls);
+        term_free(ls, false);
         try_acquire(ls);
         return;
     }
@@ -398,7 +405,7 @@ static void release_done(void *ctx, const store_result *r)
     else
         log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
                   store_status_name(r->status), log_q(r->message));
-    term_free(ls);
+    term_free(ls, r->status == STORE_OK);
     notify_watchers(ls, false);
     notify_standbys(ls);
     try_acquire(ls);
@@ -578,6 +585,9 @@ static void acquire_done(void *ctx, const store_result *r)
     write_ctx *w = ctx;
     lease_state *ls = w->ls;
     ls->writing = false;
+    log_event(LOG_DEBUG, "acquire_done", "ns=%s lease=%s status=%s rv=%s", ls->ns, ls->name,
+              store_status_name(r->status),
+              r->status == STORE_OK ? r->lease.resource_version : "-");
     candidate *c = *campaign_slot(ls->e, w->campaign_id);
     bool resume = w->resume;
     int64_t sent = w->sent_ms;
@@ -657,6 +667,9 @@ static void write_for(lease_state *ls, candidate *c, bool create, const store_le
     w->sent_ms = mono_ms();
     ls->writing = true;
     int timeout = (int)lease_timeout_ms(c->req.renew_deadline_s);
+    log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
+              ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
+              (int)create);
     if (create)
         ls->e->store->ops->create(ls->e->store, rec, timeout, acquire_done, w);
     else
@@ -748,6 +761,11 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
     lease_state *ls = ctx;
     engine *e = ls->e;
     int64_t now = mono_ms();
+    if (log_enabled(LOG_DEBUG))
+        log_event(LOG_DEBUG, "watch_event", "ns=%s lease=%s type=%d holder=%s epoch=%lld rv=%s",
+                  ls->ns, ls->name, (int)type, lease ? log_q(lease->holder) : "-",
+                  lease ? (long long)lease->transitions : 0LL,
+                  lease ? lease->resource_version : "-");
     switch (type) {
     case STORE_EVENT_BROKEN:
         atomic_store(&e->reachable, false);
@@ -970,9 +988,11 @@ static void do_resign(cmd *k)
             candidate_end(c, ENGINE_LOST_RESIGNED, 0, "resigned");
     }
     if (t) {
-        r.released = true;
-        r.epoch = t->epoch;
+        /* Answered once the release has landed (or could not be written). */
+        t->resign_done = k->done;
+        t->resign_ctx = k->ctx;
         term_end(ls, ENGINE_LOST_RESIGNED, "resigned", true);
+        return;
     }
     k->done(k->ctx, &r);
 }
@@ -1258,7 +1278,7 @@ void engine_free(engine *e)
                 candidate_end(ls->candidates, ENGINE_LOST_UNSPECIFIED, 0, NULL);
             while (ls->watchers)
                 watcher_close(e, ls->watchers);
-            term_free(ls);
+            term_free(ls, false);
             loop_timer_cancel(e->loop, ls->expiry_timer);
             loop_timer_cancel(e->loop, ls->tick_timer);
             loop_timer_cancel(e->loop, ls->retry_timer);

@@ -494,6 +494,7 @@ static void list_done(void *ctx, const kube_response *r)
         log_event(LOG_WARN, "kube_lease_undecodable", "ns=%s count=%zu error=%s", w->ns, list.n_bad,
                   log_q(list.bad_reason));
     /* Leases we knew that are gone now. */
+    bool reported_gone = false;
     for (size_t i = 0; i < w->n_known;) {
         bool present = false;
         for (size_t j = 0; j < list.n && !present; j++)
@@ -504,11 +505,12 @@ static void list_done(void *ctx, const kube_response *r)
         }
         store_lease gone = w->known[i];
         w->known[i] = w->known[--w->n_known];
+        reported_gone = true;
         if (!emit(w, STORE_EVENT_DELETE, &gone))
             goto out;
     }
     /* A named Lease that does not exist (unless it exists but is undecodable). */
-    if (w->name[0] && list.n == 0 && list.n_bad == 0) {
+    if (w->name[0] && list.n == 0 && list.n_bad == 0 && !reported_gone) {
         store_lease l;
         absent_lease(w, &l);
         if (!emit(w, STORE_EVENT_DELETE, &l))
@@ -697,11 +699,9 @@ static store_watch *kube_watch(store *s, const char *ns, const char *name, store
     ks->watches = w;
     if (!valid_name(w->ns, STORE_NS_MAX - 1) ||
         (name && !valid_name(w->name, STORE_NAME_MAX - 1))) {
-        /* Nothing to watch: say so once, asynchronously, and never sync. */
+        /* Nothing can be watched (the engine validates names first): the
+         * watch stays silent and never syncs. */
         log_event(LOG_ERROR, "kube_watch_invalid", "ns=%s name=%s", log_q(w->ns), log_q(w->name));
-        w->failures = 1000;
-        w->broken = false;
-        w->timer = NULL;
         return w;
     }
     /* Start from the loop, not inside this call. */
