@@ -273,6 +273,11 @@ int main(int argc, char **argv)
                         "--context and --sa-dir\n");
         return EXIT_USAGE;
     }
+    char lerr[256];
+    if (http_listen_check(o.listen, lerr, sizeof lerr) != 0) {
+        fprintf(stderr, "kubeleased: --listen: %s\n", lerr);
+        return EXIT_USAGE;
+    }
     char *ns_copy = NULL;
     char **namespaces = NULL;
     if (o.namespaces) {

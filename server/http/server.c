@@ -1268,6 +1268,14 @@ bad:
     return -1;
 }
 
+int http_listen_check(const char *listen, char *err, size_t err_len)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    bool v6;
+    return parse_listen(listen, &ss, &len, &v6, err, err_len);
+}
+
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len)
 {
     struct sockaddr_storage ss;

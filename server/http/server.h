@@ -30,6 +30,8 @@ typedef struct http_config {
     const char *const *namespaces;   /* served namespaces, NULL-terminated; NULL: all */
 } http_config;
 
+/* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */
+int http_listen_check(const char *listen, char *err, size_t err_len);
 /* Binds and starts serving. Returns NULL with a reason in err. */
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len);
 /* The bound port (useful with port 0). */
