@@ -137,7 +137,9 @@ static void el_check_deadline(struct kl_client *c, struct election *el, int64_t 
                   "leadership of %s (epoch %lld) lost: the kubelease service at %s did not "
                   "confirm it within its validity (%lld ms)%s%s",
                   el->key, (long long)el->epoch, c->endpoint, (long long)el->valid_for_ms,
-                  el->problem[0] ? "; last problem: " : "", el->problem);
+                  el->problem[0] ? "; last problem: " : (el->confirm ? "; " : ""),
+                  el->problem[0] ? el->problem
+                                 : (el->confirm ? "the last confirmation got no answer" : ""));
 }
 
 static void set_problem(struct election *el, const char *text)
