@@ -10,8 +10,8 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
             libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libyaml-dev)
-test_pkgs=(libcmocka-dev clang clang-format valgrind prometheus chromium curl
-           openssl procps psmisc)
+test_pkgs=(libcmocka-dev clang libclang-rt-14-dev clang-format valgrind prometheus chromium curl
+           openssl procps psmisc python3 python3-yaml)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-}" = "--test" ] && pkgs+=("${test_pkgs[@]}")
@@ -41,6 +41,10 @@ need libmicrohttpd 0.9.71
 need libcurl 7.68.0
 need libcjson 1.7.14
 need yaml-0.1 0.2.2
-command -v go >/dev/null || die "Go is not installed (needed for the test control plane)"
-command -v node >/dev/null || die "Node.js is not installed (needed for the interop tests)"
+# Go and Node.js are needed only by the tests (the Dockerfile's build stage runs
+# this script without --test and has neither).
+if [ "${1:-}" = "--test" ]; then
+  command -v go >/dev/null || die "Go is not installed (needed for the test control plane and helm)"
+  command -v node >/dev/null || die "Node.js is not installed (needed for the interop tests)"
+fi
 log "ok"

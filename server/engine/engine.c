@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/metrics.h"
 #include "engine/engine.h"
 
 #define N_BUCKETS 1024
@@ -60,6 +61,8 @@ typedef struct term {
     bool ending;   /* a release is in flight */
     loop_timer *renew_timer;
     loop_timer *guard_timer; /* fires at granted_until / the renew deadline */
+    engine_done resign_done; /* a Resign waiting for the release to land */
+    void *resign_ctx;
 } term;
 
 struct lease_state {
@@ -72,6 +75,7 @@ struct lease_state {
     bool exists;
     store_lease record;
     int64_t observed_ms;   /* when record last changed, by our clock */
+    int64_t vacant_ms;     /* when the Lease was last seen without a live holder; 0: held */
     int64_t transition_ms; /* when holder or epoch last changed */
     bool writing;          /* an acquisition is in flight */
     candidate *candidates;
@@ -94,7 +98,21 @@ struct engine {
     atomic_bool reachable;
     atomic_int unsynced;
     atomic_bool stopping;
+    int n_candidates, n_watchers; /* engine thread only, mirrored in metrics */
 };
+
+static void lease_labels(const lease_state *ls, char *out, size_t n);
+
+static void update_gauges(engine *e)
+{
+    int active = 0;
+    for (unsigned b = 0; b < N_BUCKETS; b++)
+        for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next)
+            active += ls->candidates != NULL;
+    metrics_set("kubelease_elections_active", "", active);
+    metrics_set("kubelease_candidates", "", e->n_candidates);
+    metrics_set("kubelease_watchers", "", e->n_watchers);
+}
 
 /* ---------- small helpers ---------- */
 
@@ -144,6 +162,14 @@ static bool record_expired(const lease_state *ls, int64_t now)
 {
     return !ls->record.holder[0] ||
            now - ls->observed_ms > (int64_t)ls->record.lease_duration_s * 1000;
+}
+
+static void lease_labels(const lease_state *ls, char *out, size_t n)
+{
+    char ns[2 * STORE_NS_MAX], name[2 * STORE_NAME_MAX];
+    metrics_label_escape(ls->ns, ns, sizeof ns);
+    metrics_label_escape(ls->name, name, sizeof name);
+    snprintf(out, n, "namespace=\"%s\",lease=\"%s\"", ns, name);
 }
 
 /* ---------- lookup tables ---------- */
@@ -259,6 +285,8 @@ static void candidate_end(candidate *c, engine_lost_reason reason, int64_t epoch
     if (c->listener.on_close)
         c->listener.on_close(c->listener.ctx);
     free(c);
+    ls->e->n_candidates--;
+    update_gauges(ls->e);
 }
 
 /* ---------- terms ---------- */
@@ -294,11 +322,16 @@ static int64_t term_grant(lease_state *ls, int64_t now)
     return v;
 }
 
-static void term_free(lease_state *ls)
+/* released: the release write landed. */
+static void term_free(lease_state *ls, bool released)
 {
     term *t = ls->term;
     if (!t)
         return;
+    if (t->resign_done) {
+        engine_reply r = {.code = ENGINE_OK, .released = released, .epoch = t->epoch};
+        t->resign_done(t->resign_ctx, &r);
+    }
     loop_timer_cancel(ls->e->loop, t->renew_timer);
     loop_timer_cancel(ls->e->loop, t->guard_timer);
     ls->term = NULL;
@@ -318,6 +351,17 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
               "ns=%s lease=%s identity=%s epoch=%lld reason=%d released=%d msg=%s", ls->ns,
               ls->name, log_q(t->identity), (long long)t->epoch, (int)reason, (int)release,
               log_q(msg));
+    static const char *const reasons[] = {"unspecified", "resigned", "renew_failed",
+                                          "superseded",  "deleted",  "resume_failed",
+                                          "shutdown",    "expired"};
+    char labels[400];
+    lease_labels(ls, labels, sizeof labels);
+    char with_reason[460];
+    snprintf(with_reason, sizeof with_reason, "%s,reason=\"%s\"", labels,
+             (unsigned)reason < 8 ? reasons[reason] : "unknown");
+    metrics_add("kubelease_terms_lost_total", with_reason, 1);
+    metrics_set("kubelease_leader", labels, 0);
+    ls->vacant_ms = mono_ms();
     if (t->owner)
         candidate_end(t->owner, reason, t->epoch, msg);
     loop_timer_cancel(ls->e->loop, t->renew_timer);
@@ -326,7 +370,7 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     t->guard_timer = NULL;
     if (!release || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
         ls->record.transitions != t->epoch) {
-        term_free(ls);
+        term_free(ls, false);
         try_acquire(ls);
         return;
     }
@@ -361,7 +405,7 @@ static void release_done(void *ctx, const store_result *r)
     else
         log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
                   store_status_name(r->status), log_q(r->message));
-    term_free(ls);
+    term_free(ls, r->status == STORE_OK);
     notify_watchers(ls, false);
     notify_standbys(ls);
     try_acquire(ls);
@@ -438,6 +482,7 @@ static void renew_done(void *ctx, const store_result *r)
     t->renewing = false;
     int64_t now = mono_ms();
     if (r->status == STORE_OK) {
+        metrics_add("kubelease_renewals_total", "", 1);
         t->renewed_sent_ms = sent;
         adopt_record(ls, &r->lease, now);
         term_schedule_guard(ls);
@@ -454,6 +499,9 @@ static void renew_done(void *ctx, const store_result *r)
     }
     log_event(LOG_WARN, "renew_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
               store_status_name(r->status), log_q(r->message));
+    char st[64];
+    snprintf(st, sizeof st, "status=\"%s\"", store_status_name(r->status));
+    metrics_add("kubelease_renewal_failures_total", st, 1);
     /* Retry soon; the guard ends the term at the renew deadline. */
     int64_t retry = (int64_t)t->retry_s * 1000 / 2;
     schedule_renew(ls, now + (retry < 200 ? 200 : retry));
@@ -511,6 +559,13 @@ static void term_start(lease_state *ls, candidate *c, const store_lease *rec, in
               "ns=%s lease=%s identity=%s epoch=%lld valid_for_ms=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch, (long long)ev.valid_for_ms);
     send_event(&c->listener, &ev);
+    char labels[400];
+    lease_labels(ls, labels, sizeof labels);
+    metrics_add("kubelease_terms_started_total", labels, 1);
+    metrics_set("kubelease_leader", labels, 1);
+    if (ls->vacant_ms && !resumed)
+        metrics_observe("kubelease_failover_seconds", "", (double)(now - ls->vacant_ms) / 1000.0);
+    ls->vacant_ms = 0;
     schedule_renew(ls, sent_ms + (int64_t)t->retry_s * 1000);
     notify_standbys(ls);
     notify_watchers(ls, false);
@@ -530,6 +585,9 @@ static void acquire_done(void *ctx, const store_result *r)
     write_ctx *w = ctx;
     lease_state *ls = w->ls;
     ls->writing = false;
+    log_event(LOG_DEBUG, "acquire_done", "ns=%s lease=%s status=%s rv=%s", ls->ns, ls->name,
+              store_status_name(r->status),
+              r->status == STORE_OK ? r->lease.resource_version : "-");
     candidate *c = *campaign_slot(ls->e, w->campaign_id);
     bool resume = w->resume;
     int64_t sent = w->sent_ms;
@@ -578,6 +636,8 @@ static void expiry_fire(void *arg)
 {
     lease_state *ls = arg;
     ls->expiry_timer = NULL;
+    if (!ls->vacant_ms)
+        ls->vacant_ms = mono_ms();
     notify_watchers(ls, false);
     notify_standbys(ls);
     try_acquire(ls);
@@ -607,6 +667,9 @@ static void write_for(lease_state *ls, candidate *c, bool create, const store_le
     w->sent_ms = mono_ms();
     ls->writing = true;
     int timeout = (int)lease_timeout_ms(c->req.renew_deadline_s);
+    log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
+              ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
+              (int)create);
     if (create)
         ls->e->store->ops->create(ls->e->store, rec, timeout, acquire_done, w);
     else
@@ -698,6 +761,11 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
     lease_state *ls = ctx;
     engine *e = ls->e;
     int64_t now = mono_ms();
+    if (log_enabled(LOG_DEBUG))
+        log_event(LOG_DEBUG, "watch_event", "ns=%s lease=%s type=%d holder=%s epoch=%lld rv=%s",
+                  ls->ns, ls->name, (int)type, lease ? log_q(lease->holder) : "-",
+                  lease ? (long long)lease->transitions : 0LL,
+                  lease ? lease->resource_version : "-");
     switch (type) {
     case STORE_EVENT_BROKEN:
         atomic_store(&e->reachable, false);
@@ -733,6 +801,8 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
     if (ls->exists && strcmp(ls->record.resource_version, lease->resource_version) == 0)
         return;
     adopt_record(ls, lease, now);
+    if (!lease->holder[0] && !ls->vacant_ms)
+        ls->vacant_ms = now;
     term *t = ls->term;
     if (t && !t->ending &&
         (strcmp(lease->holder, t->identity) != 0 || lease->transitions != t->epoch)) {
@@ -835,6 +905,8 @@ static void do_campaign(cmd *k)
     if (c->req.resume_epoch != 0)
         duplicate = false;
     *tail = c;
+    e->n_candidates++;
+    update_gauges(e);
     if (duplicate) {
         candidate_end(c, ENGINE_LOST_EXPIRED, 0,
                       "already campaigning: another live campaign has this lease and identity");
@@ -916,9 +988,11 @@ static void do_resign(cmd *k)
             candidate_end(c, ENGINE_LOST_RESIGNED, 0, "resigned");
     }
     if (t) {
-        r.released = true;
-        r.epoch = t->epoch;
+        /* Answered once the release has landed (or could not be written). */
+        t->resign_done = k->done;
+        t->resign_ctx = k->ctx;
         term_end(ls, ENGINE_LOST_RESIGNED, "resigned", true);
+        return;
     }
     k->done(k->ctx, &r);
 }
@@ -1052,6 +1126,8 @@ static void do_watch(cmd *k)
     watcher **slot = watcher_slot(e, w->id);
     w->hash_next = *slot;
     *slot = w;
+    e->n_watchers++;
+    update_gauges(e);
     if (ls->synced)
         notify_watchers(ls, false);
 }
@@ -1071,6 +1147,8 @@ static void watcher_close(engine *e, watcher *w)
     if (w->listener.on_close)
         w->listener.on_close(w->listener.ctx);
     free(w);
+    e->n_watchers--;
+    update_gauges(e);
 }
 
 static void do_unwatch(cmd *k)
@@ -1200,7 +1278,7 @@ void engine_free(engine *e)
                 candidate_end(ls->candidates, ENGINE_LOST_UNSPECIFIED, 0, NULL);
             while (ls->watchers)
                 watcher_close(e, ls->watchers);
-            term_free(ls);
+            term_free(ls, false);
             loop_timer_cancel(e->loop, ls->expiry_timer);
             loop_timer_cancel(e->loop, ls->tick_timer);
             loop_timer_cancel(e->loop, ls->retry_timer);

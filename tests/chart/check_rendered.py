@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Assertions on `helm template` output of charts/kubelease.
+
+Usage: check_rendered.py CASE RELEASE_NAMESPACE RENDERED.yaml
+Exits non-zero with a message naming the failed expectation.
+"""
+import sys
+
+import yaml
+
+LEASE_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+
+
+class Fail(Exception):
+    pass
+
+
+def expect(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def load(path):
+    with open(path) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        expect("kind" in d and "apiVersion" in d, f"object without kind/apiVersion: {d}")
+    return docs
+
+
+def of_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs, kind):
+    objs = of_kind(docs, kind)
+    expect(len(objs) == 1, f"expected exactly one {kind}, got {len(objs)}")
+    return objs[0]
+
+
+def container(dep):
+    cs = dep["spec"]["template"]["spec"]["containers"]
+    expect(len(cs) == 1, f"expected one container, got {len(cs)}")
+    return cs[0]
+
+
+def arg_value(args, flag):
+    """Value of `flag` in args (`--flag value` or `--flag=value`), or None."""
+    for i, a in enumerate(args):
+        if a == flag:
+            expect(i + 1 < len(args), f"{flag} without a value")
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def check_common(docs, ns):
+    for d in docs:
+        md = d["metadata"]
+        labels = md.get("labels", {})
+        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance",
+                    "app.kubernetes.io/managed-by", "helm.sh/chart"):
+            expect(key in labels, f"{d['kind']}/{md['name']} lacks label {key}")
+        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                             "ServiceMonitor"):
+            expect(md.get("namespace") == ns,
+                   f"{d['kind']}/{md['name']} is in namespace {md.get('namespace')}, not {ns}")
+        # No object of the chart may concern Secrets.
+        expect("secrets" not in yaml.safe_dump(d.get("rules", [])),
+               f"{d['kind']}/{md['name']} mentions secrets")
+
+    dep = one(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    c = container(dep)
+    expect(dep["spec"]["strategy"]["type"] == "RollingUpdate", "strategy is not RollingUpdate")
+    expect(dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0,
+           "rolling update may take a pod down (maxUnavailable != 0)")
+    sel = dep["spec"]["selector"]["matchLabels"]
+    podlabels = dep["spec"]["template"]["metadata"]["labels"]
+    expect(sel.items() <= podlabels.items(), "selector does not match the pod labels")
+    expect(set(sel) == {"app.kubernetes.io/name", "app.kubernetes.io/instance"},
+           f"selector labels changed: {sel}")
+
+    # Hardening.
+    psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
+    expect(psc.get("runAsNonRoot") is True and csc.get("runAsNonRoot") is True,
+           "runAsNonRoot is not true")
+    uid = csc.get("runAsUser", psc.get("runAsUser"))
+    expect(isinstance(uid, int) and uid > 0, f"runAsUser is not a non-zero numeric UID: {uid!r}")
+    expect(csc.get("readOnlyRootFilesystem") is True, "root filesystem is writable")
+    expect(csc.get("allowPrivilegeEscalation") is False, "privilege escalation allowed")
+    expect(csc.get("capabilities", {}).get("drop") == ["ALL"], "capabilities are not all dropped")
+    expect(csc.get("capabilities", {}).get("add") is None, "capabilities are added")
+    for where, sc in (("pod", psc), ("container", csc)):
+        expect(sc.get("seccompProfile", {}).get("type") == "RuntimeDefault",
+               f"{where} seccompProfile is not RuntimeDefault")
+    expect(pod.get("automountServiceAccountToken") is True,
+           "the pod does not mount its ServiceAccount token (in-cluster config needs it)")
+
+    # Probes, ports, resources.
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    expect("http" in ports, "no container port named http")
+    for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        expect(probe in c, f"no {probe}")
+        hg = c[probe]["httpGet"]
+        expect(hg["path"] == path and hg["port"] == "http", f"{probe} is {hg}, want {path} on http")
+    res = c.get("resources", {})
+    expect(res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory"),
+           "no cpu/memory requests")
+    expect(res.get("limits", {}).get("memory"), "no memory limit")
+    args = c.get("args", [])
+    listen = arg_value(args, "--listen")
+    expect(listen == f"0.0.0.0:{ports['http']}", f"--listen is {listen!r}, container port {ports['http']}")
+    expect(c["image"].split(":")[-1], "image has no tag")
+
+    # The Service reaches the pods.
+    svc = one(docs, "Service")
+    expect(svc["spec"]["selector"] == sel, "Service selector differs from the Deployment's")
+    sp = svc["spec"]["ports"]
+    expect(len(sp) == 1 and sp[0]["targetPort"] == "http" and sp[0]["name"] == "http",
+           f"Service ports: {sp}")
+
+    # ServiceAccount used by the pod exists.
+    sa = one(docs, "ServiceAccount")
+    expect(pod["serviceAccountName"] == sa["metadata"]["name"], "pod does not use the chart's ServiceAccount")
+
+    # RBAC: only the Lease verbs; bindings point at the chart's ServiceAccount.
+    roles = of_kind(docs, "Role") + of_kind(docs, "ClusterRole")
+    expect(roles, "no Role or ClusterRole")
+    for r in roles:
+        rules = r["rules"]
+        expect(len(rules) == 1, f"{r['kind']}/{r['metadata']['name']} has {len(rules)} rules")
+        rule = rules[0]
+        expect(rule["apiGroups"] == ["coordination.k8s.io"], f"apiGroups {rule['apiGroups']}")
+        expect(rule["resources"] == ["leases"], f"resources {rule['resources']}")
+        expect(set(rule["verbs"]) == LEASE_VERBS and len(rule["verbs"]) == len(LEASE_VERBS),
+               f"verbs {rule['verbs']}")
+        expect("resourceNames" not in rule and "nonResourceURLs" not in rule, f"extra rule keys: {rule}")
+    for b in of_kind(docs, "RoleBinding") + of_kind(docs, "ClusterRoleBinding"):
+        subj = b["subjects"]
+        expect(subj == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": ns}],
+               f"{b['kind']}/{b['metadata']['name']} subjects {subj}")
+        want_kind = "Role" if b["kind"] == "RoleBinding" else "ClusterRole"
+        ref = b["roleRef"]
+        expect(ref["kind"] == want_kind, f"{b['kind']} refers to a {ref['kind']}")
+        match = [r for r in roles if r["kind"] == want_kind and r["metadata"]["name"] == ref["name"]
+                 and r["metadata"].get("namespace") == b["metadata"].get("namespace")]
+        expect(match, f"{b['kind']}/{b['metadata']['name']} refers to a missing {want_kind} {ref['name']}")
+    return dep, c, args
+
+
+def check_namespaced(docs, ns, namespaces, args):
+    expect(not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding"),
+           "namespaced mode renders cluster-wide RBAC")
+    for kind in ("Role", "RoleBinding"):
+        got = sorted(r["metadata"]["namespace"] for r in of_kind(docs, kind))
+        expect(got == sorted(namespaces), f"{kind}s in {got}, want {sorted(namespaces)}")
+    served = arg_value(args, "--namespaces")
+    expect(served == ",".join(namespaces), f"--namespaces is {served!r}, want {','.join(namespaces)!r}")
+
+
+def check_pdb(docs, dep, want):
+    pdbs = of_kind(docs, "PodDisruptionBudget")
+    if not want:
+        expect(not pdbs, "a PodDisruptionBudget is rendered for a single replica")
+        return
+    expect(len(pdbs) == 1, "no PodDisruptionBudget")
+    pdb = pdbs[0]
+    expect(pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"],
+           "PDB selector differs from the Deployment's")
+    expect(pdb["spec"].get("maxUnavailable") == 1, f"PDB maxUnavailable {pdb['spec'].get('maxUnavailable')}")
+
+
+def soft_anti_affinity(dep):
+    aff = dep["spec"]["template"]["spec"].get("affinity", {}).get("podAntiAffinity", {})
+    terms = aff.get("preferredDuringSchedulingIgnoredDuringExecution", [])
+    expect(len(terms) == 1 and not aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+           f"anti-affinity is not soft: {aff}")
+    t = terms[0]["podAffinityTerm"]
+    expect(t["topologyKey"] == "kubernetes.io/hostname", f"topologyKey {t['topologyKey']}")
+    expect(t["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"],
+           "anti-affinity selects other pods than the Deployment's")
+
+
+def main():
+    case, ns, path = sys.argv[1:4]
+    docs = load(path)
+    dep, c, args = check_common(docs, ns)
+    sm = of_kind(docs, "ServiceMonitor")
+    if case == "defaults":
+        expect(dep["spec"]["replicas"] == 2, f"replicas {dep['spec']['replicas']}")
+        check_namespaced(docs, ns, [ns], args)
+        check_pdb(docs, dep, True)
+        soft_anti_affinity(dep)
+        expect(not sm, "ServiceMonitor rendered although disabled")
+        expect(arg_value(args, "--max-connections") is None, "--max-connections set by default")
+        expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")
+        kinds = sorted(d["kind"] for d in docs)
+        expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
+                                "PodDisruptionBudget"]), f"objects rendered: {kinds}")
+    elif case == "namespaced":
+        check_namespaced(docs, ns, ["team-a", "team-b", "team-c"], args)
+        check_pdb(docs, dep, True)
+    elif case == "cluster":
+        expect(not of_kind(docs, "Role") and not of_kind(docs, "RoleBinding"),
+               "cluster mode renders namespaced RBAC")
+        one(docs, "ClusterRole")
+        one(docs, "ClusterRoleBinding")
+        expect(arg_value(args, "--namespaces") is None, "cluster mode restricts --namespaces")
+    elif case == "single":
+        expect(dep["spec"]["replicas"] == 1, f"replicas {dep['spec']['replicas']}")
+        check_pdb(docs, dep, False)
+    elif case == "servicemonitor":
+        expect(len(sm) == 1, "no ServiceMonitor")
+        s = sm[0]
+        expect(s["apiVersion"] == "monitoring.coreos.com/v1", f"apiVersion {s['apiVersion']}")
+        svc = one(docs, "Service")
+        expect(s["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items(),
+               "ServiceMonitor does not select the Service")
+        expect(s["spec"]["namespaceSelector"]["matchNames"] == [ns], "ServiceMonitor namespaceSelector")
+        ep = s["spec"]["endpoints"]
+        expect(len(ep) == 1 and ep[0]["port"] == "http" and ep[0]["path"] == "/metrics",
+               f"ServiceMonitor endpoints {ep}")
+        expect(s["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels not applied")
+    elif case == "custom":
+        expect(arg_value(args, "--max-connections") == "5000", "--max-connections not passed")
+        expect(arg_value(args, "--max-per-ip") == "64", "--max-per-ip not passed")
+        expect(arg_value(args, "--log-level") == "debug", "--log-level not passed")
+        expect(args[-2:] == ["--kubeconfig", "/etc/kubelease/kubeconfig"], f"extraArgs not last: {args}")
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        expect(env.get("KUBELEASED_EXTRA") == "1", f"extraEnv not applied: {env}")
+        aff = dep["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        expect(aff.get("requiredDuringSchedulingIgnoredDuringExecution"), "hard anti-affinity missing")
+        expect(dep["metadata"]["name"] == "lease-svc", "fullnameOverride not applied")
+        expect(dep["spec"]["template"]["spec"]["serviceAccountName"] == "lease-sa", "serviceAccount.name")
+        expect(c["image"] == "example/kubeleased:9.9.9", f"image {c['image']}")
+        expect(dep["spec"]["replicas"] == 3, "replicaCount 3")
+        check_pdb(docs, dep, True)
+    else:
+        raise Fail(f"unknown case {case}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Fail as e:
+        print(f"FAIL [{sys.argv[1]}]: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# End to end: kubeleased, started as if in a pod of the chart (the installed
+# Deployment's arguments, in-cluster config from KUBERNETES_SERVICE_HOST/PORT
+# and a service-account directory holding a token of the chart's
+# ServiceAccount), runs an election: a Campaign over the Connect JSON stream
+# makes the Lease in the apiserver name the candidate, with the epoch the
+# stream reported; a namespace outside the chart's RBAC is refused.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if [ -z "${KUBELEASED:-}" ] || [ ! -x "$KUBELEASED" ]; then
+  echo "SKIP: KUBELEASED (the built daemon) is not set"
+  exit 77
+fi
+if ! "$KUBELEASED" --help 2>&1 | grep -q -- '--sa-dir'; then
+  echo "SKIP: $KUBELEASED --help does not offer --sa-dir yet"
+  exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-chart-incluster.XXXXXX")
+REL=kle
+installed=
+daemon_pid=
+stream_pids=()
+cleanup() {
+  set +e
+  local p
+  for p in "${stream_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  if [ -n "$daemon_pid" ]; then
+    kill "$daemon_pid" 2>/dev/null
+    wait "$daemon_pid" 2>/dev/null
+  fi
+  if [ -n "$installed" ]; then helm_admin uninstall "$REL" -n "$RELNS" >/dev/null 2>&1; fi
+  for ns in ${NAMESPACES:-}; do kapi DELETE "/api/v1/namespaces/$ns" >/dev/null 2>&1; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cluster_setup "$work"
+need_pyyaml
+get_helm "$work/helm"
+
+id=$(test_id)
+RELNS=kle-$id
+NS_APP=kle-$id-app
+NS_OTHER=kle-$id-other
+NAMESPACES="$RELNS $NS_APP $NS_OTHER"
+for ns in $NAMESPACES; do create_namespace "$ns"; done
+
+helm_admin install "$REL" "$CHART" --namespace "$RELNS" --set "rbac.namespaces={$RELNS,$NS_APP}" \
+  >"$work/install.out" 2>&1 || { cat "$work/install.out" >&2; fail "helm install failed"; }
+installed=1
+FULL=$REL-kubelease
+
+# The pod's view: token, CA bundle and namespace, as the kubelet mounts them.
+sadir=$work/serviceaccount
+mkdir -p "$sadir"
+sa_token "$RELNS" "$FULL" >"$sadir/token"
+[ -s "$sadir/token" ] || fail "TokenRequest returned no token"
+cp "$KWORK/ca.crt" "$sadir/ca.crt"
+printf '%s' "$RELNS" >"$sadir/namespace"
+
+# The container's arguments, as installed, listening on loopback instead.
+kapi GET "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL"; kexpect 200
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mapfile -t args < <(python3 - "$KWORK/out.json" "127.0.0.1:$port" <<'PY'
+import json, sys
+args = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]
+i = args.index("--listen")
+args[i + 1] = sys.argv[2]
+print("\n".join(args))
+PY
+)
+[ "${#args[@]}" -gt 0 ] || fail "no container arguments in the installed Deployment"
+api_hostport=${APISERVER#https://}
+api_port=${api_hostport##*:}
+
+note "starting kubeleased ${args[*]} --sa-dir $sadir"
+(
+  # Only what a pod would have: no kubeconfig, no stray KUBELEASED_* flags.
+  for v in $(compgen -e); do case $v in KUBELEASED_* | KUBECONFIG) unset "$v" ;; esac; done
+  export KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$api_port
+  exec "$KUBELEASED" "${args[@]}" --sa-dir "$sadir"
+) >"$work/kubeleased.log" 2>&1 &
+daemon_pid=$!
+URL=http://127.0.0.1:$port
+
+deadline=$((SECONDS + 30))
+until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/readyz")" = 200 ]; do
+  kill -0 "$daemon_pid" 2>/dev/null || { tail -n 30 "$work/kubeleased.log" >&2; fail "kubeleased exited before it was ready"; }
+  [ $SECONDS -lt $deadline ] || { tail -n 30 "$work/kubeleased.log" >&2; fail "kubeleased was not ready within 30 s"; }
+  sleep 0.1
+done
+note "kubeleased is ready on $URL"
+
+# campaign NS NAME IDENTITY OUT: starts a Campaign stream in the background.
+campaign() {
+  local body=$work/campaign-$1-$2.bin
+  $KUBEAPI envelope "{\"namespace\":\"$1\",\"name\":\"$2\",\"identity\":\"$3\",\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}" "$body"
+  curl -sS -N --max-time 120 -X POST -H 'Content-Type: application/connect+json' \
+    -H 'Connect-Protocol-Version: 1' --data-binary "@$body" \
+    -o "$4" -D "$4.headers" "$URL/kubelease.v1.LeaseService/Campaign" 2>"$4.err" &
+  stream_pids+=($!)
+}
+
+LEASE=chart-e2e
+IDENT=replica-$id
+campaign "$NS_APP" "$LEASE" "$IDENT" "$work/stream"
+
+# The Lease in the apiserver must name the candidate.
+deadline=$((SECONDS + 30))
+holder=
+while :; do
+  kapi GET "/apis/coordination.k8s.io/v1/namespaces/$NS_APP/leases/$LEASE"
+  [ "$KCODE" = 200 ] && holder=$(jget spec.holderIdentity)
+  [ "$holder" = "$IDENT" ] && break
+  [ $SECONDS -lt $deadline ] || {
+    tail -n 30 "$work/kubeleased.log" >&2
+    $KUBEAPI frames "$work/stream" >&2 || true
+    fail "the Lease $NS_APP/$LEASE is held by '$holder' after 30 s, expected $IDENT"
+  }
+  sleep 0.1
+done
+epoch=$(jget spec.leaseTransitions)
+note "Lease $NS_APP/$LEASE held by $holder, leaseTransitions $epoch"
+
+# The stream reports the election with the same epoch (the fencing token).
+deadline=$((SECONDS + 10))
+until $KUBEAPI frames "$work/stream" | grep -q '"elected"'; do
+  [ $SECONDS -lt $deadline ] || { $KUBEAPI frames "$work/stream" >&2; fail "the Campaign stream reported no Elected event"; }
+  sleep 0.1
+done
+elected=$($KUBEAPI frames "$work/stream" | grep -m1 '"elected"' | cut -d' ' -f2-)
+python3 - "$elected" "$epoch" <<'PY' || fail "Elected event $elected does not carry epoch $epoch"
+import json, sys
+e = json.loads(sys.argv[1])["elected"]
+sys.exit(0 if int(e.get("epoch", 0)) == int(sys.argv[2]) and int(e.get("validForMs", 0)) > 0 else 1)
+PY
+
+# A namespace outside the chart's RBAC is refused, and nothing is written there.
+campaign "$NS_OTHER" "$LEASE" "$IDENT" "$work/stream-other"
+deadline=$((SECONDS + 30))
+until grep -qE '^HTTP/[0-9.]+ [45]' "$work/stream-other.headers" 2>/dev/null ||
+  $KUBEAPI frames "$work/stream-other" | grep -q '"error"'; do
+  [ $SECONDS -lt $deadline ] || { $KUBEAPI frames "$work/stream-other" >&2; fail "a Campaign in $NS_OTHER was not refused"; }
+  sleep 0.1
+done
+kapi GET "/apis/coordination.k8s.io/v1/namespaces/$NS_OTHER/leases/$LEASE"
+kexpect 404
+
+# Operators see it: metrics and the lease listing behind the status page.
+code=$(curl -s -o "$work/metrics" -w '%{http_code}' --max-time 5 "$URL/metrics")
+[ "$code" = 200 ] && grep -q '^kubelease_' "$work/metrics" || fail "/metrics answered $code without kubelease_ series"
+code=$(curl -s -o "$work/list.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+  --data-binary '{}' "$URL/kubelease.v1.LeaseService/ListLeases")
+[ "$code" = 200 ] && grep -qF "\"$IDENT\"" "$work/list.json" || fail "ListLeases answered $code without $IDENT: $(head -c 500 "$work/list.json")"
+
+echo "PASS: kubeleased with the chart's ServiceAccount elected $IDENT (epoch $epoch)"

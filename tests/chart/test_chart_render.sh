@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The Helm chart lints cleanly (--strict) and renders what it promises over a
+# matrix of values; values that violate values.schema.json are rejected.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+need_pyyaml
+work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-chart.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+get_helm "$work/helm"
+note "helm: $("$HELM" version --short)"
+
+NS=kubelease-system
+mkdir -p "$work/values"
+cat >"$work/values/defaults.yaml" <<'V'
+{}
+V
+cat >"$work/values/namespaced.yaml" <<'V'
+rbac:
+  scope: namespaced
+  namespaces: [team-a, team-b, team-c]
+V
+cat >"$work/values/cluster.yaml" <<'V'
+rbac:
+  scope: cluster
+V
+cat >"$work/values/single.yaml" <<'V'
+replicaCount: 1
+V
+cat >"$work/values/servicemonitor.yaml" <<'V'
+serviceMonitor:
+  enabled: true
+  labels:
+    release: prometheus
+  interval: 15s
+V
+cat >"$work/values/custom.yaml" <<'V'
+replicaCount: 3
+fullnameOverride: lease-svc
+image:
+  repository: example/kubeleased
+  tag: 9.9.9
+serviceAccount:
+  name: lease-sa
+server:
+  logLevel: debug
+  maxConnections: 5000
+  maxPerIp: 64
+extraArgs: ["--kubeconfig", "/etc/kubelease/kubeconfig"]
+extraEnv:
+  - name: KUBELEASED_EXTRA
+    value: "1"
+podAntiAffinity: hard
+V
+
+for case in defaults namespaced cluster single servicemonitor custom; do
+  vf=$work/values/$case.yaml
+  note "case $case: lint --strict"
+  "$HELM" lint --strict "$CHART" -f "$vf" >"$work/lint-$case.log" 2>&1 ||
+    { cat "$work/lint-$case.log" >&2; fail "helm lint --strict failed for case $case"; }
+  note "case $case: template + assertions"
+  "$HELM" template kubelease "$CHART" --namespace "$NS" -f "$vf" >"$work/$case.yaml" 2>"$work/template-$case.log" ||
+    { cat "$work/template-$case.log" >&2; fail "helm template failed for case $case"; }
+  python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" "$case" "$NS" "$work/$case.yaml"
+done
+
+# The checker must be able to fail: a rendering with a cluster-wide role is
+# not what the defaults promise.
+if python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" defaults "$NS" "$work/cluster.yaml" 2>/dev/null; then
+  fail "the checker accepted cluster-mode output as the defaults"
+fi
+
+# reject WHAT PATTERN ARGS...: helm must refuse to render, naming the problem.
+reject() {
+  local what=$1 pattern=$2; shift 2
+  local out
+  if out=$("$HELM" template kubelease "$CHART" --namespace "$NS" "$@" 2>&1); then
+    fail "helm accepted $what ($*)"
+  fi
+  grep -qiE -- "$pattern" <<<"$out" || { printf '%s\n' "$out" >&2; fail "rejection of $what does not mention '$pattern'"; }
+  note "rejected: $what"
+}
+reject 'replicaCount "two"' 'replicaCount' --set replicaCount=two
+reject 'replicaCount as a string' 'replicaCount' --set-string replicaCount=2
+reject 'replicaCount 0' 'replicaCount' --set replicaCount=0
+reject 'an unknown top-level key' 'replicas' --set replicas=2
+reject 'an unknown nested key' 'tga' --set image.tga=latest
+reject 'an unknown RBAC scope' 'scope' --set rbac.scope=global
+reject 'an invalid namespace name' 'namespaces' --set 'rbac.namespaces[0]=Team_A'
+reject 'a port out of range' 'port' --set service.port=70000
+reject 'an unknown log level' 'logLevel' --set server.logLevel=verbose
+reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
+reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
+"$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"
+
+echo "PASS: chart lints, renders the matrix and rejects bad values"
