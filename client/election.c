@@ -384,6 +384,10 @@ static void confirm_done(struct kl_client *c, struct election *el, struct xfer *
                       el->key, (long long)epoch, (long long)el->epoch);
             return;
         }
+        /* The service never grants more than the renew deadline; a larger
+         * answer is a bug there, and trusting it could outlive the Lease. */
+        if (valid > (int64_t)el->renew_s * 1000)
+            valid = (int64_t)el->renew_s * 1000;
         int64_t deadline = kl_deadline_after_confirm(x->sent_ms, valid);
         if (valid <= 0 || deadline <= now) {
             el->next_confirm = now + 100;
