@@ -49,8 +49,8 @@ static kl_client *client_at(const char *endpoint)
 static void win(kl_client *c, const char *lease, const char *id, int64_t *epoch)
 {
     kl_error err;
-    if (kl_run_election(c, "default", lease, id, 5, 4, 1, &err) != KL_OK ||
-        kl_wait_elected(c, "default", lease, 15, epoch, &err) != KL_OK)
+    if (kl_run_election(c, h_ns, lease, id, 5, 4, 1, &err) != KL_OK ||
+        kl_wait_elected(c, h_ns, lease, 15, epoch, &err) != KL_OK)
         fail_msg("%s could not win %s: %s", id, lease, err.message);
 }
 
@@ -70,20 +70,20 @@ static void test_resume_after_broken_connection(void **state)
         proxy_cut(&p);
         /* Leadership survives the break: no loss reported for 3 s (three
          * validities), and the client reconnected. */
-        int rc = kl_wait_lost_timeout(c, "default", "resume", 3000, &err);
+        int rc = kl_wait_lost_timeout(c, h_ns, "resume", 3000, &err);
         if (rc != KL_ERR_TIMEOUT)
             fail_msg("round %d: leadership lost after a broken connection: %s", round, err.message);
         assert_true(atomic_load(&p.accepted) > before);
-        assert_int_equal(kl_is_leader(c, "default", "resume", NULL, &err), 1);
+        assert_int_equal(kl_is_leader(c, h_ns, "resume", NULL, &err), 1);
         char *holder = NULL;
-        assert_int_equal(kl_get_holder(direct, "default", "resume", &holder, &hepoch, &err), KL_OK);
+        assert_int_equal(kl_get_holder(direct, h_ns, "resume", &holder, &hepoch, &err), KL_OK);
         assert_non_null(holder);
         assert_string_equal(holder, "resumer");
         kl_free(holder);
         assert_int_equal(hepoch, epoch); /* resumed, not a new term */
     }
-    assert_int_equal(kl_cancel_election(c, "default", "resume", &err), KL_OK);
-    assert_int_equal(kl_wait_lost(c, "default", "resume", &err), KL_OK);
+    assert_int_equal(kl_cancel_election(c, h_ns, "resume", &err), KL_OK);
+    assert_int_equal(kl_wait_lost(c, h_ns, "resume", &err), KL_OK);
     kl_client_free(c);
     kl_client_free(direct);
     proxy_stop(&p);
@@ -100,11 +100,11 @@ static void test_brief_freeze_is_not_a_loss(void **state)
         h_server_signal(&srv, SIGSTOP);
         h_sleep_ms(250);
         h_server_signal(&srv, SIGCONT);
-        if (kl_wait_lost_timeout(c, "default", "freeze", 1500, &err) != KL_ERR_TIMEOUT)
+        if (kl_wait_lost_timeout(c, h_ns, "freeze", 1500, &err) != KL_ERR_TIMEOUT)
             fail_msg("a 250 ms freeze cost the leadership: %s", err.message);
     }
     char *holder = NULL;
-    assert_int_equal(kl_get_holder(c, "default", "freeze", &holder, &epoch2, &err), KL_OK);
+    assert_int_equal(kl_get_holder(c, h_ns, "freeze", &holder, &epoch2, &err), KL_OK);
     assert_string_equal(holder, "freezer");
     kl_free(holder);
     assert_int_equal(epoch2, epoch);
@@ -135,14 +135,14 @@ static void test_service_crash_and_restart(void **state)
     int64_t valid = 0;
     struct last_holder seen = {PTHREAD_MUTEX_INITIALIZER, "", 0};
     win(a, "crash", "crash-a", NULL);
-    assert_int_equal(kl_run_election(b, "default", "crash", "crash-b", 5, 4, 1, &err), KL_OK);
-    assert_int_equal(kl_watch_holder(b, "default", "crash", remember, &seen, &err), KL_OK);
-    assert_int_equal(kl_is_leader(a, "default", "crash", &valid, &err), 1);
+    assert_int_equal(kl_run_election(b, h_ns, "crash", "crash-b", 5, 4, 1, &err), KL_OK);
+    assert_int_equal(kl_watch_holder(b, h_ns, "crash", remember, &seen, &err), KL_OK);
+    assert_int_equal(kl_is_leader(a, h_ns, "crash", &valid, &err), 1);
 
     int64_t t0 = h_now_ms();
     h_server_stop(&srv, 1);
     /* Without the service the leader must step down by its deadline. */
-    int rc = kl_wait_lost(a, "default", "crash", &err);
+    int rc = kl_wait_lost(a, h_ns, "crash", &err);
     int64_t lost_after = h_now_ms() - t0;
     assert_int_equal(rc, KL_ERR_LOST);
     printf("leader stepped down %lld ms after the service died (validity %lld ms): %s\n",
@@ -151,7 +151,7 @@ static void test_service_crash_and_restart(void **state)
     h_server_start(&srv, srv.port);
     /* The standby campaigns on the new service and wins. */
     int64_t epoch = 0;
-    assert_int_equal(kl_wait_elected(b, "default", "crash", 15, &epoch, &err), KL_OK);
+    assert_int_equal(kl_wait_elected(b, h_ns, "crash", 15, &epoch, &err), KL_OK);
     printf("standby elected %lld ms after the service died\n", (long long)(h_now_ms() - t0));
     /* The watch reconnected and reports the new holder. */
     int64_t until = h_now_ms() + 5000;
