@@ -250,7 +250,10 @@ static inline void h_server_stop(struct server *s, int hard)
 static inline void h_server_cleanup(struct server *s)
 {
     h_server_stop(s, 0);
-    unlink(s->log);
+    if (getenv("KL_KEEP_LOGS"))
+        fprintf(stderr, "server log kept: %s\n", s->log);
+    else
+        unlink(s->log);
 }
 
 /* Starts kl_replica with the given extra arguments (NULL-terminated list,
