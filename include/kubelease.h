@@ -1,6 +1,35 @@
 /* libkubelease: leader election through the kubelease service.
  *
- * (The client-library helper documents every function here.) */
+ * A replica links this library and talks only to kubeleased (over the
+ * Connect protocol, HTTP/1.1); the service does every Kubernetes Lease
+ * operation on its behalf.
+ *
+ * Threads. A kl_client is thread-safe: every function may be called from any
+ * thread, concurrently. Each client owns one library I/O thread that drives all
+ * of its network traffic (campaign and watch streams, confirmations,
+ * resignations, reconnects) and runs the watch callbacks. Blocking calls
+ * (kl_wait_elected, kl_wait_lost, kl_wait_lost_timeout) wait on condition
+ * variables; kl_get_holder performs one request on the calling thread.
+ *
+ * Leadership (the safety contract). While elected, the library asks the
+ * service to confirm the term regularly; each answer carries a validity that
+ * the library adds to the local monotonic time at which it *sent* the
+ * request. That sum is the leadership deadline. kl_is_leader is true only
+ * before it; kl_wait_lost returns at it when no fresher confirmation arrived,
+ * also when the service is unreachable or hangs. Act as leader only between
+ * kl_wait_elected returning 0 and kl_wait_lost returning, and check
+ * kl_is_leader before side effects that need it.
+ *
+ * Errors. Functions returning int return KL_OK (0) on success, KL_NOT_FOUND
+ * (1) where documented, or a negative enum kl_status. Every function taking a
+ * kl_error *err (which may be NULL) fills it on failure with the code and a
+ * message a person can act on; on success err->code is KL_OK and the message
+ * is empty. Names (ns, lease, identity) must be NUL-terminated strings; the
+ * library copies what it keeps, the caller keeps ownership of its arguments.
+ *
+ * Signals. The library never lets SIGPIPE reach the process from its sockets
+ * and blocks all signals on its own thread, so signal handlers of the host run
+ * on the host's threads. Call no kl_* function from a signal handler. */
 #ifndef KUBELEASE_H
 #define KUBELEASE_H
 
@@ -21,22 +50,24 @@
 extern "C" {
 #endif
 
-/* Status codes: X(name, value, description). */
-#define KL_STATUS_MAP(X)                                                                         \
-    X(KL_OK, 0, "success")                                                                       \
-    X(KL_NOT_FOUND, 1, "no such Lease")                                                          \
-    X(KL_ERR_INVALID_ARGUMENT, -1, "invalid argument")                                           \
-    X(KL_ERR_UNAVAILABLE, -2, "kubelease service unavailable")                                   \
-    X(KL_ERR_TIMEOUT, -3, "timed out")                                                           \
-    X(KL_ERR_ALREADY_RUNNING, -4, "an election is already running for this lease")               \
-    X(KL_ERR_NO_ELECTION, -5, "no election running for this lease")                              \
-    X(KL_ERR_LOST, -6, "leadership lost")                                                        \
-    X(KL_ERR_PERMISSION_DENIED, -7, "permission denied")                                         \
-    X(KL_ERR_INTERNAL, -8, "internal error")                                                     \
-    X(KL_ERR_NO_MEMORY, -9, "out of memory")                                                     \
-    X(KL_ERR_CANCELLED, -10, "cancelled")                                                        \
-    X(KL_ERR_PROTOCOL, -11, "unexpected answer from the service")                                \
-    X(KL_ERR_ALREADY_WATCHING, -12, "a watch is already running for this lease")
+/* Status codes: X(name, value, description). The one table for codes and
+ * their strings; kl_strerror is generated from it. Values never change. */
+#define KL_STATUS_MAP(X)                                                                           \
+    X(KL_OK, 0, "success")                                                                         \
+    X(KL_NOT_FOUND, 1, "no such Lease")                                                            \
+    X(KL_ERR_INVALID_ARGUMENT, -1, "invalid argument")                                             \
+    X(KL_ERR_UNAVAILABLE, -2, "kubelease service unavailable")                                     \
+    X(KL_ERR_TIMEOUT, -3, "timed out")                                                             \
+    X(KL_ERR_ALREADY_RUNNING, -4, "an election is already running for this lease")                 \
+    X(KL_ERR_NO_ELECTION, -5, "no election running for this lease")                                \
+    X(KL_ERR_LOST, -6, "leadership lost")                                                          \
+    X(KL_ERR_PERMISSION_DENIED, -7, "permission denied")                                           \
+    X(KL_ERR_INTERNAL, -8, "internal error")                                                       \
+    X(KL_ERR_NO_MEMORY, -9, "out of memory")                                                       \
+    X(KL_ERR_CANCELLED, -10, "cancelled")                                                          \
+    X(KL_ERR_PROTOCOL, -11, "unexpected answer from the service")                                  \
+    X(KL_ERR_ALREADY_WATCHING, -12, "a watch is already running for this lease")                   \
+    X(KL_ERR_IN_CALLBACK, -13, "not allowed from a kubelease callback")
 
 enum kl_status {
 #define KL_STATUS_ENUM(name, value, text) name = value,
@@ -45,34 +76,165 @@ enum kl_status {
 };
 
 typedef struct kl_client kl_client;
+
+/* Filled by every function on failure: code is the returned status and
+ * message a NUL-terminated explanation (truncated to fit). */
 typedef struct kl_error {
     int code;
     char message[256];
 } kl_error;
 
+/* Returns a static, NUL-terminated description of a status code (never NULL;
+ * "unknown status code" for values not in KL_STATUS_MAP). Thread-safe. */
 KL_EXPORT const char *kl_strerror(int code);
 
+/* Returns the library's version, "MAJOR.MINOR.PATCH" (static string). Compare
+ * with KL_VERSION_* to detect a header/library mismatch. */
+KL_EXPORT const char *kl_version(void);
+
+/* Options for kl_client_new_opts. Initialise with kl_client_options_init; a
+ * field left 0 takes its default. */
+typedef struct kl_client_options {
+    /* Time allowed to open a TCP connection to the service (default 2000). */
+    int connect_timeout_ms;
+    /* Time allowed for one unary request: GetHolder, Resign (default 5000).
+     * Confirm requests are bounded by the remaining validity instead. */
+    int request_timeout_ms;
+    /* How long cancelling an election or freeing the client keeps trying to
+     * resign before giving up and closing the stream (default 2000). */
+    int resign_timeout_ms;
+    /* Longest pause between reconnection attempts of a broken stream
+     * (default 2000; attempts start at 50 ms and double). */
+    int max_backoff_ms;
+} kl_client_options;
+
+/* Fills *opts with zeros (= defaults). */
+KL_EXPORT void kl_client_options_init(kl_client_options *opts);
+
+/* Creates a client for the service at endpoint ("http://host:port"). endpoint
+ * NULL: $KUBELEASE_ENDPOINT if set and non-empty, else
+ * "http://127.0.0.1:8080". Does not contact the service (the first call that
+ * needs it does). Starts the client's I/O thread.
+ * Returns the client, to be released with kl_client_free, or NULL on failure
+ * (bad endpoint, out of memory, thread creation failed) with *err filled (err
+ * may be NULL). */
 KL_EXPORT kl_client *kl_client_new(const char *endpoint, kl_error *err);
+
+/* As kl_client_new, with options (opts may be NULL for defaults; it is copied,
+ * the caller keeps it). Negative option values are invalid arguments. */
+KL_EXPORT kl_client *kl_client_new_opts(const char *endpoint, const kl_client_options *opts,
+                                        kl_error *err);
+
+/* Cancels every election of this client (resigning the Lease where held,
+ * trying for at most resign_timeout_ms), cancels every watch, joins the I/O
+ * thread and frees the client. Threads blocked in kl_wait_* on this client
+ * must have returned before (cancel their elections first). NULL is a no-op.
+ * From a watch callback it only schedules the same: the I/O thread finishes
+ * the work and frees the client when the callback returns. */
 KL_EXPORT void kl_client_free(kl_client *c);
 
-KL_EXPORT int kl_run_election(kl_client *c, const char *ns, const char *lease,
-                              const char *identity, int lease_duration_s, int renew_deadline_s,
-                              int retry_period_s, kl_error *err);
+/* Starts campaigning for Lease ns/lease (ns: a DNS-1123 label; lease: a
+ * DNS-1123 subdomain) as identity (1 to 253 printable bytes), with client-go's
+ * durations in seconds: lease_duration_s > renew_deadline_s >
+ * 1.2 x retry_period_s >= 1. Returns at once (KL_OK); the I/O thread opens the
+ * campaign and keeps it going (reconnecting if the service is unreachable)
+ * until the election ends: kl_cancel_election, the loss of a term, or
+ * kl_client_free. An election is one term at most: after it ends, call
+ * kl_run_election again to stand again.
+ * Errors: KL_ERR_INVALID_ARGUMENT (message names the argument);
+ * KL_ERR_ALREADY_RUNNING when this client already has an unfinished election
+ * for ns/lease (one per ns/lease per client). If a previous election for
+ * ns/lease is still resigning, waits for that (at most resign_timeout_ms).
+ * Safe from a callback. */
+KL_EXPORT int kl_run_election(kl_client *c, const char *ns, const char *lease, const char *identity,
+                              int lease_duration_s, int renew_deadline_s, int retry_period_s,
+                              kl_error *err);
+
+/* Blocks until this client's election for ns/lease is elected and its term
+ * confirmed by the service, then returns KL_OK with *lease_transitions (may be
+ * NULL) = the term's fencing epoch (strictly larger for every new term).
+ * timeout_s: seconds to wait; negative = no limit; 0 = do not wait. On timeout
+ * the election is cancelled (as kl_cancel_election) and KL_ERR_TIMEOUT is
+ * returned. Other errors: KL_ERR_NO_ELECTION (none started), KL_ERR_LOST or
+ * another negative code when the election ended before being elected (the
+ * reason in *err), KL_ERR_CANCELLED when it was cancelled,
+ * KL_ERR_IN_CALLBACK from a watch callback. */
 KL_EXPORT int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout_s,
                               int64_t *lease_transitions, kl_error *err);
+
+/* Blocks until leadership is lost or the election ends. Returns KL_OK after a
+ * normal end (kl_cancel_election, kl_client_free); KL_ERR_LOST, with the
+ * reason in *err, when leadership was lost (the validity deadline passed
+ * without a fresh confirmation, the service ended the term, a resume after a
+ * broken connection failed); another negative code if the election ended
+ * without ever leading (e.g. the service rejected the campaign).
+ * Returns at the leadership deadline at the latest even if the service hangs.
+ * KL_ERR_NO_ELECTION when this client never started an election for
+ * ns/lease; KL_ERR_IN_CALLBACK from a watch callback. */
 KL_EXPORT int kl_wait_lost(kl_client *c, const char *ns, const char *lease, kl_error *err);
+
+/* As kl_wait_lost, but gives up after timeout_ms (>= 0) milliseconds and then
+ * returns KL_ERR_TIMEOUT with the election untouched. */
+KL_EXPORT int kl_wait_lost_timeout(kl_client *c, const char *ns, const char *lease, int timeout_ms,
+                                   kl_error *err);
+
+/* Ends this client's election for ns/lease: marks it not-leader at once (so
+ * kl_is_leader is 0 and waiters return before this returns), then the I/O
+ * thread resigns (the service releases the Lease immediately, and a waiting
+ * candidate takes over within milliseconds) and closes the campaign. Returns
+ * promptly without waiting for the service. Idempotent: KL_OK also when no
+ * election runs or it already ended. Safe from a callback. */
 KL_EXPORT int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error *err);
-KL_EXPORT int kl_is_leader(kl_client *c, const char *ns, const char *lease,
-                           int64_t *valid_for_ms, kl_error *err);
+
+/* Returns 1 if this client leads ns/lease now (elected, confirmed, and the
+ * deadline not passed — checked against the clock by this call), 0 if not
+ * (including when no election runs), negative on invalid arguments.
+ * *valid_for_ms (may be NULL) = how long leadership is guaranteed from now
+ * (0 when not leader). Never blocks on the network. Safe from a callback. */
+KL_EXPORT int kl_is_leader(kl_client *c, const char *ns, const char *lease, int64_t *valid_for_ms,
+                           kl_error *err);
+
+/* Reads who holds ns/lease, from the service's watch-fed cache, with one
+ * request on the calling thread (bounded by request_timeout_ms).
+ * Returns KL_OK with *holder = a malloc'd NUL-terminated identity that the
+ * caller frees with kl_free, or NULL when nobody holds a live lease (free or
+ * expired), and *lease_transitions (may be NULL) = the Lease's epoch.
+ * Returns KL_NOT_FOUND (1) when the Lease does not exist (*holder NULL,
+ * *lease_transitions 0). Negative on error (*holder NULL): e.g.
+ * KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT. holder must not be NULL. Allowed from a
+ * callback, but it then delays the client's other traffic by one round trip. */
 KL_EXPORT int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
                             int64_t *lease_transitions, kl_error *err);
+
+/* Watch callback: holder is the live holder (holder_len bytes, also
+ * NUL-terminated; valid only during the call) or NULL (holder_len 0) when
+ * nobody holds the Lease or it does not exist; lease_transitions its epoch. */
 typedef void (*kl_holder_cb)(void *ctx, const char *holder, size_t holder_len,
                              int64_t lease_transitions);
+
+/* Watches ns/lease: cb(ctx, ...) runs on the client's I/O thread, first with
+ * the current state, then for every change (consecutive identical states are
+ * not repeated, also across reconnects). One watch per ns/lease per client:
+ * KL_ERR_ALREADY_WATCHING otherwise. cb must not be NULL. The watch keeps
+ * reconnecting while the service is unreachable, until kl_cancel_watch or
+ * kl_client_free.
+ * From cb you may call kl_is_leader, kl_run_election, kl_cancel_election,
+ * kl_watch_holder, kl_cancel_watch, kl_get_holder (blocking) and
+ * kl_client_free (deferred); the kl_wait_* functions return
+ * KL_ERR_IN_CALLBACK there. While cb runs, no other callback of this client
+ * runs and the client's other traffic waits: return quickly. */
 KL_EXPORT int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb,
                               void *ctx, kl_error *err);
+
+/* Stops the watch of ns/lease. When it returns, no callback of that watch is
+ * running or will run (it waits for a running one to return) — except when
+ * called from a callback of this client, where it returns at once and the
+ * running callback is the last. Idempotent (KL_OK when no watch runs). */
 KL_EXPORT int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err);
+
+/* Frees memory returned by the library (the holder of kl_get_holder). NULL is
+ * a no-op. */
 KL_EXPORT void kl_free(void *p);
-KL_EXPORT const char *kl_version(void);
 
 #ifdef __cplusplus
 }

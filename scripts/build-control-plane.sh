@@ -25,10 +25,17 @@ cached() {
   local bin=$BIN/$1 want=$2
   [ -x "$bin" ] && [ -f "$bin.sha256" ] || return 1
   (cd "$BIN" && sha256sum --quiet -c "$1.sha256" >/dev/null 2>&1) || return 1
-  "$bin" --version 2>/dev/null | grep -q -- "$want"
+  # Not a pipe into grep -q: with pipefail, grep exiting early fails the check.
+  local out; out=$("$bin" --version 2>/dev/null) || return 1
+  [[ $out == *"$want"* ]]
 }
 
-seal() { (cd "$BIN" && sha256sum "$1" >"$1.sha256"); }
+# seal_into NAME: moves NAME.tmp into place with its checksum file.
+seal_into() {
+  (cd "$BIN" && sha256sum "$1.tmp" | sed 's/\.tmp$//' >"$1.sha256.tmp")
+  mv "$BIN/$1.tmp" "$BIN/$1"
+  mv "$BIN/$1.sha256.tmp" "$BIN/$1.sha256"
+}
 
 # build_in DIR LOG CMD...: runs CMD in DIR, keeping its output in LOG and
 # showing only the tail when it fails.
@@ -72,8 +79,7 @@ SRC
   build_in "$work" "$logf" go mod edit "${args[@]}"
   build_in "$work" "$logf" go mod tidy
   build_in "$work" "$logf" env CGO_ENABLED=0 go build -p 2 -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBE_VERSION#v1.}" -o "$BIN/$name.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-  mv "$BIN/$name.tmp" "$BIN/$name"
-  seal "$name"
+  seal_into "$name"
   rm -rf "$work"
   cached "$name" "Kubernetes $KUBE_VERSION" || die "built kube-apiserver does not report $KUBE_VERSION"
 }
@@ -99,11 +105,14 @@ SRC
   build_in "$work" "$logf" go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
   build_in "$work" "$logf" go mod tidy
   build_in "$work" "$logf" env CGO_ENABLED=0 go build -p 2 -trimpath -ldflags "-s -w" -o "$BIN/$name.tmp" go.etcd.io/etcd/server/v3
-  mv "$BIN/$name.tmp" "$BIN/$name"
-  seal "$name"
+  seal_into "$name"
   rm -rf "$work"
   cached "$name" "etcd Version: ${ETCD_VERSION#v}" || die "built etcd does not report $ETCD_VERSION"
 }
+
+# One build at a time per cache: concurrent runs wait for the first.
+exec 9>"$CACHE/.build.lock"
+flock 9
 
 build_etcd
 build_kube_apiserver

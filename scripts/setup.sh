@@ -10,7 +10,7 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
             libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libyaml-dev)
-test_pkgs=(libcmocka-dev clang clang-format valgrind prometheus chromium curl
+test_pkgs=(libcmocka-dev clang libclang-rt-14-dev clang-format valgrind prometheus chromium curl
            openssl procps psmisc python3 python3-yaml)
 
 pkgs=("${build_pkgs[@]}")

@@ -1,5 +1,388 @@
-/* kubeleased (the RPC helper fills this in). */
-int main(void)
+/* kubeleased: flags, wiring, signals.
+ *
+ * Every flag can also be set as an environment variable KUBELEASED_<NAME>
+ * (--max-body-bytes -> KUBELEASED_MAX_BODY_BYTES); the command line wins. A
+ * wrong flag or value stops start-up with one line saying what is wrong
+ * (exit 2). SIGTERM/SIGINT: stop accepting, end streams with a clean
+ * end-of-stream frame (campaigns get Lost SHUTDOWN and keep their Leases, so
+ * that their holders resume on another replica), exit 0. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+#include "engine/engine.h"
+#include "http/server.h"
+#include "store/kube.h"
+#include "store/store.h"
+
+#define EXIT_USAGE 2
+
+typedef struct options {
+    const char *listen;
+    bool dev;
+    const char *kubeconfig;
+    const char *context;
+    const char *sa_dir;
+    const char *log_level;
+    const char *namespaces;
+    long max_connections;
+    long max_per_ip;
+    long max_body_bytes;
+    long max_grant_ms;
+    bool help, version;
+} options;
+
+typedef enum flag_kind { FLAG_BOOL, FLAG_STRING, FLAG_LONG } flag_kind;
+
+typedef struct flag {
+    const char *name; /* without "--" */
+    flag_kind kind;
+    size_t offset;
+    long min, max; /* FLAG_LONG */
+    const char *arg;
+    const char *deflt;
+    const char *help;
+} flag;
+
+#define OPT(field) offsetof(options, field)
+
+static const flag flags[] = {
+    {"listen", FLAG_STRING, OPT(listen), 0, 0, "ADDR:PORT", "0.0.0.0:8080",
+     "address and port to serve on ([::1]:8080 for IPv6; port 0 picks a free one)"},
+    {"dev", FLAG_BOOL, OPT(dev), 0, 0, NULL, "false",
+     "use the in-memory lease store (no cluster); leases live as long as the process"},
+    {"kubeconfig", FLAG_STRING, OPT(kubeconfig), 0, 0, "PATH", "in-cluster config",
+     "kubeconfig file to reach the apiserver"},
+    {"context", FLAG_STRING, OPT(context), 0, 0, "NAME", "the current-context",
+     "kubeconfig context"},
+    {"sa-dir", FLAG_STRING, OPT(sa_dir), 0, 0, "DIR",
+     "/var/run/secrets/kubernetes.io/serviceaccount",
+     "service-account directory of the in-cluster config (token, ca.crt)"},
+    {"log-level", FLAG_STRING, OPT(log_level), 0, 0, "LEVEL", "info", "debug, info, warn or error"},
+    {"namespaces", FLAG_STRING, OPT(namespaces), 0, 0, "NS,NS", "all",
+     "serve only these namespaces; requests for others get permission_denied"},
+    {"max-connections", FLAG_LONG, OPT(max_connections), 1, 1000000, "N", "1024",
+     "most simultaneous client connections"},
+    {"max-per-ip", FLAG_LONG, OPT(max_per_ip), 0, 1000000, "N", "0",
+     "most simultaneous connections from one IP address (0: no limit)"},
+    {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
+     "largest request body accepted (larger: resource_exhausted)"},
+    {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
+     "longest validity granted to a leader per confirmation (0: its retry period)"},
+    {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
+    {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
+};
+#define N_FLAGS (sizeof flags / sizeof flags[0])
+
+static void env_name(const flag *f, char *out, size_t len)
 {
+    size_t o = (size_t)snprintf(out, len, "KUBELEASED_");
+    for (const char *p = f->name; *p && o + 1 < len; p++)
+        out[o++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+    out[o] = '\0';
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Usage: kubeleased [flags]\n\n"
+                 "kubelease's leader-election service: campaigns, holders and watches of\n"
+                 "Kubernetes Leases over the Connect protocol (HTTP/1.1).\n\n"
+                 "Flags (each also settable as the environment variable shown; the command\n"
+                 "line wins):\n");
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag *f = &flags[i];
+        char left[64], env[64];
+        snprintf(left, sizeof left, "--%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
+        fprintf(out, "  %-28s %s\n", left, f->help);
+        if (f->deflt) {
+            env_name(f, env, sizeof env);
+            fprintf(out, "  %-28s default: %s; env: %s\n", "", f->deflt, env);
+        }
+    }
+    fprintf(out, "\nEndpoints: POST /kubelease.v1.LeaseService/<Method>, GET /livez, /readyz,\n"
+                 "/metrics and / (status page). SIGTERM or SIGINT stops it cleanly.\n");
+}
+
+/* Sets one flag from text; source names it in errors ("--listen" or
+ * "KUBELEASED_LISTEN"). */
+static int set_flag(options *o, const flag *f, const char *value, const char *source)
+{
+    void *p = (char *)o + f->offset;
+    switch (f->kind) {
+    case FLAG_BOOL:
+        if (!value || strcmp(value, "true") == 0 || strcmp(value, "1") == 0) {
+            *(bool *)p = true;
+        } else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0) {
+            *(bool *)p = false;
+        } else {
+            fprintf(stderr, "kubeleased: %s: \"%s\" is not true or false\n", source, value);
+            return -1;
+        }
+        return 0;
+    case FLAG_STRING:
+        if (!value || !*value) {
+            fprintf(stderr, "kubeleased: %s needs a value (%s)\n", source, f->arg);
+            return -1;
+        }
+        *(const char **)p = value;
+        return 0;
+    case FLAG_LONG: {
+        if (!value || !*value) {
+            fprintf(stderr, "kubeleased: %s needs a value (%s)\n", source, f->arg);
+            return -1;
+        }
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(value, &end, 10);
+        if (errno || *end || v < f->min || v > f->max) {
+            fprintf(stderr, "kubeleased: %s: \"%s\" is not a whole number from %ld to %ld\n",
+                    source, value, f->min, f->max);
+            return -1;
+        }
+        *(long *)p = v;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+static const flag *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0)
+            return &flags[i];
+    return NULL;
+}
+
+static int parse_env(options *o)
+{
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag *f = &flags[i];
+        if (!f->deflt)
+            continue; /* --help, --version */
+        char env[64];
+        env_name(f, env, sizeof env);
+        const char *v = getenv(env);
+        if (v && set_flag(o, f, v, env) != 0)
+            return -1;
+    }
     return 0;
+}
+
+static int parse_args(options *o, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr,
+                    "kubeleased: unexpected argument \"%s\" (flags start with --; see "
+                    "--help)\n",
+                    a);
+            return -1;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const flag *f = find_flag(name, len);
+        if (!f) {
+            fprintf(stderr, "kubeleased: unknown flag --%.*s (see --help)\n", (int)len, name);
+            return -1;
+        }
+        char source[64];
+        snprintf(source, sizeof source, "--%s", f->name);
+        const char *value = eq ? eq + 1 : NULL;
+        if (f->kind != FLAG_BOOL && !eq) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "kubeleased: %s needs a value (%s)\n", source, f->arg);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (set_flag(o, f, value, source) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Splits --namespaces into a NULL-terminated array (in place); checks each. */
+static char **split_namespaces(char *list)
+{
+    size_t n = 1;
+    for (char *p = list; *p; p++)
+        n += *p == ',';
+    char **out = calloc(n + 1, sizeof *out);
+    if (!out)
+        return NULL;
+    size_t k = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        char msg[256];
+        if (engine_validate_lease_ref(tok, "x", msg, sizeof msg) != 0) {
+            fprintf(stderr, "kubeleased: --namespaces: %s\n", msg);
+            free(out);
+            return NULL;
+        }
+        out[k++] = tok;
+    }
+    if (k == 0) {
+        fprintf(stderr, "kubeleased: --namespaces: no namespace given\n");
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void *engine_thread(void *arg)
+{
+    engine_run(arg);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {.listen = "0.0.0.0:8080",
+                 .log_level = "info",
+                 .max_connections = 1024,
+                 .max_per_ip = 0,
+                 .max_body_bytes = 4096,
+                 .max_grant_ms = 0};
+    if (parse_env(&o) != 0 || parse_args(&o, argc, argv) != 0)
+        return EXIT_USAGE;
+    if (o.help) {
+        usage(stdout);
+        return 0;
+    }
+    if (o.version) {
+        printf("kubeleased %s\n", KL_VERSION_STRING);
+        return 0;
+    }
+    log_level level;
+    if (log_parse_level(o.log_level, &level) != 0) {
+        fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
+                o.log_level);
+        return EXIT_USAGE;
+    }
+    if (o.dev && (o.kubeconfig || o.context || o.sa_dir)) {
+        fprintf(stderr, "kubeleased: --dev uses the in-memory store; drop --kubeconfig, "
+                        "--context and --sa-dir\n");
+        return EXIT_USAGE;
+    }
+    char *ns_copy = NULL;
+    char **namespaces = NULL;
+    if (o.namespaces) {
+        ns_copy = strdup(o.namespaces);
+        namespaces = ns_copy ? split_namespaces(ns_copy) : NULL;
+        if (!namespaces) {
+            free(ns_copy);
+            return EXIT_USAGE;
+        }
+    }
+    log_set_level(level);
+
+    /* Signals are taken synchronously by this thread (sigwait); every other
+     * thread inherits the blocked mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = 1;
+    char err[512];
+    loop *l = NULL;
+    store *st = NULL;
+    engine *e = NULL;
+    http_server *srv = NULL;
+    pthread_t engine_tid;
+    bool engine_started = false;
+
+    l = loop_new();
+    if (!l) {
+        fprintf(stderr, "kubeleased: out of memory\n");
+        goto done;
+    }
+    if (o.dev) {
+        st = store_memory_new(l);
+    } else {
+        store_kube_opts ko = {.kubeconfig = o.kubeconfig, .context = o.context, .sa_dir = o.sa_dir};
+        err[0] = '\0';
+        st = store_kube_new(l, &ko, err, sizeof err);
+        if (!st) {
+            fprintf(stderr, "kubeleased: %s\n", err[0] ? err : "cannot create the store");
+            rc = EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (!st) {
+        fprintf(stderr, "kubeleased: out of memory\n");
+        goto done;
+    }
+    engine_config ec = {.loop = l, .store = st, .max_grant_ms = o.max_grant_ms};
+    e = engine_new(&ec);
+    if (!e) {
+        fprintf(stderr, "kubeleased: out of memory\n");
+        goto done;
+    }
+    if (pthread_create(&engine_tid, NULL, engine_thread, e) != 0) {
+        fprintf(stderr, "kubeleased: cannot start the engine thread\n");
+        goto done;
+    }
+    engine_started = true;
+
+    http_config hc = {.listen = o.listen,
+                      .engine = e,
+                      .max_connections = (unsigned)o.max_connections,
+                      .max_per_ip = (unsigned)o.max_per_ip,
+                      .max_body_bytes = (size_t)o.max_body_bytes,
+                      .namespaces = (const char *const *)namespaces};
+    srv = http_server_start(&hc, err, sizeof err);
+    if (!srv) {
+        fprintf(stderr, "kubeleased: %s\n", err);
+        goto done;
+    }
+    log_event(LOG_INFO, "started",
+              "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
+              "max_body_bytes=%ld",
+              KL_VERSION_STRING, log_q(o.listen), (unsigned)http_server_port(srv), st->kind,
+              log_q(o.namespaces ? o.namespaces : "all"), o.max_connections, o.max_body_bytes);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    log_event(LOG_INFO, "shutdown", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+    rc = 0;
+
+done:
+    /* Shutdown order: stop accepting; stop the engine (Lost SHUTDOWN to
+     * campaigns, watches closed, Leases kept); end what the engine left;
+     * let streams write their end frames; then stop the daemon. */
+    if (srv)
+        http_server_quiesce(srv);
+    if (engine_started) {
+        engine_stop(e);
+        pthread_join(engine_tid, NULL);
+    }
+    if (srv)
+        http_server_engine_stopped(srv);
+    engine_free(e);
+    if (srv) {
+        http_server_engine_gone(srv);
+        int left = http_server_drain(srv, 3000);
+        if (left)
+            log_event(LOG_WARN, "shutdown_streams_left", "streams=%d", left);
+        http_server_stop(srv);
+    }
+    store_free(st);
+    loop_free(l);
+    free(namespaces);
+    free(ns_copy);
+    if (rc == 0)
+        log_event(LOG_INFO, "stopped", "%s", "");
+    return rc;
 }

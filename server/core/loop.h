@@ -34,6 +34,9 @@ void loop_free(loop *l);
 void loop_run(loop *l);
 /* Thread-safe: makes loop_run return after the current iteration. */
 void loop_stop(loop *l);
+/* Runs the tasks posted so far and the timers already due, without waiting
+ * (after loop_run has returned: shutdown, tests). */
+void loop_drain(loop *l);
 
 /* Thread-safe: runs fn(arg) on the loop thread, in posting order.
  * Returns 0, or -1 when out of memory (fn is then not run). */
@@ -46,7 +49,8 @@ loop_timer *loop_timer_at(loop *l, int64_t due_ms, loop_fn fn, void *arg);
  * that has already fired. */
 void loop_timer_cancel(loop *l, loop_timer *t);
 
-/* Starts a transfer; done() runs when it ends. Returns 0 or -1. */
+/* Starts a transfer; done() runs when it ends. Returns 0 or -1. The loop
+ * uses the handle's CURLOPT_PRIVATE; callers must not set it. */
 int loop_curl_add(loop *l, CURL *easy, loop_curl_done done, void *arg);
 /* Aborts a transfer started with loop_curl_add without calling done(); the
  * easy handle belongs to the caller again. */

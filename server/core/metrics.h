@@ -13,10 +13,10 @@
 typedef enum metrics_type { METRICS_COUNTER, METRICS_GAUGE, METRICS_HISTOGRAM } metrics_type;
 
 /* Declares a family; buckets (ascending, base units) only for histograms. */
-void metrics_declare(const char *name, metrics_type type, const char *help,
-                     const double *buckets, size_t n_buckets);
-void metrics_add(const char *name, const char *labels, double v);   /* counter */
-void metrics_set(const char *name, const char *labels, double v);   /* gauge */
+void metrics_declare(const char *name, metrics_type type, const char *help, const double *buckets,
+                     size_t n_buckets);
+void metrics_add(const char *name, const char *labels, double v);     /* counter */
+void metrics_set(const char *name, const char *labels, double v);     /* gauge */
 void metrics_observe(const char *name, const char *labels, double v); /* histogram */
 /* Drops one labelled sample (a gauge for a lease that is gone). */
 void metrics_remove(const char *name, const char *labels);

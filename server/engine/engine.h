@@ -132,6 +132,7 @@ void engine_free(engine *e);
 /* Validation before anything touches the store (DESIGN.md §4). Returns 0, or
  * -1 with a message naming the field in msg. Pure; any thread. */
 int engine_validate_lease_ref(const char *ns, const char *name, char *msg, size_t msg_len);
+int engine_validate_identity(const char *identity, char *msg, size_t msg_len);
 int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t msg_len);
 
 /* Starts (or resumes) a campaign whose events go to listener. Returns a
@@ -145,8 +146,8 @@ void engine_campaign_detach(engine *e, uint64_t campaign_id);
 
 /* Unary requests; done runs once on the engine thread. Each returns 0, or -1
  * when out of memory (done is then never called). */
-int engine_confirm(engine *e, const char *ns, const char *name, const char *identity,
-                   int64_t epoch, engine_done done, void *ctx);
+int engine_confirm(engine *e, const char *ns, const char *name, const char *identity, int64_t epoch,
+                   engine_done done, void *ctx);
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
                   engine_done done, void *ctx);
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,

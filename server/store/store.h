@@ -72,8 +72,7 @@ typedef struct store store;
 typedef struct store_watch store_watch;
 
 typedef struct store_ops {
-    void (*get)(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb,
-                void *ctx);
+    void (*get)(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb, void *ctx);
     /* Creates the Lease; resource_version is ignored. */
     void (*create)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
     /* Replaces the Lease if its resourceVersion still equals lease->resource_version. */
@@ -83,8 +82,7 @@ typedef struct store_ops {
                    int timeout_ms, store_cb cb, void *ctx);
     /* Watches one Lease (name != NULL) or every Lease of a namespace (name == NULL).
      * Returns NULL when out of memory. */
-    store_watch *(*watch)(store *s, const char *ns, const char *name, store_watch_cb cb,
-                          void *ctx);
+    store_watch *(*watch)(store *s, const char *ns, const char *name, store_watch_cb cb, void *ctx);
     /* Stops a watch; no callback runs for it after this returns. */
     void (*unwatch)(store *s, store_watch *w);
     /* True while the store is reachable (the last request or watch worked). */

@@ -1,0 +1,335 @@
+/* kl_replica: a demo replica that campaigns for a Lease through kubeleased,
+ * the way a real replica's supervisor does: read the holder, campaign, lead
+ * until leadership is lost, stand by, and again. Every transition is printed
+ * on one line with a timestamp and the fencing epoch.
+ *
+ *   kl_replica --endpoint http://127.0.0.1:8080 --namespace default \
+ *              --lease demo --identity replica-a
+ *
+ * SIGINT/SIGTERM resign the Lease (a standby takes over at once) and exit 0. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kubelease.h"
+
+struct config {
+    const char *endpoint;
+    const char *ns;
+    const char *lease;
+    const char *identity;
+    int lease_duration;
+    int renew_deadline;
+    int retry_period;
+    int resign_after; /* seconds of leadership before resigning; 0 = never */
+    const char *intervals;
+};
+
+static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL};
+static kl_client *client;
+static atomic_int stopping;
+static int intervals_fd = -1;
+/* The epoch this process acts as leader for (0: none); guarded by lead_mu so
+ * that a signal's resignation and the main loop record each interval once. */
+static pthread_mutex_t lead_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t leading_epoch;
+
+static void say(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const char *what, const char *fmt, ...)
+{
+    struct timeval tv;
+    struct tm tm;
+    char detail[512];
+    va_list ap;
+
+    gettimeofday(&tv, NULL);
+    localtime_r(&tv.tv_sec, &tm);
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    printf("%02d:%02d:%02d.%03d %-10s %-9s %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+           (int)(tv.tv_usec / 1000), cfg.identity, what, detail);
+}
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Appends one line to the intervals file (one write, O_APPEND: lines of
+ * several replicas never interleave). */
+static void record(const char *kind, int64_t epoch, const char *why)
+{
+    char line[512];
+    if (intervals_fd < 0)
+        return;
+    int n = snprintf(line, sizeof(line), "%s %s %d %" PRId64 " %" PRId64 " %s\n", kind,
+                     cfg.identity, (int)getpid(), epoch, monotonic_ns(), why);
+    if (n > 0 && write(intervals_fd, line, (size_t)n) != n)
+        perror("write intervals");
+}
+
+/* Leadership intervals as this process acts on them: it starts acting after
+ * kl_wait_elected returned (start recorded before acting), and stops acting
+ * before it resigns (end recorded before kl_cancel_election) or when
+ * kl_wait_lost returned (end recorded after). */
+static int begin_leading(int64_t epoch)
+{
+    int ok;
+    pthread_mutex_lock(&lead_mu);
+    ok = !atomic_load(&stopping);
+    if (ok) {
+        leading_epoch = epoch;
+        record("start", epoch, "elected");
+    }
+    pthread_mutex_unlock(&lead_mu);
+    return ok;
+}
+
+static void stop_leading(const char *why)
+{
+    pthread_mutex_lock(&lead_mu);
+    if (leading_epoch)
+        record("end", leading_epoch, why);
+    leading_epoch = 0;
+    pthread_mutex_unlock(&lead_mu);
+}
+
+/* SIGINT and SIGTERM are blocked in every thread and taken here, where
+ * calling the library is allowed (it is not from a signal handler). */
+static void *signal_thread(void *arg)
+{
+    sigset_t *set = arg;
+    int sig = 0;
+    sigwait(set, &sig);
+    pthread_mutex_lock(&lead_mu);
+    atomic_store(&stopping, 1);
+    pthread_mutex_unlock(&lead_mu);
+    stop_leading("resigned");
+    kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
+    return NULL;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kl_replica --lease NAME --identity ID [options]\n"
+            "Campaigns for a Lease through kubeleased and prints each leadership change.\n\n"
+            "  --endpoint URL        kubeleased address (default $KUBELEASE_ENDPOINT, else\n"
+            "                        http://127.0.0.1:8080)\n"
+            "  --namespace NS        namespace of the Lease (default \"default\")\n"
+            "  --lease NAME          name of the Lease (required)\n"
+            "  --identity ID         this replica's identity (required)\n"
+            "  --lease-duration S    lease duration in seconds (default 15)\n"
+            "  --renew-deadline S    renew deadline in seconds (default 10)\n"
+            "  --retry-period S      retry period in seconds (default 2)\n"
+            "  --resign-after S      resign after leading S seconds, then stand again\n"
+            "  --intervals FILE      append leadership intervals (CLOCK_MONOTONIC ns) to FILE\n"
+            "  --print-monotonic     print CLOCK_MONOTONIC in ns and exit (for test scripts)\n"
+            "  --help                this text\n");
+}
+
+static int parse_int(const char *name, const char *s, int min)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || v < min || v > 86400) {
+        fprintf(stderr, "kl_replica: %s must be an integer >= %d, not \"%s\"\n", name, min, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static void parse_args(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"endpoint", required_argument, NULL, 'e'},
+        {"namespace", required_argument, NULL, 'n'},
+        {"lease", required_argument, NULL, 'l'},
+        {"identity", required_argument, NULL, 'i'},
+        {"lease-duration", required_argument, NULL, 'D'},
+        {"renew-deadline", required_argument, NULL, 'R'},
+        {"retry-period", required_argument, NULL, 'P'},
+        {"resign-after", required_argument, NULL, 'r'},
+        {"intervals", required_argument, NULL, 'I'},
+        {"print-monotonic", no_argument, NULL, 'M'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'e':
+            cfg.endpoint = optarg;
+            break;
+        case 'n':
+            cfg.ns = optarg;
+            break;
+        case 'l':
+            cfg.lease = optarg;
+            break;
+        case 'i':
+            cfg.identity = optarg;
+            break;
+        case 'D':
+            cfg.lease_duration = parse_int("--lease-duration", optarg, 1);
+            break;
+        case 'R':
+            cfg.renew_deadline = parse_int("--renew-deadline", optarg, 1);
+            break;
+        case 'P':
+            cfg.retry_period = parse_int("--retry-period", optarg, 1);
+            break;
+        case 'r':
+            cfg.resign_after = parse_int("--resign-after", optarg, 1);
+            break;
+        case 'I':
+            cfg.intervals = optarg;
+            break;
+        case 'M':
+            printf("%" PRId64 "\n", monotonic_ns());
+            exit(0);
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
+        }
+    }
+    if (optind < argc || !cfg.lease || !cfg.identity) {
+        fprintf(stderr, "kl_replica: %s\n",
+                optind < argc ? "unexpected argument" : "--lease and --identity are required");
+        usage(stderr);
+        exit(2);
+    }
+}
+
+/* Pauses about ms milliseconds unless stopping (used only between retries
+ * after errors, where the service gave no event to wait for). */
+static void pause_ms(int ms)
+{
+    for (int waited = 0; waited < ms && !atomic_load(&stopping); waited += 50) {
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* One round: stand, lead until lost. Returns 0 to go on, 1 to stop. */
+static int one_term(void)
+{
+    kl_error err;
+    char *holder = NULL;
+    int64_t epoch = 0, valid = 0;
+
+    int rc = kl_get_holder(client, cfg.ns, cfg.lease, &holder, &epoch, &err);
+    if (rc < 0)
+        say("STANDBY", "holder unknown: %s", err.message);
+    else
+        say("STANDBY", "holder=%s epoch=%" PRId64 "%s", holder ? holder : "(none)", epoch,
+            rc == KL_NOT_FOUND ? " (no Lease yet)" : "");
+    kl_free(holder);
+
+    rc = kl_run_election(client, cfg.ns, cfg.lease, cfg.identity, cfg.lease_duration,
+                         cfg.renew_deadline, cfg.retry_period, &err);
+    if (rc != KL_OK) {
+        say("ERROR", "%s", err.message);
+        if (rc == KL_ERR_INVALID_ARGUMENT)
+            return 1;
+        pause_ms(1000);
+        return 0;
+    }
+    if (atomic_load(&stopping)) /* a signal raced with kl_run_election */
+        kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
+    rc = kl_wait_elected(client, cfg.ns, cfg.lease, -1, &epoch, &err);
+    if (rc != KL_OK) {
+        if (atomic_load(&stopping))
+            return 1;
+        say("NOT-ELECTED", "%s", err.message);
+        pause_ms(1000);
+        return 0;
+    }
+    if (!begin_leading(epoch)) {
+        kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
+        return 1;
+    }
+    kl_is_leader(client, cfg.ns, cfg.lease, &valid, NULL);
+    say("LEADER", "epoch=%" PRId64 " (valid for %" PRId64 " ms)", epoch, valid);
+
+    if (cfg.resign_after > 0) {
+        rc = kl_wait_lost_timeout(client, cfg.ns, cfg.lease, cfg.resign_after * 1000, &err);
+        if (rc == KL_ERR_TIMEOUT) {
+            stop_leading("resigned");
+            kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
+            say("RESIGNED", "epoch=%" PRId64 " after %d s as leader", epoch, cfg.resign_after);
+            return 0;
+        }
+    } else {
+        rc = kl_wait_lost(client, cfg.ns, cfg.lease, &err);
+    }
+    if (rc == KL_OK) {
+        stop_leading("resigned");
+        say("RESIGNED", "epoch=%" PRId64, epoch);
+        return atomic_load(&stopping) ? 1 : 0;
+    }
+    stop_leading("lost");
+    say("LOST", "epoch=%" PRId64 ": %s", epoch, err.message);
+    return atomic_load(&stopping) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    kl_error err;
+    sigset_t set;
+    pthread_t sig_thread;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    parse_args(argc, argv);
+    if (cfg.intervals) {
+        intervals_fd = open(cfg.intervals, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (intervals_fd < 0) {
+            fprintf(stderr, "kl_replica: cannot open %s: %s\n", cfg.intervals, strerror(errno));
+            return 1;
+        }
+    }
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    client = kl_client_new(cfg.endpoint, &err);
+    if (!client) {
+        fprintf(stderr, "kl_replica: %s\n", err.message);
+        return 1;
+    }
+    if (pthread_create(&sig_thread, NULL, signal_thread, &set) != 0) {
+        fprintf(stderr, "kl_replica: cannot start the signal thread\n");
+        kl_client_free(client);
+        return 1;
+    }
+    pthread_detach(sig_thread);
+    say("START", "lease %s/%s via %s (lease %d s, renew %d s, retry %d s)", cfg.ns, cfg.lease,
+        cfg.endpoint ? cfg.endpoint : "the default endpoint", cfg.lease_duration,
+        cfg.renew_deadline, cfg.retry_period);
+    while (!atomic_load(&stopping))
+        if (one_term())
+            break;
+    kl_client_free(client);
+    say("EXIT", "resigned and stopped");
+    return 0;
+}

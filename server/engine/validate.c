@@ -1,0 +1,105 @@
+/* Request validation (DESIGN.md §4): pure functions, any thread. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+__attribute__((format(printf, 3, 4))) static int fail(char *msg, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int is_alnum_lower(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* One DNS-1123 label of [start, start+n). */
+static int label_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || !is_alnum_lower(s[0]) || !is_alnum_lower(s[n - 1]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_alnum_lower(s[i]) && s[i] != '-')
+            return 0;
+    return 1;
+}
+
+int engine_validate_lease_ref(const char *ns, const char *name, char *msg, size_t msg_len)
+{
+    if (!ns || !*ns)
+        return fail(msg, msg_len, "namespace: must not be empty%s", "");
+    if (!label_ok(ns, strlen(ns)))
+        return fail(msg, msg_len,
+                    "namespace: \"%.80s\" is not a DNS-1123 label (lower-case alphanumerics "
+                    "and '-', at most 63, starting and ending with an alphanumeric)",
+                    ns);
+    if (!name || !*name)
+        return fail(msg, msg_len, "name: must not be empty%s", "");
+    size_t n = strlen(name);
+    if (n > 253)
+        return fail(msg, msg_len, "name: longer than 253 bytes%s", "");
+    for (const char *p = name;;) {
+        const char *dot = strchr(p, '.');
+        size_t len = dot ? (size_t)(dot - p) : strlen(p);
+        if (!label_ok(p, len))
+            return fail(msg, msg_len,
+                        "name: \"%.80s\" is not a DNS-1123 subdomain (dot-separated lower-case "
+                        "alphanumerics and '-', at most 253)",
+                        name);
+        if (!dot)
+            break;
+        p = dot + 1;
+    }
+    return 0;
+}
+
+int engine_validate_identity(const char *identity, char *msg, size_t msg_len)
+{
+    if (!identity || !*identity)
+        return fail(msg, msg_len, "identity: must not be empty%s", "");
+    size_t n = strlen(identity);
+    if (n > 253)
+        return fail(msg, msg_len, "identity: longer than 253 bytes%s", "");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)identity[i];
+        if (c < 0x20 || c > 0x7e)
+            return fail(msg, msg_len, "identity: contains a non-printable byte%s", "");
+    }
+    return 0;
+}
+
+int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t msg_len)
+{
+    if (engine_validate_lease_ref(req->ns, req->name, msg, msg_len) != 0)
+        return -1;
+    if (engine_validate_identity(req->identity, msg, msg_len) != 0)
+        return -1;
+    const int32_t lease = req->lease_duration_s, renew = req->renew_deadline_s,
+                  retry = req->retry_period_s;
+    char detail[96];
+    snprintf(detail, sizeof detail, "%d/%d/%d", lease, renew, retry);
+    if (retry < 1)
+        return fail(msg, msg_len, "retry_period_seconds: must be at least 1 (lease/renew/retry %s)",
+                    detail);
+    if (lease > 86400)
+        return fail(msg, msg_len, "lease_duration_seconds: must be at most 86400 (%s)", detail);
+    if ((int64_t)renew * 10 <= (int64_t)retry * 12)
+        return fail(msg, msg_len,
+                    "renew_deadline_seconds: must be greater than 1.2 x retry_period_seconds "
+                    "(lease/renew/retry %s)",
+                    detail);
+    if (lease <= renew)
+        return fail(msg, msg_len,
+                    "lease_duration_seconds: must be greater than renew_deadline_seconds "
+                    "(lease/renew/retry %s)",
+                    detail);
+    if (req->resume_epoch < 0)
+        return fail(msg, msg_len, "resume_epoch: must not be negative%s", "");
+    return 0;
+}

@@ -1,0 +1,27 @@
+/* Hooks for the operator endpoints that the observability module fills in:
+ * /metrics, the status page at /, and per-RPC accounting. The HTTP server
+ * calls them; they must not block. */
+#ifndef KL_HTTP_HTTP_OPS_H
+#define KL_HTTP_HTTP_OPS_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+/* GET /metrics. Returns 0 with *body malloc'd (the server frees it), *len
+ * and *content_type (static) set; or -1 to answer 404. Any HTTP thread. */
+int http_ops_metrics(char **body, size_t *len, const char **content_type);
+
+/* GET /: renders the status page from a ListLeases reply (valid only during
+ * the call). Returns 0 with *body malloc'd, or -1 (500). Engine thread. */
+int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
+                         const char **content_type);
+
+/* Called once for every finished RPC with its method ("Confirm"), its
+ * Connect code ("ok", "not_found"...) and its duration. Any thread. */
+void http_ops_rpc_done(const char *method, const char *code, double seconds);
+
+/* A stream (Campaign or WatchHolder) opened (+1) or ended (-1). Any thread. */
+void http_ops_stream(const char *method, int delta);
+
+#endif

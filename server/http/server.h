@@ -1,0 +1,55 @@
+/* The HTTP side of kubeleased: libmicrohttpd (epoll, a small thread pool,
+ * suspend/resume) serving the Connect API of kubelease.v1.LeaseService plus
+ * /livez, /readyz, /metrics and the status page.
+ *
+ * No MHD thread ever waits for the engine: a request that needs it is
+ * suspended and resumed from the engine's callback. Streams are resumed at
+ * least once a second so that a peer that went away is noticed.
+ *
+ * Threads: http_server_start/quiesce/engine_gone/drain/stop belong to the
+ * owner (main), in this order at shutdown. */
+#ifndef KL_HTTP_SERVER_H
+#define KL_HTTP_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+
+typedef struct http_server http_server;
+
+typedef struct http_config {
+    const char *listen;              /* "ADDR:PORT" ("[::1]:8080" for IPv6); port 0: any */
+    engine *engine;                  /* not owned */
+    unsigned threads;                /* MHD thread pool size; 0: 2 */
+    unsigned max_connections;        /* 0: 1024 */
+    unsigned max_per_ip;             /* 0: no per-IP limit */
+    size_t max_body_bytes;           /* request body cap; 0: 4096 */
+    unsigned idle_timeout_s;         /* idle connections (not streams); 0: 60 */
+    unsigned stream_user_timeout_ms; /* TCP_USER_TIMEOUT on streams; 0: 10000 */
+    const char *const *namespaces;   /* served namespaces, NULL-terminated; NULL: all */
+} http_config;
+
+/* Binds and starts serving. Returns NULL with a reason in err. */
+http_server *http_server_start(const http_config *cfg, char *err, size_t err_len);
+/* The bound port (useful with port 0). */
+uint16_t http_server_port(const http_server *s);
+
+/* Shutdown, step 1: stop accepting connections; requests that arrive on
+ * open connections from now on are answered "unavailable". */
+void http_server_quiesce(http_server *s);
+/* Step 2, after engine_stop(), once engine_run() has returned and before
+ * engine_free(): the server calls no engine function any more. */
+void http_server_engine_stopped(http_server *s);
+/* Step 3, after engine_free() (which closes the streams the engine knew):
+ * ends every call and stream the engine will never answer (unavailable) and
+ * resumes them. */
+void http_server_engine_gone(http_server *s);
+/* Step 4: waits up to timeout_ms for every stream to have written its
+ * end-of-stream frame. Returns the number of streams still open. */
+int http_server_drain(http_server *s, int timeout_ms);
+/* Step 5: resumes whatever is still suspended, stops the daemon, frees s.
+ * NULL is a no-op. */
+void http_server_stop(http_server *s);
+
+#endif

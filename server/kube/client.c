@@ -1,0 +1,442 @@
+/* apiserver transport over the loop's curl multi handle (see client.h). */
+#include "kube/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+/* Bound tokens rotate; re-read the file at least this often. */
+#define TOKEN_REREAD_MS 60000
+
+struct kube_request {
+    kube_request *prev, *next;
+    kube_client *c;
+    CURL *easy;
+    struct curl_slist *headers;
+    kube_request_opts o;
+    char *body_copy;
+    char errbuf[CURL_ERROR_SIZE];
+    /* Bytes received but not handed over yet (streaming), or the whole
+     * body (buffered responses and non-2xx streaming responses). */
+    char *buf;
+    size_t len, cap;
+    long http_code;
+    bool headers_done;      /* the header block of the final response ended */
+    bool headers_delivered; /* on_headers has run */
+    bool streaming_body;    /* 2xx streaming: data goes to on_data */
+    bool too_big;
+    bool aborted;         /* on_data asked to stop */
+    loop_timer *dispatch; /* zero-delay timer handing data to the callbacks */
+    int64_t started_ms;
+};
+
+struct kube_client {
+    loop *l;
+    kube_config cfg;
+    kube_request *reqs;
+    int64_t token_read_ms;
+    bool token_stale;
+    uint64_t token_reads;
+    char *auth_header; /* "Authorization: Bearer ..." (secret) */
+};
+
+static void wipe_free(char *s)
+{
+    if (!s)
+        return;
+    volatile char *p = s;
+    while (*p)
+        *p++ = 0;
+    free(s);
+}
+
+static int set_auth_header(kube_client *c)
+{
+    wipe_free(c->auth_header);
+    c->auth_header = NULL;
+    if (!c->cfg.token)
+        return 0;
+    size_t n = strlen(c->cfg.token) + 32;
+    c->auth_header = malloc(n);
+    if (!c->auth_header)
+        return -1;
+    snprintf(c->auth_header, n, "Authorization: Bearer %s", c->cfg.token);
+    return 0;
+}
+
+kube_client *kube_client_new(loop *l, kube_config *cfg, char *err, size_t err_len)
+{
+    kube_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    c->l = l;
+    c->cfg = *cfg;
+    memset(cfg, 0, sizeof *cfg);
+    if (set_auth_header(c) != 0) {
+        snprintf(err, err_len, "out of memory");
+        kube_client_free(c);
+        return NULL;
+    }
+    c->token_read_ms = mono_ms();
+    c->token_reads = c->cfg.token_file ? 1 : 0;
+    return c;
+}
+
+const kube_config *kube_client_config(const kube_client *c)
+{
+    return &c->cfg;
+}
+
+void kube_client_token_stale(kube_client *c)
+{
+    c->token_stale = true;
+}
+
+uint64_t kube_client_token_reads(const kube_client *c)
+{
+    return c->token_reads;
+}
+
+/* Re-reads a rotating token when it is old or was refused. */
+static void maybe_refresh_token(kube_client *c)
+{
+    if (!c->cfg.token_file)
+        return;
+    int64_t now = mono_ms();
+    if (!c->token_stale && now - c->token_read_ms < TOKEN_REREAD_MS)
+        return;
+    char e[512];
+    c->token_read_ms = now;
+    c->token_stale = false;
+    if (kube_config_token_refresh(&c->cfg, e, sizeof e) != 0) {
+        log_event(LOG_WARN, "kube_token_reread_failed", "error=%s", log_q(e));
+        return;
+    }
+    c->token_reads++;
+    if (set_auth_header(c) != 0)
+        log_event(LOG_ERROR, "kube_token_reread_failed", "error=%s", log_q("out of memory"));
+}
+
+static void req_free(kube_request *r)
+{
+    kube_client *c = r->c;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    loop_timer_cancel(c->l, r->dispatch);
+    if (r->easy)
+        curl_easy_cleanup(r->easy);
+    curl_slist_free_all(r->headers);
+    free(r->body_copy);
+    free(r->buf);
+    free(r);
+}
+
+static int buf_append(kube_request *r, const char *data, size_t n)
+{
+    if (r->len + n + 1 > KUBE_BODY_MAX) {
+        r->too_big = true;
+        return -1;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *b = realloc(r->buf, cap);
+        if (!b)
+            return -1;
+        r->buf = b;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, data, n);
+    r->len += n;
+    r->buf[r->len] = 0;
+    return 0;
+}
+
+/* The request whose callback runs now; kube_client_cancel clears it when
+ * that callback cancels the request, so the caller knows to stop. */
+static _Thread_local kube_request *current;
+
+enum { DELIVER_OK, DELIVER_STOP, DELIVER_CANCELLED };
+
+/* Hands buffered headers and data to the callbacks. */
+static int deliver(kube_request *r)
+{
+    if (!r->o.on_data || !r->headers_done)
+        return DELIVER_OK;
+    current = r;
+    if (!r->headers_delivered) {
+        r->headers_delivered = true;
+        if (r->o.on_headers) {
+            r->o.on_headers(r->o.ctx, r->http_code);
+            if (current != r)
+                return DELIVER_CANCELLED;
+        }
+    }
+    int rc = DELIVER_OK;
+    if (r->streaming_body && r->len > 0 && !r->aborted) {
+        /* Detach the buffer so a callback that cancels r frees nothing we use. */
+        char *data = r->buf;
+        size_t len = r->len;
+        r->buf = NULL;
+        r->len = r->cap = 0;
+        int stop = r->o.on_data(r->o.ctx, data, len);
+        free(data);
+        if (current != r)
+            return DELIVER_CANCELLED;
+        if (stop)
+            rc = DELIVER_STOP;
+    }
+    current = NULL;
+    return rc;
+}
+
+static void dispatch_fire(void *arg);
+
+static void schedule_dispatch(kube_request *r)
+{
+    if (!r->dispatch)
+        r->dispatch = loop_timer_at(r->c->l, mono_ms(), dispatch_fire, r);
+}
+
+static size_t on_header(char *line, size_t size, size_t n, void *arg)
+{
+    kube_request *r = arg;
+    size_t len = size * n;
+    if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+        /* A new response (after 100 Continue, say): start over. */
+        r->headers_done = false;
+        return len;
+    }
+    if ((len == 2 && line[0] == '\r' && line[1] == '\n') || (len == 1 && line[0] == '\n')) {
+        long code = 0;
+        curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 200) {
+            r->http_code = code;
+            r->headers_done = true;
+            r->streaming_body = r->o.on_data && code >= 200 && code < 300;
+            if (r->o.on_data)
+                schedule_dispatch(r);
+        }
+    }
+    return len;
+}
+
+static size_t on_write(char *data, size_t size, size_t n, void *arg)
+{
+    kube_request *r = arg;
+    size_t len = size * n;
+    if (r->aborted)
+        return 0;
+    if (buf_append(r, data, len) != 0)
+        return 0; /* CURLE_WRITE_ERROR */
+    if (r->streaming_body)
+        schedule_dispatch(r);
+    return len;
+}
+
+static void finish(kube_request *r, CURLcode result);
+
+static void dispatch_fire(void *arg)
+{
+    kube_request *r = arg;
+    r->dispatch = NULL;
+    int rc = deliver(r);
+    if (rc == DELIVER_STOP) {
+        /* Timers run outside libcurl callbacks: the transfer can end here. */
+        r->aborted = true;
+        loop_curl_remove(r->c->l, r->easy);
+        finish(r, CURLE_WRITE_ERROR);
+    }
+}
+
+/* Reports the outcome and frees r. */
+static void finish(kube_request *r, CURLcode result)
+{
+    if (r->http_code == 401)
+        r->c->token_stale = true;
+    kube_response res = {0};
+    res.http_code = r->http_code;
+    res.curl_code = (int)result;
+    if (result == CURLE_OK && r->too_big)
+        res.curl_code = CURLE_WRITE_ERROR;
+    if (r->too_big)
+        res.error = "response body too large";
+    else if (r->aborted)
+        res.error = "aborted";
+    else if (result != CURLE_OK)
+        res.error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
+    else
+        res.error = "";
+    if (res.curl_code != CURLE_OK && !r->headers_done)
+        res.http_code = 0;
+    bool no_body = r->streaming_body || !r->buf;
+    res.body = no_body ? "" : r->buf;
+    res.body_len = no_body ? 0 : r->len;
+    res.elapsed_ms = mono_ms() - r->started_ms;
+    current = r;
+    r->o.on_done(r->o.ctx, &res);
+    if (current == r) {
+        current = NULL;
+        req_free(r);
+    }
+}
+
+static void on_done(void *arg, CURL *easy, CURLcode result)
+{
+    kube_request *r = arg;
+    (void)easy;
+    loop_timer_cancel(r->c->l, r->dispatch);
+    r->dispatch = NULL;
+    long code = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && !r->headers_done) {
+        r->http_code = code;
+        r->headers_done = true;
+        r->streaming_body = r->o.on_data && code < 300;
+    }
+    int rc = r->aborted ? DELIVER_OK : deliver(r);
+    if (rc == DELIVER_CANCELLED)
+        return;
+    if (rc == DELIVER_STOP)
+        r->aborted = true;
+    finish(r, result);
+}
+
+#define SET(opt, val)                                                                              \
+    do {                                                                                           \
+        if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
+            goto fail;                                                                             \
+    } while (0)
+
+static int setup_tls(kube_client *c, CURL *e)
+{
+    const kube_config *cfg = &c->cfg;
+    struct curl_blob b;
+    if (cfg->ca.data) {
+        b = (struct curl_blob){cfg->ca.data, cfg->ca.len, CURL_BLOB_NOCOPY};
+        SET(CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (cfg->client_cert.data) {
+        b = (struct curl_blob){cfg->client_cert.data, cfg->client_cert.len, CURL_BLOB_NOCOPY};
+        SET(CURLOPT_SSLCERT_BLOB, &b);
+        SET(CURLOPT_SSLCERTTYPE, "PEM");
+        b = (struct curl_blob){cfg->client_key.data, cfg->client_key.len, CURL_BLOB_NOCOPY};
+        SET(CURLOPT_SSLKEY_BLOB, &b);
+        SET(CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    if (cfg->insecure) {
+        SET(CURLOPT_SSL_VERIFYPEER, 0L);
+        SET(CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
+{
+    maybe_refresh_token(c);
+    kube_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->c = c;
+    r->o = *o;
+    r->started_ms = mono_ms();
+    r->next = c->reqs;
+    if (c->reqs)
+        c->reqs->prev = r;
+    c->reqs = r;
+    size_t ulen = strlen(c->cfg.server) + strlen(o->path) + 1;
+    char *url = malloc(ulen);
+    CURL *e = r->easy = curl_easy_init();
+    if (!url || !e)
+        goto fail;
+    snprintf(url, ulen, "%s%s", c->cfg.server, o->path);
+    SET(CURLOPT_URL, url);
+    SET(CURLOPT_NOSIGNAL, 1L);
+    SET(CURLOPT_ERRORBUFFER, r->errbuf);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+    SET(CURLOPT_USERAGENT, "kubeleased/" KL_VERSION_STRING);
+    SET(CURLOPT_TCP_KEEPALIVE, 1L);
+    SET(CURLOPT_TCP_KEEPIDLE, 15L);
+    SET(CURLOPT_TCP_KEEPINTVL, 5L);
+    if (o->timeout_ms > 0) {
+        SET(CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
+        SET(CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
+    } else {
+        SET(CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    }
+    SET(CURLOPT_HEADERFUNCTION, on_header);
+    SET(CURLOPT_HEADERDATA, r);
+    SET(CURLOPT_WRITEFUNCTION, on_write);
+    SET(CURLOPT_WRITEDATA, r);
+    if (strcmp(o->method, "GET") != 0)
+        SET(CURLOPT_CUSTOMREQUEST, o->method);
+    struct curl_slist *h;
+    const char *hdrs[] = {"Accept: application/json",
+                          "Expect:", o->body ? "Content-Type: application/json" : NULL};
+    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
+        if (!hdrs[i])
+            continue;
+        if (!(h = curl_slist_append(r->headers, hdrs[i])))
+            goto fail;
+        r->headers = h;
+    }
+    if (c->auth_header) {
+        if (!(h = curl_slist_append(r->headers, c->auth_header)))
+            goto fail;
+        r->headers = h;
+    }
+    SET(CURLOPT_HTTPHEADER, r->headers);
+    if (o->body) {
+        r->body_copy = malloc(o->body_len + 1);
+        if (!r->body_copy)
+            goto fail;
+        memcpy(r->body_copy, o->body, o->body_len);
+        r->body_copy[o->body_len] = 0;
+        SET(CURLOPT_POSTFIELDSIZE, (long)o->body_len);
+        SET(CURLOPT_POSTFIELDS, r->body_copy);
+    }
+    if (setup_tls(c, e) != 0)
+        goto fail;
+    if (loop_curl_add(c->l, e, on_done, r) != 0)
+        goto fail;
+    free(url);
+    return r;
+fail:
+    free(url);
+    req_free(r);
+    return NULL;
+}
+
+void kube_client_cancel(kube_client *c, kube_request *r)
+{
+    if (!r)
+        return;
+    if (current == r)
+        current = NULL;
+    loop_curl_remove(c->l, r->easy);
+    req_free(r);
+}
+
+void kube_client_free(kube_client *c)
+{
+    if (!c)
+        return;
+    while (c->reqs)
+        kube_client_cancel(c, c->reqs);
+    wipe_free(c->auth_header);
+    kube_config_clear(&c->cfg);
+    free(c);
+}

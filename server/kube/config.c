@@ -1,0 +1,219 @@
+/* Shared helpers of the Kubernetes configuration loaders. */
+#include "kube/config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Overwrites memory that held a secret before freeing it, in a way the
+ * compiler may not elide. */
+static void wipe(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+    while (n--)
+        *v++ = 0;
+}
+
+void kube_blob_free(kube_blob *b)
+{
+    if (!b)
+        return;
+    if (b->data)
+        wipe(b->data, b->len);
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+}
+
+void kube_config_clear(kube_config *c)
+{
+    if (!c)
+        return;
+    free(c->server);
+    kube_blob_free(&c->ca);
+    kube_blob_free(&c->client_cert);
+    kube_blob_free(&c->client_key);
+    if (c->token)
+        wipe(c->token, strlen(c->token));
+    free(c->token);
+    free(c->token_file);
+    free(c->ns);
+    free(c->source);
+    memset(c, 0, sizeof *c);
+}
+
+int kube_read_file(const char *path, size_t max, kube_blob *out, char *err, size_t err_len)
+{
+    out->data = NULL;
+    out->len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, err_len, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if ((uint64_t)st.st_size > max) {
+        snprintf(err, err_len, "%s: larger than %zu bytes", path, max);
+        close(fd);
+        return -1;
+    }
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        snprintf(err, err_len, "%s: out of memory", path);
+        close(fd);
+        return -1;
+    }
+    for (;;) {
+        if (len + 1 == cap) {
+            /* The file grew while we read it; read at most max bytes. */
+            if (cap > max) {
+                snprintf(err, err_len, "%s: larger than %zu bytes", path, max);
+                goto fail;
+            }
+            unsigned char *n = realloc(buf, cap * 2);
+            if (!n) {
+                snprintf(err, err_len, "%s: out of memory", path);
+                goto fail;
+            }
+            buf = n;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + len, cap - 1 - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            snprintf(err, err_len, "%s: %s", path, strerror(errno));
+            goto fail;
+        }
+        if (got == 0)
+            break;
+        len += (size_t)got;
+    }
+    close(fd);
+    buf[len] = 0;
+    out->data = buf;
+    out->len = len;
+    return 0;
+fail:
+    wipe(buf, cap);
+    free(buf);
+    close(fd);
+    return -1;
+}
+
+char *kube_read_token(const char *path, char *err, size_t err_len)
+{
+    kube_blob b;
+    if (kube_read_file(path, KUBE_TOKEN_MAX, &b, err, err_len) != 0)
+        return NULL;
+    size_t start = 0, end = b.len;
+    while (start < end && strchr(" \t\r\n", b.data[start]))
+        start++;
+    while (end > start && strchr(" \t\r\n", b.data[end - 1]))
+        end--;
+    if (start == end) {
+        snprintf(err, err_len, "%s: token file is empty", path);
+        kube_blob_free(&b);
+        return NULL;
+    }
+    for (size_t i = start; i < end; i++) {
+        if (b.data[i] < 0x21 || b.data[i] > 0x7e) {
+            snprintf(err, err_len, "%s: token contains a non-printable byte", path);
+            kube_blob_free(&b);
+            return NULL;
+        }
+    }
+    char *tok = malloc(end - start + 1);
+    if (!tok) {
+        snprintf(err, err_len, "%s: out of memory", path);
+        kube_blob_free(&b);
+        return NULL;
+    }
+    memcpy(tok, b.data + start, end - start);
+    tok[end - start] = 0;
+    kube_blob_free(&b);
+    return tok;
+}
+
+int kube_config_token_refresh(kube_config *c, char *err, size_t err_len)
+{
+    if (!c->token_file)
+        return 0;
+    char *tok = kube_read_token(c->token_file, err, err_len);
+    if (!tok)
+        return -1;
+    if (c->token) {
+        wipe(c->token, strlen(c->token));
+        free(c->token);
+    }
+    c->token = tok;
+    return 0;
+}
+
+static int b64_value(unsigned char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    if (ch == '+')
+        return 62;
+    if (ch == '/')
+        return 63;
+    return -1;
+}
+
+int kube_base64_decode(const char *in, size_t in_len, kube_blob *out)
+{
+    out->data = NULL;
+    out->len = 0;
+    unsigned char *buf = malloc(in_len / 4 * 3 + 4);
+    if (!buf)
+        return -1;
+    size_t len = 0, pad = 0;
+    uint32_t acc = 0;
+    int bits = 0, chars = 0;
+    for (size_t i = 0; i < in_len; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n')
+            continue;
+        if (ch == '=') {
+            pad++;
+            continue;
+        }
+        int v = b64_value(ch);
+        if (v < 0 || pad > 0) /* bad character, or data after padding */
+            goto fail;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        chars++;
+        if (bits >= 8) {
+            bits -= 8;
+            buf[len++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    /* A lone trailing character cannot encode a byte; padding must complete a quantum;
+     * the unused low bits must be zero (canonical encoding). */
+    if (chars % 4 == 1 || pad > 2 || (pad > 0 && (chars + pad) % 4 != 0) || acc != 0)
+        goto fail;
+    buf[len] = 0;
+    out->data = buf;
+    out->len = len;
+    return 0;
+fail:
+    free(buf);
+    return -1;
+}

@@ -1,0 +1,457 @@
+/* Lease JSON codec, MicroTime, Status errors (pure; see lease_json.h). */
+#include "kube/lease_json.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- MicroTime ---------------------------------------------------------- */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+int kube_microtime_format(int64_t us, char out[KUBE_MICROTIME_LEN])
+{
+    out[0] = 0;
+    /* 0000-01-01 .. 9999-12-31T23:59:59.999999Z */
+    const int64_t min_us = -62167219200LL * 1000000, max_us = 253402300799999999LL;
+    if (us < min_us || us > max_us)
+        return -1;
+    int64_t secs = us / 1000000, frac = us % 1000000;
+    if (frac < 0) {
+        frac += 1000000;
+        secs--;
+    }
+    int64_t days = secs / 86400, secs_rem = secs % 86400;
+    if (secs_rem < 0) {
+        secs_rem += 86400;
+        days--;
+    }
+    int64_t y;
+    int m, d;
+    civil_from_days(days, &y, &m, &d);
+    snprintf(out, KUBE_MICROTIME_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", (int)y, m, d,
+             (int)(secs_rem / 3600), (int)(secs_rem / 60 % 60), (int)(secs_rem % 60), (int)frac);
+    return 0;
+}
+
+/* Reads exactly n digits. */
+static int digits(const char **p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        char c = (*p)[i];
+        if (c < '0' || c > '9')
+            return -1;
+        v = v * 10 + (c - '0');
+    }
+    *p += n;
+    *out = v;
+    return 0;
+}
+
+static int days_in_month(int64_t y, int m)
+{
+    static const int dm[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+        return 29;
+    return dm[m - 1];
+}
+
+int kube_microtime_parse(const char *s, int64_t *us)
+{
+    const char *p = s;
+    int y, mo, d, h, mi, se;
+    if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' ||
+        digits(&p, 2, &d) || (*p != 'T' && *p != 't'))
+        return -1;
+    p++;
+    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) || *p++ != ':' || digits(&p, 2, &se))
+        return -1;
+    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59)
+        return -1;
+    int64_t frac = 0;
+    if (*p == '.') {
+        p++;
+        int n = 0;
+        int64_t scale = 100000;
+        while (*p >= '0' && *p <= '9') {
+            if (++n > 9)
+                return -1;
+            frac += (*p - '0') * scale;
+            scale /= 10;
+            p++;
+        }
+        /* Go accepts "05." as zero fraction digits; so do we. */
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p++ == '-' ? -1 : 1, oh, om;
+        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om) || oh > 23 || om > 59)
+            return -1;
+        off = sign * (oh * 3600 + om * 60);
+    } else {
+        return -1;
+    }
+    if (*p)
+        return -1;
+    int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
+    *us = secs * 1000000 + frac;
+    return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* Copies a JSON string member into a fixed buffer. Absent or null leaves it
+ * "" (returns 0); wrong type or too long is an error. */
+static int copy_str(const cJSON *obj, const char *key, const char *field, char *dst, size_t cap,
+                    char *err, size_t err_len)
+{
+    dst[0] = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsString(v) || !v->valuestring) {
+        snprintf(err, err_len, "%s is not a string", field);
+        return -1;
+    }
+    size_t n = strlen(v->valuestring);
+    if (n >= cap) {
+        snprintf(err, err_len, "%s is longer than %zu bytes", field, cap - 1);
+        return -1;
+    }
+    memcpy(dst, v->valuestring, n + 1);
+    return 0;
+}
+
+static int get_int(const cJSON *obj, const char *key, const char *field, int64_t lo, int64_t hi,
+                   int64_t *out, char *err, size_t err_len)
+{
+    *out = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    double d = v->valuedouble;
+    if (!cJSON_IsNumber(v) || !isfinite(d) || d != floor(d) || d < (double)lo || d > (double)hi) {
+        snprintf(err, err_len, "%s is not an integer in [%lld, %lld]", field, (long long)lo,
+                 (long long)hi);
+        return -1;
+    }
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int get_time(const cJSON *obj, const char *key, const char *field, int64_t *out, char *err,
+                    size_t err_len)
+{
+    *out = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsString(v) || !v->valuestring || kube_microtime_parse(v->valuestring, out) != 0) {
+        snprintf(err, err_len, "%s is not an RFC 3339 time", field);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Status -------------------------------------------------------------- */
+
+static void copy_cut(const cJSON *obj, const char *key, char *dst, size_t cap)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    dst[0] = 0;
+    if (cJSON_IsString(v) && v->valuestring)
+        snprintf(dst, cap, "%s", v->valuestring);
+}
+
+int kube_status_from_json(const cJSON *obj, kube_status *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsObject(obj))
+        return -1;
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+    if (cJSON_IsNumber(code) && code->valuedouble >= 0 && code->valuedouble < 1000)
+        out->code = (int)code->valuedouble;
+    copy_cut(obj, "reason", out->reason, sizeof out->reason);
+    copy_cut(obj, "message", out->message, sizeof out->message);
+    if (!out->code && !out->reason[0] && !out->message[0])
+        return -1;
+    return 0;
+}
+
+int kube_status_decode(const char *buf, size_t len, kube_status *out)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    if (!root)
+        return -1;
+    int rc = kube_status_from_json(root, out);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- Lease ----------------------------------------------------------------- */
+
+int kube_lease_from_json(const cJSON *obj, store_lease *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsObject(obj)) {
+        snprintf(err, err_len, "Lease is not a JSON object");
+        return -1;
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+    if (cJSON_IsString(kind) && kind->valuestring && strcmp(kind->valuestring, "Lease") != 0) {
+        snprintf(err, err_len, "object is a %.64s, not a Lease", kind->valuestring);
+        return -1;
+    }
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    if (!cJSON_IsObject(md)) {
+        snprintf(err, err_len, "Lease has no metadata");
+        return -1;
+    }
+    if (copy_str(md, "name", "metadata.name", out->name, sizeof out->name, err, err_len) ||
+        copy_str(md, "namespace", "metadata.namespace", out->ns, sizeof out->ns, err, err_len) ||
+        copy_str(md, "resourceVersion", "metadata.resourceVersion", out->resource_version,
+                 sizeof out->resource_version, err, err_len))
+        goto fail;
+    if (!out->name[0] || !out->ns[0]) {
+        snprintf(err, err_len, "Lease has no %s",
+                 out->name[0] ? "metadata.namespace" : "metadata.name");
+        goto fail;
+    }
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+    if (!spec || cJSON_IsNull(spec))
+        return 0;
+    if (!cJSON_IsObject(spec)) {
+        snprintf(err, err_len, "spec is not an object");
+        goto fail;
+    }
+    int64_t dur, trans;
+    if (copy_str(spec, "holderIdentity", "spec.holderIdentity", out->holder, sizeof out->holder,
+                 err, err_len) ||
+        get_int(spec, "leaseDurationSeconds", "spec.leaseDurationSeconds", INT32_MIN, INT32_MAX,
+                &dur, err, err_len) ||
+        get_int(spec, "leaseTransitions", "spec.leaseTransitions", INT32_MIN, INT32_MAX, &trans,
+                err, err_len) ||
+        get_time(spec, "acquireTime", "spec.acquireTime", &out->acquire_time_us, err, err_len) ||
+        get_time(spec, "renewTime", "spec.renewTime", &out->renew_time_us, err, err_len))
+        goto fail;
+    out->lease_duration_s = (int32_t)dur;
+    out->transitions = trans;
+    return 0;
+fail:
+    memset(out, 0, sizeof *out);
+    return -1;
+}
+
+int kube_lease_decode(const char *buf, size_t len, store_lease *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    if (!root) {
+        snprintf(err, err_len, "Lease is not valid JSON");
+        return -1;
+    }
+    int rc = kube_lease_from_json(root, out, err, err_len);
+    cJSON_Delete(root);
+    return rc;
+}
+
+static bool bounded(const char *s, size_t cap)
+{
+    return memchr(s, 0, cap) != NULL;
+}
+
+char *kube_lease_encode(const store_lease *l, bool with_rv, size_t *len)
+{
+    char acq[KUBE_MICROTIME_LEN], ren[KUBE_MICROTIME_LEN];
+    char *text = NULL;
+    if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
+        !bounded(l->holder, sizeof l->holder) ||
+        !bounded(l->resource_version, sizeof l->resource_version) || l->transitions < 0 ||
+        l->transitions > INT32_MAX || l->lease_duration_s < 0)
+        return NULL;
+    if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
+        (l->renew_time_us && kube_microtime_format(l->renew_time_us, ren) != 0))
+        return NULL;
+    cJSON *root = cJSON_CreateObject(), *md, *spec;
+    if (!root || !cJSON_AddStringToObject(root, "apiVersion", "coordination.k8s.io/v1") ||
+        !cJSON_AddStringToObject(root, "kind", "Lease") ||
+        !(md = cJSON_AddObjectToObject(root, "metadata")) ||
+        !cJSON_AddStringToObject(md, "name", l->name) ||
+        !cJSON_AddStringToObject(md, "namespace", l->ns) ||
+        (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
+        !(spec = cJSON_AddObjectToObject(root, "spec")) ||
+        !cJSON_AddStringToObject(spec, "holderIdentity", l->holder) ||
+        (l->lease_duration_s > 0 &&
+         !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", l->lease_duration_s)) ||
+        !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)l->transitions) ||
+        (l->acquire_time_us && !cJSON_AddStringToObject(spec, "acquireTime", acq)) ||
+        (l->renew_time_us && !cJSON_AddStringToObject(spec, "renewTime", ren)))
+        goto done;
+    text = cJSON_PrintUnformatted(root);
+    if (text && len)
+        *len = strlen(text);
+done:
+    cJSON_Delete(root);
+    return text;
+}
+
+/* ---- LeaseList ------------------------------------------------------------- */
+
+void kube_lease_list_clear(kube_lease_list *l)
+{
+    if (!l)
+        return;
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, char *err,
+                           size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    if (!root) {
+        snprintf(err, err_len, "LeaseList is not valid JSON");
+        return -1;
+    }
+    int rc = -1;
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+    if (!cJSON_IsObject(root) || !cJSON_IsObject(md)) {
+        snprintf(err, err_len, "LeaseList has no metadata");
+        goto done;
+    }
+    if (copy_str(md, "resourceVersion", "metadata.resourceVersion", out->resource_version,
+                 sizeof out->resource_version, err, err_len) != 0)
+        goto done;
+    if (!out->resource_version[0]) {
+        snprintf(err, err_len, "LeaseList has no metadata.resourceVersion");
+        goto done;
+    }
+    if (items && !cJSON_IsNull(items) && !cJSON_IsArray(items)) {
+        snprintf(err, err_len, "LeaseList items is not a list");
+        goto done;
+    }
+    int n = items ? cJSON_GetArraySize(items) : 0;
+    if (n > 0) {
+        out->items = calloc((size_t)n, sizeof *out->items);
+        if (!out->items) {
+            snprintf(err, err_len, "out of memory");
+            goto done;
+        }
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, items)
+    {
+        char e[200];
+        if (kube_lease_from_json(it, &out->items[out->n], e, sizeof e) == 0) {
+            out->n++;
+        } else if (out->n_bad++ == 0) {
+            snprintf(out->bad_reason, sizeof out->bad_reason, "%s", e);
+        }
+    }
+    rc = 0;
+done:
+    if (rc != 0)
+        kube_lease_list_clear(out);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- status mapping --------------------------------------------------------- */
+
+store_status kube_map_status(long code, const kube_status *st, kube_verb verb)
+{
+    if (code >= 200 && code < 300)
+        return STORE_OK;
+    switch (code) {
+    case 0:
+    case 429:
+        return STORE_UNAVAILABLE;
+    case 404:
+        return STORE_NOT_FOUND;
+    case 409:
+        if (st && strcmp(st->reason, "AlreadyExists") == 0)
+            return STORE_EXISTS;
+        if (st && strcmp(st->reason, "Conflict") == 0)
+            return STORE_CONFLICT;
+        return verb == KUBE_VERB_CREATE ? STORE_EXISTS : STORE_CONFLICT;
+    case 401:
+    case 403:
+        return STORE_FORBIDDEN;
+    case 400:
+    case 422:
+        return STORE_INVALID;
+    default:
+        return code >= 500 && code < 600 ? STORE_UNAVAILABLE : STORE_INTERNAL;
+    }
+}
+
+static const char *http_reason(long code)
+{
+    switch (code) {
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Error";
+    }
+}
+
+void kube_status_message(long code, const kube_status *st, char *out, size_t out_len)
+{
+    const char *reason = st && st->reason[0] ? st->reason : http_reason(code);
+    if (st && st->message[0])
+        snprintf(out, out_len, "apiserver: %ld %s: %s", code, reason, st->message);
+    else
+        snprintf(out, out_len, "apiserver: %ld %s", code, reason);
+}

@@ -1,0 +1,377 @@
+/* The in-process store. Every operation takes effect in a task run on the
+ * loop (never inside the call), then reports to its caller and finally to
+ * the watches, in that order. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/memory.h"
+
+typedef struct mem_entry {
+    struct mem_entry *next;
+    store_lease lease;
+} mem_entry;
+
+struct store_watch {
+    struct store_watch *next;
+    char ns[STORE_NS_MAX];
+    char name[STORE_NAME_MAX]; /* "" for a whole namespace */
+    store_watch_cb cb;
+    void *ctx;
+    bool dead;         /* unwatched; freed when no delivery is running */
+    bool sync_pending; /* the initial report is queued and refers to it */
+};
+
+typedef struct mem_store {
+    store base;
+    loop *loop;
+    mem_entry *entries;
+    struct store_watch *watches;
+    int64_t revision;
+    int delivering; /* nesting depth of watch deliveries */
+    bool available;
+    int latency_ms;
+} mem_store;
+
+typedef enum mem_op_kind { OP_GET, OP_CREATE, OP_UPDATE, OP_REMOVE, OP_WATCH_SYNC } mem_op_kind;
+
+typedef struct mem_op {
+    mem_store *m;
+    mem_op_kind kind;
+    store_lease lease;
+    char rv[STORE_RV_MAX];
+    store_cb cb;
+    void *ctx;
+    struct store_watch *watch; /* OP_WATCH_SYNC */
+} mem_op;
+
+const char *store_status_name(store_status s)
+{
+    static const char *const names[] = {"ok",          "not_found", "exists",  "conflict",
+                                        "unavailable", "forbidden", "invalid", "internal"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
+}
+
+static mem_entry **find(mem_store *m, const char *ns, const char *name)
+{
+    mem_entry **p = &m->entries;
+    while (*p && (strcmp((*p)->lease.ns, ns) != 0 || strcmp((*p)->lease.name, name) != 0))
+        p = &(*p)->next;
+    return p;
+}
+
+static bool watch_matches(const struct store_watch *w, const store_lease *l)
+{
+    return !w->dead && strcmp(w->ns, l->ns) == 0 && (!w->name[0] || strcmp(w->name, l->name) == 0);
+}
+
+static void sweep_watches(mem_store *m)
+{
+    if (m->delivering)
+        return;
+    for (struct store_watch **p = &m->watches; *p;) {
+        if ((*p)->dead && !(*p)->sync_pending) {
+            struct store_watch *dead = *p;
+            *p = dead->next;
+            free(dead);
+        } else {
+            p = &(*p)->next;
+        }
+    }
+}
+
+static void notify(mem_store *m, store_event_type type, const store_lease *l)
+{
+    m->delivering++;
+    for (struct store_watch *w = m->watches; w; w = w->next)
+        if (watch_matches(w, l))
+            w->cb(w->ctx, type, l);
+    m->delivering--;
+    sweep_watches(m);
+}
+
+/* Reports the current state of everything w covers, then SYNCED. */
+static void sync_watch(mem_store *m, struct store_watch *w)
+{
+    m->delivering++;
+    bool seen = false;
+    for (mem_entry *e = m->entries; e && !w->dead; e = e->next) {
+        if (watch_matches(w, &e->lease)) {
+            seen = true;
+            w->cb(w->ctx, STORE_EVENT_PUT, &e->lease);
+        }
+    }
+    if (!seen && w->name[0] && !w->dead) {
+        store_lease gone = {0};
+        snprintf(gone.ns, sizeof gone.ns, "%s", w->ns);
+        snprintf(gone.name, sizeof gone.name, "%s", w->name);
+        w->cb(w->ctx, STORE_EVENT_DELETE, &gone);
+    }
+    if (!w->dead)
+        w->cb(w->ctx, STORE_EVENT_SYNCED, NULL);
+    m->delivering--;
+    sweep_watches(m);
+}
+
+/* what: e.g. "not found"; the message names the Lease. */
+static void fail(store_result *r, store_status st, const char *what, const store_lease *l)
+{
+    r->status = st;
+    snprintf(r->message, sizeof r->message, "lease %.60s/%.150s: %s", l->ns, l->name, what);
+}
+
+static void run_op(void *arg)
+{
+    mem_op *op = arg;
+    mem_store *m = op->m;
+    store_result r = {0};
+    store_event_type ev = STORE_EVENT_PUT;
+    bool changed = false;
+
+    if (op->kind == OP_WATCH_SYNC) {
+        op->watch->sync_pending = false;
+        if (!op->watch->dead && m->available)
+            sync_watch(m, op->watch);
+        sweep_watches(m);
+        free(op);
+        return;
+    }
+    if (!m->available) {
+        fail(&r, STORE_UNAVAILABLE, "memory store unavailable (fault injected)", &op->lease);
+        op->cb(op->ctx, &r);
+        free(op);
+        return;
+    }
+
+    mem_entry **slot = find(m, op->lease.ns, op->lease.name);
+    mem_entry *e = *slot;
+    switch (op->kind) {
+    case OP_GET:
+        if (!e)
+            fail(&r, STORE_NOT_FOUND, "not found", &op->lease);
+        else
+            r.lease = e->lease;
+        break;
+    case OP_CREATE:
+        if (e) {
+            fail(&r, STORE_EXISTS, "already exists", &op->lease);
+            break;
+        }
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            fail(&r, STORE_INTERNAL, "out of memory", &op->lease);
+            break;
+        }
+        e->lease = op->lease;
+        snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
+        e->next = m->entries;
+        m->entries = e;
+        r.lease = e->lease;
+        changed = true;
+        break;
+    case OP_UPDATE:
+        if (!e) {
+            fail(&r, STORE_NOT_FOUND, "not found", &op->lease);
+        } else if (strcmp(e->lease.resource_version, op->lease.resource_version) != 0) {
+            fail(&r, STORE_CONFLICT, "the object has been modified", &op->lease);
+        } else {
+            e->lease = op->lease;
+            snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
+            r.lease = e->lease;
+            changed = true;
+        }
+        break;
+    case OP_REMOVE:
+        if (!e) {
+            fail(&r, STORE_NOT_FOUND, "not found", &op->lease);
+        } else if (op->rv[0] && strcmp(e->lease.resource_version, op->rv) != 0) {
+            fail(&r, STORE_CONFLICT, "the object has been modified", &op->lease);
+        } else {
+            r.lease = e->lease;
+            *slot = e->next;
+            free(e);
+            ev = STORE_EVENT_DELETE;
+            changed = true;
+        }
+        break;
+    case OP_WATCH_SYNC:
+        break;
+    }
+    op->cb(op->ctx, &r);
+    if (changed)
+        notify(m, ev, &r.lease);
+    free(op);
+}
+
+static void submit(mem_store *m, mem_op *op)
+{
+    if (m->latency_ms > 0 && loop_timer_at(m->loop, mono_ms() + m->latency_ms, run_op, op))
+        return;
+    if (loop_post(m->loop, run_op, op) != 0)
+        run_op(op); /* out of memory: complete now rather than never */
+}
+
+static mem_op *new_op(mem_store *m, mem_op_kind kind, const char *ns, const char *name, store_cb cb,
+                      void *ctx)
+{
+    mem_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        store_result r = {.status = STORE_INTERNAL};
+        snprintf(r.message, sizeof r.message, "out of memory");
+        cb(ctx, &r);
+        return NULL;
+    }
+    op->m = m;
+    op->kind = kind;
+    op->cb = cb;
+    op->ctx = ctx;
+    snprintf(op->lease.ns, sizeof op->lease.ns, "%s", ns);
+    snprintf(op->lease.name, sizeof op->lease.name, "%s", name);
+    return op;
+}
+
+static void mem_get(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb,
+                    void *ctx)
+{
+    (void)timeout_ms;
+    mem_op *op = new_op((mem_store *)s, OP_GET, ns, name, cb, ctx);
+    if (op)
+        submit((mem_store *)s, op);
+}
+
+static void mem_write(store *s, mem_op_kind kind, const store_lease *lease, store_cb cb, void *ctx)
+{
+    mem_op *op = new_op((mem_store *)s, kind, lease->ns, lease->name, cb, ctx);
+    if (!op)
+        return;
+    op->lease = *lease;
+    submit((mem_store *)s, op);
+}
+
+static void mem_create(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx)
+{
+    (void)timeout_ms;
+    mem_write(s, OP_CREATE, lease, cb, ctx);
+}
+
+static void mem_update(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx)
+{
+    (void)timeout_ms;
+    mem_write(s, OP_UPDATE, lease, cb, ctx);
+}
+
+static void mem_remove(store *s, const char *ns, const char *name, const char *rv, int timeout_ms,
+                       store_cb cb, void *ctx)
+{
+    (void)timeout_ms;
+    mem_op *op = new_op((mem_store *)s, OP_REMOVE, ns, name, cb, ctx);
+    if (!op)
+        return;
+    snprintf(op->rv, sizeof op->rv, "%s", rv ? rv : "");
+    submit((mem_store *)s, op);
+}
+
+static store_watch *mem_watch(store *s, const char *ns, const char *name, store_watch_cb cb,
+                              void *ctx)
+{
+    mem_store *m = (mem_store *)s;
+    struct store_watch *w = calloc(1, sizeof *w);
+    mem_op *op = calloc(1, sizeof *op);
+    if (!w || !op) {
+        free(w);
+        free(op);
+        return NULL;
+    }
+    snprintf(w->ns, sizeof w->ns, "%s", ns);
+    snprintf(w->name, sizeof w->name, "%s", name ? name : "");
+    w->cb = cb;
+    w->ctx = ctx;
+    w->sync_pending = true;
+    w->next = m->watches;
+    m->watches = w;
+    op->m = m;
+    op->kind = OP_WATCH_SYNC;
+    op->watch = w;
+    if (loop_post(m->loop, run_op, op) != 0) {
+        free(op);
+        w->dead = true;
+        w->sync_pending = false;
+        sweep_watches(m);
+        return NULL;
+    }
+    return w;
+}
+
+static void mem_unwatch(store *s, store_watch *w)
+{
+    if (!w)
+        return;
+    w->dead = true;
+    sweep_watches((mem_store *)s);
+}
+
+static bool mem_reachable(store *s)
+{
+    return ((mem_store *)s)->available;
+}
+
+static void mem_destroy(store *s)
+{
+    mem_store *m = (mem_store *)s;
+    for (mem_entry *e = m->entries, *next; e; e = next) {
+        next = e->next;
+        free(e);
+    }
+    for (struct store_watch *w = m->watches, *next; w; w = next) {
+        next = w->next;
+        free(w);
+    }
+    free(m);
+}
+
+static const store_ops mem_ops = {
+    .get = mem_get,
+    .create = mem_create,
+    .update = mem_update,
+    .remove = mem_remove,
+    .watch = mem_watch,
+    .unwatch = mem_unwatch,
+    .reachable = mem_reachable,
+    .destroy = mem_destroy,
+};
+
+store *store_memory_new(loop *l)
+{
+    mem_store *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->base.ops = &mem_ops;
+    m->base.kind = "memory";
+    m->loop = l;
+    m->available = true;
+    return &m->base;
+}
+
+void store_memory_set_available(store *s, bool available)
+{
+    mem_store *m = (mem_store *)s;
+    if (m->available == available)
+        return;
+    m->available = available;
+    m->delivering++;
+    for (struct store_watch *w = m->watches; w; w = w->next) {
+        if (w->dead)
+            continue;
+        if (!available)
+            w->cb(w->ctx, STORE_EVENT_BROKEN, NULL);
+        else
+            sync_watch(m, w);
+    }
+    m->delivering--;
+    sweep_watches(m);
+}
+
+void store_memory_set_latency(store *s, int ms)
+{
+    ((mem_store *)s)->latency_ms = ms;
+}

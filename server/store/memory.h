@@ -1,0 +1,21 @@
+/* The in-process store (--dev mode and the unit-test substrate): the same
+ * semantics as the Kubernetes store — monotonic resourceVersions,
+ * compare-and-swap updates, ordered watch events — without a cluster. */
+#ifndef KL_STORE_MEMORY_H
+#define KL_STORE_MEMORY_H
+
+#include <stdbool.h>
+
+#include "store/store.h"
+
+/* Fault injection for tests: while unavailable, every operation fails with
+ * STORE_UNAVAILABLE and watches are reported BROKEN; when it becomes
+ * available again, watches re-report the current state and SYNCED, as the
+ * Kubernetes store does after a reconnection. Loop thread only. */
+void store_memory_set_available(store *s, bool available);
+
+/* Delays the completion of every later operation by ms (0: none), to model
+ * a slow apiserver. Loop thread only. */
+void store_memory_set_latency(store *s, int ms);
+
+#endif

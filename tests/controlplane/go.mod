@@ -1,0 +1,3 @@
+module kubelease.invalid/controlplane
+
+go 1.22

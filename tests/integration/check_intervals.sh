@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# check_intervals.sh FILE [--epochs]: proves that no two leadership intervals
+# in FILE overlap (safety rule 1). FILE holds lines written by kl_replica
+# --intervals ("start ID PID EPOCH MONO_NS why", "end ID PID EPOCH MONO_NS why")
+# and by the tests when they SIGKILL a replica ("killed - PID - MONO_NS
+# sigkill": every interval of PID still open ends there). Times are
+# CLOCK_MONOTONIC of one machine. With --epochs, epochs must also strictly
+# increase from one interval to the next (rule 4; not across restarts of an
+# in-memory service). Exit 0 when safe, 1 with the offending pair otherwise.
+set -euo pipefail
+file=${1:?usage: check_intervals.sh FILE [--epochs]}
+epochs=${2:-}
+
+awk -v check_epochs="$epochs" '
+function fail(msg) { print "UNSAFE: " msg; bad = 1; exit 1 }
+$1 == "start" {
+    k = $3 " " $4
+    if (k in s) fail("interval pid " $3 " epoch " $4 " starts twice")
+    s[k] = $5; who[k] = $2; keys[++n] = k
+}
+$1 == "end" {
+    k = $3 " " $4
+    if (!(k in s)) fail("end without start: " $0)
+    if (!(k in e)) e[k] = $5
+}
+$1 == "killed" {
+    for (i = 1; i <= n; i++) {
+        split(keys[i], p, " ")
+        if (p[1] == $3 && !(keys[i] in e)) e[keys[i]] = $5
+    }
+}
+END {
+    if (bad) exit 1
+    for (i = 1; i <= n; i++) {
+        k = keys[i]
+        if (!(k in e)) { print "UNSAFE: interval of " who[k] " (pid/epoch " k ") never ended"; exit 1 }
+        if (e[k] < s[k]) { print "UNSAFE: interval of " who[k] " ends before it starts"; exit 1 }
+        print s[k], e[k], who[k], k
+    }
+}' "$file" | sort -n -k1,1 | awk -v check_epochs="$epochs" '
+/^UNSAFE/ { print; failed = 1; exit 1 }
+{
+    if (NR > 1) {
+        if ($1 < last_end) {
+            printf "UNSAFE: %s (pid %s epoch %s) starts %.3f ms before %s (pid %s epoch %s) ends\n", \
+                $3, $4, $5, (last_end - $1) / 1e6, last_who, last_pid, last_epoch
+            failed = 1
+            exit 1
+        }
+        if (check_epochs == "--epochs" && $5 + 0 <= last_epoch + 0) {
+            printf "UNSAFE: epoch %s of %s does not exceed the previous epoch %s\n", $5, $3, last_epoch
+            failed = 1
+            exit 1
+        }
+        gap = ($1 - last_end) / 1e6
+        if (NR == 2 || gap < min_gap) min_gap = gap
+    }
+    if (NR == 1 || $2 > last_end) { last_end = $2; last_who = $3; last_pid = $4; last_epoch = $5 }
+    count = NR
+}
+END {
+    if (failed) exit 1
+    if (count == 0) { print "UNSAFE: no intervals"; exit 1 }
+    printf "SAFE: %d intervals, none overlapping (smallest gap %.3f ms)\n", count, (count > 1 ? min_gap : 0)
+}'

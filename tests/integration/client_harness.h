@@ -1,0 +1,226 @@
+/* Test harness of the client integration tests: starts a real
+ * `kubeleased --dev` on a free loopback port and waits until it is ready,
+ * stops, pauses and restarts it, and spawns kl_replica processes.
+ * Tests using it exit 77 (skipped) until $KUBELEASED exists and its --help
+ * mentions --dev. Header-only: each test program includes it once. */
+#ifndef KL_CLIENT_HARNESS_H
+#define KL_CLIENT_HARNESS_H
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct server {
+    pid_t pid;
+    int port;
+    char endpoint[64];
+    char log[256];
+};
+
+static inline int64_t h_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline void h_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Exits 77 unless a kubeleased with --dev is available. */
+static inline void h_require_server(void)
+{
+    const char *bin = getenv("KUBELEASED");
+    char cmd[1200], buf[4096];
+    size_t n;
+    if (!bin || access(bin, X_OK) != 0) {
+        fprintf(stderr, "SKIP: $KUBELEASED is not an executable\n");
+        exit(77);
+    }
+    snprintf(cmd, sizeof(cmd), "'%s' --help 2>&1", bin);
+    FILE *p = popen(cmd, "r");
+    n = p ? fread(buf, 1, sizeof(buf) - 1, p) : 0;
+    if (p)
+        pclose(p);
+    buf[n] = 0;
+    if (!strstr(buf, "--dev")) {
+        fprintf(stderr, "SKIP: kubeleased --help does not mention --dev yet\n");
+        exit(77);
+    }
+}
+
+static inline int h_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("free port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static size_t h_discard(char *p, size_t s, size_t n, void *u)
+{
+    (void)p;
+    (void)u;
+    return s * n;
+}
+
+/* GET path; returns the HTTP status or 0. */
+static inline long h_http_get(const char *endpoint, const char *path)
+{
+    char url[256];
+    long code = 0;
+    CURL *h = curl_easy_init();
+    snprintf(url, sizeof(url), "%s%s", endpoint, path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 500L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, h_discard);
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    return code;
+}
+
+static inline void h_dump_log(const char *path)
+{
+    char buf[4096];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    fprintf(stderr, "---- %s\n", path);
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, stderr);
+    fclose(f);
+}
+
+static inline pid_t h_spawn(char *const argv[], const char *log)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        fprintf(stderr, "spawn %s: %s\n", argv[0], strerror(rc));
+        exit(1);
+    }
+    return pid;
+}
+
+/* Starts kubeleased --dev on s->port (a free one when 0) and waits for
+ * /readyz to answer 200 (10 s at most, else the test fails). */
+static inline void h_server_start(struct server *s, int port)
+{
+    char listen[64];
+    const char *bin = getenv("KUBELEASED");
+    if (port == 0) {
+        port = h_free_port();
+        snprintf(s->log, sizeof(s->log), "%s/kl-test-server-%d-%d.log",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), port);
+        unlink(s->log);
+    }
+    s->port = port;
+    snprintf(s->endpoint, sizeof(s->endpoint), "http://127.0.0.1:%d", port);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    char *argv[] = {(char *)bin, (char *)"--dev", (char *)"--listen", listen, NULL};
+    s->pid = h_spawn(argv, s->log);
+    int64_t until = h_now_ms() + 10000;
+    while (h_http_get(s->endpoint, "/readyz") != 200) {
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid || h_now_ms() > until) {
+            fprintf(stderr, "kubeleased did not become ready on %s\n", s->endpoint);
+            h_dump_log(s->log);
+            exit(1);
+        }
+        h_sleep_ms(20);
+    }
+}
+
+static inline void h_server_signal(struct server *s, int sig)
+{
+    if (s->pid > 0)
+        kill(s->pid, sig);
+}
+
+/* SIGKILL (hard = 1) or SIGTERM, then reap. */
+static inline void h_server_stop(struct server *s, int hard)
+{
+    int st;
+    if (s->pid <= 0)
+        return;
+    kill(s->pid, SIGCONT);
+    kill(s->pid, hard ? SIGKILL : SIGTERM);
+    int64_t until = h_now_ms() + 10000;
+    while (waitpid(s->pid, &st, WNOHANG) == 0) {
+        if (h_now_ms() > until) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+            break;
+        }
+        h_sleep_ms(10);
+    }
+    s->pid = 0;
+}
+
+static inline void h_server_cleanup(struct server *s)
+{
+    h_server_stop(s, 0);
+    unlink(s->log);
+}
+
+/* Starts kl_replica with the given extra arguments (NULL-terminated list,
+ * at most 16) against s; its output goes to log. */
+static inline pid_t h_replica(struct server *s, const char *identity, const char *lease,
+                              const char *log, const char *const *extra)
+{
+    const char *bin = getenv("KL_REPLICA");
+    const char *argv[32];
+    int n = 0;
+    if (!bin) {
+        fprintf(stderr, "KL_REPLICA is not set\n");
+        exit(1);
+    }
+    argv[n++] = bin;
+    argv[n++] = "--endpoint";
+    argv[n++] = s->endpoint;
+    argv[n++] = "--lease";
+    argv[n++] = lease;
+    argv[n++] = "--identity";
+    argv[n++] = identity;
+    for (int i = 0; extra && extra[i] && n < 31; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    return h_spawn((char *const *)argv, log);
+}
+
+#endif

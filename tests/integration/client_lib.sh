@@ -1,0 +1,122 @@
+# Shared by the process-level client tests (sourced, not run): starts a real
+# `kubeleased --dev` on a free loopback port and kl_replica processes, waits
+# for conditions, and cleans up every process it started.
+# The tests skip (exit 77) until $KUBELEASED's --help mentions --dev.
+
+KL_PIDS=()
+KL_TMP=$(mktemp -d)
+KL_KEEP_TMP=${KL_KEEP_TMP:-}
+
+kl_cleanup() {
+    local pid
+    for pid in "${KL_PIDS[@]}"; do
+        kill -CONT "$pid" 2>/dev/null || true
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    [[ -n $KL_KEEP_TMP ]] || rm -rf "$KL_TMP"
+}
+trap kl_cleanup EXIT
+
+kl_require_server() {
+    if [[ -z ${KUBELEASED:-} || ! -x $KUBELEASED ]]; then
+        echo "SKIP: \$KUBELEASED is not an executable"
+        exit 77
+    fi
+    if ! "$KUBELEASED" --help 2>&1 | grep -q -- '--dev'; then
+        echo "SKIP: kubeleased --help does not mention --dev yet"
+        exit 77
+    fi
+    : "${KL_REPLICA:?KL_REPLICA must name the kl_replica binary}"
+}
+
+kl_free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 30000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return
+        fi
+    done
+}
+
+# kl_mono_ms: CLOCK_MONOTONIC in milliseconds (the clock kl_replica logs in ns).
+kl_mono_ns() { "$KL_REPLICA" --print-monotonic; }
+
+# kl_start_server PORT: starts kubeleased --dev, sets KL_SERVER_PID, waits for
+# /readyz (10 s).
+kl_start_server() {
+    local port=$1 i
+    "$KUBELEASED" --dev --listen "127.0.0.1:$port" >>"$KL_TMP/server.log" 2>&1 &
+    KL_SERVER_PID=$!
+    KL_PIDS+=("$KL_SERVER_PID")
+    KL_ENDPOINT=http://127.0.0.1:$port
+    for ((i = 0; i < 500; i++)); do
+        if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 0.5 "$KL_ENDPOINT/readyz") == 200 ]]; then
+            return 0
+        fi
+        kill -0 "$KL_SERVER_PID" 2>/dev/null || break
+        sleep 0.02
+    done
+    echo "FAIL: kubeleased did not become ready on $KL_ENDPOINT"
+    cat "$KL_TMP/server.log"
+    exit 1
+}
+
+kl_stop_server() { # SIGNAL
+    kill -CONT "$KL_SERVER_PID" 2>/dev/null || true
+    kill "-${1:-TERM}" "$KL_SERVER_PID" 2>/dev/null || true
+    wait "$KL_SERVER_PID" 2>/dev/null || true
+}
+
+# kl_start_replica ID LEASE [kl_replica args...]: output in $KL_TMP/ID.log,
+# sets KL_REPLICA_PID.
+kl_start_replica() {
+    local id=$1 lease=$2
+    shift 2
+    "$KL_REPLICA" --endpoint "$KL_ENDPOINT" --lease "$lease" --identity "$id" "$@" \
+        >>"$KL_TMP/$id.log" 2>&1 &
+    KL_REPLICA_PID=$!
+    KL_PIDS+=("$KL_REPLICA_PID")
+}
+
+# kl_wait_for CONDITION_COMMAND TIMEOUT_S: polls the command every 20 ms.
+kl_wait_for() {
+    local cond=$1 timeout=$2 i
+    for ((i = 0; i < timeout * 50; i++)); do
+        if eval "$cond"; then return 0; fi
+        sleep 0.02
+    done
+    return 1
+}
+
+# Intervals files: "start|end ID PID EPOCH MONO_NS WHY" lines (kl_replica
+# --intervals) plus "killed - PID - MONO_NS sigkill" lines the tests add.
+# kl_open_leader FILE: prints "PID EPOCH" of the interval still open, if any.
+kl_open_leader() {
+    awk '$1 == "start" { open[$3 " " $4] = 1 }
+         $1 == "end" { delete open[$3 " " $4] }
+         $1 == "killed" { for (k in open) { split(k, p, " "); if (p[1] == $3) delete open[k] } }
+         END { for (k in open) print k }' "$1"
+}
+
+kl_count_starts() { grep -c '^start ' "$1" 2>/dev/null || true; }
+
+# kl_kill_leader FILE: SIGKILLs the replica of the open interval, records
+# the kill time in FILE, sets KL_KILLED_PID. Returns 1 if nobody leads.
+kl_kill_leader() {
+    local file=$1 pid epoch
+    read -r pid epoch < <(kl_open_leader "$file")
+    [[ -n ${pid:-} ]] || return 1
+    kill -KILL "$pid"
+    wait "$pid" 2>/dev/null || true
+    echo "killed - $pid - $(kl_mono_ns) sigkill" >>"$file"
+    KL_KILLED_PID=$pid
+}
+
+# kl_stats MS...: "median N ms, max N ms".
+kl_stats() {
+    printf '%s\n' "$@" | sort -n |
+        awk '{ v[NR] = $1 } END { printf "median %d ms, max %d ms", v[int((NR + 1) / 2)], v[NR] }'
+}

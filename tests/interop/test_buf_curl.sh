@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `buf curl` (a Connect client nobody here wrote; it speaks application/proto,
+# i.e. binary) against kubeleased --dev over HTTP/1.1: every unary method, a
+# Campaign stream and a WatchHolder stream. The same unary calls in JSON with
+# curl.
+source "$(dirname "$0")/lib.sh"
+kl_npm_install
+kl_start
+
+S="$KL_SOURCE_DIR/proto"
+svc() { printf '%s/kubelease.v1.LeaseService/%s' "$KL_URL" "$1"; }
+bufc() { # METHOD JSON: output (stdout+stderr) in $KL_TMP/out, exit code in $rc
+  rc=0
+  "$KL_BUF" curl --schema "$S" --protocol connect -d "$2" "$(svc "$1")" >"$KL_TMP/out" 2>&1 || rc=$?
+}
+has() { grep -q -- "$1" "$KL_TMP/out" || fail "$2: no '$1' in: $(cat "$KL_TMP/out")"; }
+
+LEASE='"namespace":"default","name":"db"'
+CAMP="{$LEASE,\"identity\":\"replica-a\",\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}"
+
+# Unknown lease: not_found, distinct from "no holder".
+bufc GetHolder "{$LEASE}"
+[ "$rc" != 0 ] || fail "GetHolder of a missing lease succeeded"
+has '"not_found"' "GetHolder missing"
+pass "GetHolder of a missing lease: not_found"
+
+bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"1\"}"
+has '"not_found"' "Confirm without a campaign"
+pass "Confirm without a campaign: not_found"
+
+# A campaign stream: Candidate, then Elected.
+"$KL_BUF" curl --schema "$S" --protocol connect -d "$CAMP" "$(svc Campaign)" >"$KL_TMP/camp" 2>&1 &
+CAMP_PID=$!
+wait_for 10 grep -q '"elected"' "$KL_TMP/camp" || fail "no Elected on the Campaign stream: $(cat "$KL_TMP/camp")"
+grep -q '"candidate"' "$KL_TMP/camp" || fail "no Candidate before Elected"
+EPOCH=$(tr -d ' \n' <"$KL_TMP/camp" | sed -n 's/.*"elected":{"epoch":"\([0-9]*\)".*/\1/p')
+[ -n "$EPOCH" ] || fail "no epoch in Elected: $(cat "$KL_TMP/camp")"
+pass "Campaign stream: Candidate then Elected at epoch $EPOCH"
+
+bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$EPOCH\"}"
+[ "$rc" = 0 ] || fail "Confirm: $(cat "$KL_TMP/out")"
+has '"validForMs"' "Confirm"
+pass "Confirm: $(tr -d ' \n' <"$KL_TMP/out")"
+
+bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$((EPOCH + 5))\"}"
+has '"failed_precondition"' "Confirm with a wrong epoch"
+pass "Confirm with a wrong epoch: failed_precondition"
+
+bufc GetHolder "{$LEASE}"
+has '"holder": "replica-a"' "GetHolder"
+bufc GetHolder "{$LEASE,\"consistent\":true}"
+has '"holder": "replica-a"' "GetHolder consistent"
+pass "GetHolder (cache and consistent): replica-a"
+
+bufc ListLeases '{}'
+has '"name": "db"' "ListLeases"
+has '"candidates": 1' "ListLeases"
+pass "ListLeases lists default/db"
+
+# A holder watch: the current state first.
+"$KL_BUF" curl --schema "$S" --protocol connect -d "{$LEASE}" "$(svc WatchHolder)" >"$KL_TMP/watch" 2>&1 &
+WATCH_PID=$!
+wait_for 10 grep -q '"replica-a"' "$KL_TMP/watch" || fail "WatchHolder: no current state: $(cat "$KL_TMP/watch")"
+pass "WatchHolder: current state first"
+
+bufc Resign "{$LEASE,\"identity\":\"replica-a\"}"
+[ "$rc" = 0 ] || fail "Resign: $(cat "$KL_TMP/out")"
+has '"released": true' "Resign"
+pass "Resign: released"
+
+# The campaign stream ends with Lost RESIGNED and a clean end of stream.
+wait_for 10 bash -c "! kill -0 $CAMP_PID" || fail "the Campaign stream did not end after Resign"
+wait "$CAMP_PID" || fail "buf curl Campaign exited non-zero: $(cat "$KL_TMP/camp")"
+grep -q 'LOST_REASON_RESIGNED' "$KL_TMP/camp" || fail "no Lost RESIGNED: $(cat "$KL_TMP/camp")"
+pass "Campaign stream ended with Lost RESIGNED"
+
+# The watch saw the change (a second message, without a holder).
+wait_for 10 bash -c "[ \$(grep -c '\"exists\"' '$KL_TMP/watch') -ge 2 ]" ||
+  fail "WatchHolder saw no change: $(cat "$KL_TMP/watch")"
+kill "$WATCH_PID" 2>/dev/null || true
+pass "WatchHolder saw the release"
+
+bufc Resign "{$LEASE,\"identity\":\"replica-a\"}"
+[ "$rc" = 0 ] || fail "second Resign failed: $(cat "$KL_TMP/out")"
+grep -q '"released"' "$KL_TMP/out" && fail "second Resign released again: $(cat "$KL_TMP/out")"
+pass "Resign is idempotent"
+
+# Validation errors come back as Connect errors through buf curl too.
+bufc GetHolder '{"namespace":"Bad_NS","name":"db"}'
+has '"invalid_argument"' "GetHolder bad namespace"
+has 'namespace' "GetHolder bad namespace"
+pass "invalid namespace: invalid_argument naming the field"
+
+# The same unary methods in JSON (application/json) with curl.
+out=$(rpc GetHolder "{$LEASE}")
+case "$out" in '200 {"epoch":"'*) ;; *) fail "JSON GetHolder: $out" ;; esac
+out=$(rpc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$EPOCH\"}")
+case "$out" in '404 {"code":"not_found"'* | '400 {"code":"failed_precondition"'*) ;; *) fail "JSON Confirm: $out" ;; esac
+out=$(rpc Resign "{$LEASE,\"identity\":\"replica-a\"}")
+[ "$out" = '200 {}' ] || fail "JSON Resign: $out"
+out=$(rpc ListLeases '{}')
+case "$out" in '200 {"leases":[{"namespace":"default","name":"db"'*) ;; *) fail "JSON ListLeases: $out" ;; esac
+out=$(rpc GetHolder '{"namespace":"default","name":"db","consistent":"yes"}')
+case "$out" in '400 {"code":"invalid_argument","message":"field \"consistent\"'*) ;; *) fail "JSON bad bool: $out" ;; esac
+pass "the unary methods in JSON"
+
+kl_alive
+echo "1 passed, 0 failed"

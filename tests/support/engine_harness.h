@@ -1,0 +1,280 @@
+/* Test support: runs an engine on its own thread, as kubeleased does, and
+ * records the events of its streams so tests can wait for them. Header-only
+ * (static functions) so that each test binary takes what it uses. */
+#ifndef KL_TESTS_ENGINE_HARNESS_H
+#define KL_TESTS_ENGINE_HARNESS_H
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+#include "engine/engine.h"
+
+#define MAX_EVENTS 256
+
+/* A stream as the RPC layer would hold it: events recorded in order. */
+typedef struct sink {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    engine_event events[MAX_EVENTS];
+    int64_t at_ms[MAX_EVENTS];
+    int n;
+    int read; /* next event next_event() returns */
+    bool closed;
+    uint64_t id;
+} sink;
+
+static inline void sink_on_event(void *ctx, const engine_event *ev)
+{
+    sink *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    if (s->n < MAX_EVENTS) {
+        s->at_ms[s->n] = mono_ms();
+        s->events[s->n++] = *ev;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static inline void sink_on_close(void *ctx)
+{
+    sink *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    s->closed = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static inline sink *sink_new(void)
+{
+    sink *s = calloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    return s;
+}
+
+static inline void sink_free(sink *s)
+{
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+static inline engine_listener listener_of(sink *s)
+{
+    return (engine_listener){.on_event = sink_on_event, .on_close = sink_on_close, .ctx = s};
+}
+
+static inline void deadline_in(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
+    }
+}
+
+/* Waits up to timeout_ms for the next event of the given kind, skipping
+ * others (CANDIDATE keep-alives, HEARTBEATs). Returns its index or -1. */
+static inline int wait_kind(sink *s, engine_event_kind kind, int timeout_ms)
+{
+    struct timespec ts;
+    deadline_in(&ts, timeout_ms);
+    int found = -1;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->read < s->n) {
+            int i = s->read++;
+            if (s->events[i].kind == kind) {
+                found = i;
+                goto out;
+            }
+        }
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) != 0)
+            break;
+    }
+out:
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+static inline bool wait_closed(sink *s, int timeout_ms)
+{
+    struct timespec ts;
+    deadline_in(&ts, timeout_ms);
+    pthread_mutex_lock(&s->mu);
+    while (!s->closed && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+        ;
+    bool closed = s->closed;
+    pthread_mutex_unlock(&s->mu);
+    return closed;
+}
+
+/* A unary reply, waited for from the test thread. */
+typedef struct reply_box {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    engine_reply r;
+} reply_box;
+
+static inline void box_done(void *ctx, const engine_reply *r)
+{
+    reply_box *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    b->r = *r;
+    b->r.leases = NULL;
+    b->done = true;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static inline void box_wait(reply_box *b)
+{
+    struct timespec ts;
+    deadline_in(&ts, 5000);
+    pthread_mutex_lock(&b->mu);
+    while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0)
+        ;
+    assert_true(b->done);
+    pthread_mutex_unlock(&b->mu);
+}
+
+#define BOX_INIT                                                                                   \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false,                                \
+        {                                                                                          \
+            0                                                                                      \
+        }                                                                                          \
+    }
+
+typedef struct fixture {
+    loop *loop;
+    store *store;
+    engine *engine;
+    pthread_t thread;
+    bool stopped;
+    const char *ns; /* namespace of confirm/resign/get_holder */
+} fixture;
+
+static inline void *engine_thread(void *arg)
+{
+    engine_run(arg);
+    return NULL;
+}
+
+/* Starts an engine on its own thread over store s (which it takes). */
+static inline fixture *fixture_start(loop *l, store *s)
+{
+    log_level level;
+    const char *want = getenv("KL_LOG_LEVEL");
+    if (want && log_parse_level(want, &level) == 0)
+        log_set_level(level);
+    fixture *f = calloc(1, sizeof *f);
+    f->loop = l;
+    f->store = s;
+    f->ns = "default";
+    engine_config cfg = {.loop = f->loop, .store = f->store};
+    f->engine = engine_new(&cfg);
+    pthread_create(&f->thread, NULL, engine_thread, f->engine);
+    return f;
+}
+
+static inline void fixture_stop(fixture *f)
+{
+    if (!f->stopped) {
+        engine_stop(f->engine);
+        pthread_join(f->thread, NULL);
+    }
+    loop_drain(f->loop);
+    engine_free(f->engine);
+    store_free(f->store);
+    loop_free(f->loop);
+    free(f);
+}
+
+/* Runs fn on the engine thread and waits for it (store access from tests). */
+typedef struct on_loop {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    void (*fn)(fixture *f, void *arg);
+    fixture *f;
+    void *arg;
+} on_loop;
+
+static inline void on_loop_run(void *p)
+{
+    on_loop *o = p;
+    o->fn(o->f, o->arg);
+    pthread_mutex_lock(&o->mu);
+    o->done = true;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static inline void run_on_loop(fixture *f, void (*fn)(fixture *, void *), void *arg)
+{
+    on_loop o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, fn, f, arg};
+    loop_post(f->loop, on_loop_run, &o);
+    pthread_mutex_lock(&o.mu);
+    while (!o.done)
+        pthread_cond_wait(&o.cv, &o.mu);
+    pthread_mutex_unlock(&o.mu);
+}
+
+static inline engine_campaign_req req_for_ns(const char *ns, const char *lease,
+                                             const char *identity)
+{
+    engine_campaign_req r = {.lease_duration_s = 15, .renew_deadline_s = 10, .retry_period_s = 2};
+    snprintf(r.ns, sizeof r.ns, "%s", ns);
+    snprintf(r.name, sizeof r.name, "%s", lease);
+    snprintf(r.identity, sizeof r.identity, "%s", identity);
+    return r;
+}
+
+static inline uint64_t campaign(fixture *f, sink *s, engine_campaign_req r)
+{
+    s->id = engine_campaign(f->engine, &r, listener_of(s));
+    assert_true(s->id > 0);
+    return s->id;
+}
+
+static inline engine_reply confirm(fixture *f, const char *lease, const char *identity,
+                                   int64_t epoch)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_confirm(f->engine, f->ns, lease, identity, epoch, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+static inline engine_reply resign(fixture *f, const char *lease, const char *identity)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_resign(f->engine, f->ns, lease, identity, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+static inline engine_reply get_holder(fixture *f, const char *lease, bool consistent)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_get_holder(f->engine, f->ns, lease, consistent, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+#endif

@@ -1,0 +1,617 @@
+/* The election engine on the in-memory store: acquisition, epochs, grants,
+ * release after the granted validity, resumes, renewal failure, watches.
+ * The engine runs on its own thread, as in kubeleased; the tests talk to it
+ * through the public engine API and wait for events with timeouts. */
+#include "support/engine_harness.h"
+#include "store/memory.h"
+
+static int setup(void **state)
+{
+    loop *l = loop_new();
+    *state = fixture_start(l, store_memory_new(l));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_stop(*state);
+    return 0;
+}
+
+static engine_campaign_req req_for(const char *lease, const char *identity)
+{
+    return req_for_ns("default", lease, identity);
+}
+
+/* ---------- tests ---------- */
+
+static void test_engine_single_candidate_is_elected_with_epoch_1(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new();
+    campaign(f, a, req_for("single", "node-1:8080"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].epoch, 1);
+    assert_true(a->events[i].valid_for_ms > 0 && a->events[i].valid_for_ms <= 2000);
+
+    engine_reply g = get_holder(f, "single", false);
+    assert_int_equal(g.code, ENGINE_OK);
+    assert_string_equal(g.holder, "node-1:8080");
+    assert_int_equal(g.epoch, 1);
+
+    engine_reply c = confirm(f, "single", "node-1:8080", 1);
+    assert_int_equal(c.code, ENGINE_OK);
+    assert_true(c.valid_for_ms > 0 && c.valid_for_ms <= 2000);
+
+    engine_reply r = resign(f, "single", "node-1:8080");
+    assert_true(r.released);
+    i = wait_kind(a, ENGINE_EVENT_LOST, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].reason, ENGINE_LOST_RESIGNED);
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+}
+
+static void test_engine_release_wakes_next_candidate_with_larger_epoch(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for("handoff", "candidate-a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch_a = a->events[i].epoch;
+    campaign(f, b, req_for("handoff", "candidate-b"));
+    int j = wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000);
+    assert_true(j >= 0);
+    assert_string_equal(b->events[j].holder, "candidate-a");
+
+    int64_t t0 = mono_ms();
+    resign(f, "handoff", "candidate-a");
+    j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_true(b->events[j].epoch > epoch_a);
+    /* Watch-driven: far below a retry period. */
+    assert_true(b->at_ms[j] - t0 < 1000);
+    resign(f, "handoff", "candidate-b");
+    assert_true(wait_closed(b, 5000));
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+static void test_engine_same_identity_reacquires_with_larger_epoch(void **state)
+{
+    fixture *f = *state;
+    int64_t last = 0;
+    for (int round = 0; round < 3; round++) {
+        sink *a = sink_new();
+        campaign(f, a, req_for("same-identity", "node-1"));
+        int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+        assert_true(i >= 0);
+        assert_true(a->events[i].epoch > last);
+        last = a->events[i].epoch;
+        resign(f, "same-identity", "node-1");
+        assert_true(wait_closed(a, 5000));
+        sink_free(a);
+    }
+}
+
+static void test_engine_concurrent_candidates_exactly_one_winner(void **state)
+{
+    fixture *f = *state;
+    enum { N = 8 };
+    sink *s[N];
+    char id[N][32];
+    for (int k = 0; k < N; k++) {
+        s[k] = sink_new();
+        snprintf(id[k], sizeof id[k], "candidate-%d", k);
+        campaign(f, s[k], req_for("concurrent", id[k]));
+    }
+    int winner = -1;
+    for (int k = 0; k < N; k++) {
+        if (wait_kind(s[k], ENGINE_EVENT_ELECTED, k == 0 ? 3000 : 200) >= 0) {
+            assert_int_equal(winner, -1);
+            winner = k;
+        }
+    }
+    /* Give the others a chance to be (wrongly) elected too. */
+    for (int k = 0; k < N; k++)
+        if (k != winner)
+            assert_true(wait_kind(s[k], ENGINE_EVENT_ELECTED, 300) < 0);
+    assert_true(winner >= 0);
+    for (int k = 0; k < N; k++)
+        resign(f, "concurrent", id[k]);
+    for (int k = 0; k < N; k++) {
+        assert_true(wait_closed(s[k], 5000));
+        sink_free(s[k]);
+    }
+}
+
+static void test_engine_duplicate_campaign_is_refused(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *dup = sink_new();
+    campaign(f, a, req_for("dup", "node-1"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    campaign(f, dup, req_for("dup", "node-1"));
+    int i = wait_kind(dup, ENGINE_EVENT_LOST, 5000);
+    assert_true(i >= 0);
+    assert_non_null(strstr(dup->events[i].message, "already campaigning"));
+    assert_true(wait_closed(dup, 5000));
+    /* The first campaign is untouched. */
+    assert_int_equal(confirm(f, "dup", "node-1", 1).code, ENGINE_OK);
+    resign(f, "dup", "node-1");
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+    sink_free(dup);
+}
+
+/* Rule 3: a leader whose stream is gone is released only once the validity
+ * it was granted has passed; then the next candidate takes over. */
+static void test_engine_detached_leader_released_after_granted_validity(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for("detach", "leader"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    campaign(f, b, req_for("detach", "standby"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    engine_reply c = confirm(f, "detach", "leader", a->events[i].epoch);
+    int64_t granted_until = mono_ms() + c.valid_for_ms;
+    assert_int_equal(c.code, ENGINE_OK);
+
+    engine_campaign_detach(f->engine, a->id);
+    assert_true(wait_closed(a, 5000));
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 10000);
+    assert_true(j >= 0);
+    assert_true(b->at_ms[j] >= granted_until);
+    assert_true(b->events[j].epoch > a->events[i].epoch);
+    /* And not much later: liveness (rule 6). */
+    assert_true(b->at_ms[j] - granted_until < 1000);
+    resign(f, "detach", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* A holder that stops confirming (frozen) loses the term at granted_until,
+ * even though its stream is still attached. */
+static void test_engine_unconfirmed_term_expires(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for("frozen", "frozen-leader"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t granted_until = a->at_ms[i] + a->events[i].valid_for_ms;
+    campaign(f, b, req_for("frozen", "standby"));
+    int k = wait_kind(a, ENGINE_EVENT_LOST, 10000);
+    assert_true(k >= 0);
+    assert_int_equal(a->events[k].reason, ENGINE_LOST_EXPIRED);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 10000);
+    assert_true(j >= 0);
+    assert_true(b->at_ms[j] >= granted_until);
+    resign(f, "frozen", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* Rule 5: a client whose stream broke resumes its term, same epoch, no
+ * transition, if it comes back within the validity. */
+static void test_engine_resume_within_validity_keeps_epoch(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *a2 = sink_new();
+    campaign(f, a, req_for("resume", "node-r"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    assert_int_equal(confirm(f, "resume", "node-r", epoch).code, ENGINE_OK);
+    engine_campaign_detach(f->engine, a->id);
+    assert_true(wait_closed(a, 5000));
+    /* While detached the term cannot be confirmed. */
+    assert_int_equal(confirm(f, "resume", "node-r", epoch).code, ENGINE_FAILED_PRECONDITION);
+
+    engine_campaign_req r = req_for("resume", "node-r");
+    r.resume_epoch = epoch;
+    campaign(f, a2, r);
+    int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_true(a2->events[j].resumed);
+    assert_int_equal(a2->events[j].epoch, epoch);
+    assert_int_equal(confirm(f, "resume", "node-r", epoch).code, ENGINE_OK);
+    assert_int_equal(get_holder(f, "resume", false).epoch, epoch);
+    resign(f, "resume", "node-r");
+    assert_true(wait_closed(a2, 5000));
+    sink_free(a);
+    sink_free(a2);
+}
+
+static void test_engine_resume_after_validity_fails(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new(), *a2 = sink_new();
+    campaign(f, a, req_for("resume-late", "node-r"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    campaign(f, b, req_for("resume-late", "node-s"));
+    engine_campaign_detach(f->engine, a->id);
+    assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 10000) >= 0);
+
+    engine_campaign_req r = req_for("resume-late", "node-r");
+    r.resume_epoch = epoch;
+    campaign(f, a2, r);
+    int j = wait_kind(a2, ENGINE_EVENT_LOST, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(a2->events[j].reason, ENGINE_LOST_RESUME_FAILED);
+    resign(f, "resume-late", "node-s");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+    sink_free(a2);
+}
+
+/* ---------- foreign writers, observed time ---------- */
+
+typedef struct put_arg {
+    store_lease lease;
+    bool create;
+    store_result res;
+    atomic_bool done; /* set on the engine thread, read on the test thread */
+} put_arg;
+
+static void put_cb(void *ctx, const store_result *r)
+{
+    put_arg *p = ctx;
+    p->res = *r;
+    atomic_store(&p->done, true);
+}
+
+static void put_on_loop(fixture *f, void *arg)
+{
+    put_arg *p = arg;
+    if (p->create)
+        f->store->ops->create(f->store, &p->lease, 1000, put_cb, p);
+    else
+        f->store->ops->update(f->store, &p->lease, 1000, put_cb, p);
+}
+
+static void get_on_loop(fixture *f, void *arg)
+{
+    put_arg *p = arg;
+    f->store->ops->get(f->store, p->lease.ns, p->lease.name, 1000, put_cb, p);
+}
+
+static void noop_on_loop(fixture *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+}
+
+/* Completes p on the loop (memory-store operations complete in a later task). */
+static void finish_store_op(fixture *f, put_arg *p)
+{
+    for (int spins = 0; !atomic_load(&p->done) && spins < 100; spins++)
+        run_on_loop(f, noop_on_loop, NULL);
+    assert_true(atomic_load(&p->done));
+}
+
+static store_lease foreign_lease(const char *name, const char *holder, int duration_s,
+                                 int64_t renew_us)
+{
+    store_lease l = {0};
+    snprintf(l.ns, sizeof l.ns, "default");
+    snprintf(l.name, sizeof l.name, "%s", name);
+    snprintf(l.holder, sizeof l.holder, "%s", holder);
+    l.lease_duration_s = duration_s;
+    l.transitions = 7;
+    l.acquire_time_us = l.renew_time_us = renew_us;
+    return l;
+}
+
+/* Expiry is judged by observed time: a renewTime far in the future must not
+ * keep the Lease alive, nor one far in the past end it early. */
+static void test_engine_expiry_by_observed_time_ignores_renew_time(void **state)
+{
+    fixture *f = *state;
+    int64_t far_future = (int64_t)32503680000 * 1000000; /* year 3000 */
+    int64_t far_past = (int64_t)86400 * 1000000;         /* 1970-01-02 */
+    const int64_t times[2] = {far_future, far_past};
+    const char *names[2] = {"observed-future", "observed-past"};
+    for (int k = 0; k < 2; k++) {
+        put_arg p = {.lease = foreign_lease(names[k], "client-go-replica", 2, times[k]),
+                     .create = true};
+        run_on_loop(f, put_on_loop, &p);
+        finish_store_op(f, &p);
+        assert_int_equal(p.res.status, STORE_OK);
+
+        sink *a = sink_new();
+        int64_t t0 = mono_ms();
+        campaign(f, a, req_for(names[k], "kubelease-candidate"));
+        int i = wait_kind(a, ENGINE_EVENT_ELECTED, 6000);
+        assert_true(i >= 0);
+        int64_t waited = a->at_ms[i] - t0;
+        assert_true(waited >= 2000); /* the record's own leaseDurationSeconds */
+        assert_true(waited < 4000);
+        assert_int_equal(a->events[i].epoch, 8);
+        resign(f, names[k], "kubelease-candidate");
+        assert_true(wait_closed(a, 5000));
+        sink_free(a);
+    }
+}
+
+/* A Lease another client holds, renews, then releases is respected. */
+static void test_engine_respects_foreign_holder_until_release(void **state)
+{
+    fixture *f = *state;
+    put_arg p = {.lease = foreign_lease("foreign", "other-client", 2, wall_us()), .create = true};
+    run_on_loop(f, put_on_loop, &p);
+    finish_store_op(f, &p);
+    sink *a = sink_new();
+    campaign(f, a, req_for("foreign", "kubelease-candidate"));
+    /* The foreign holder renews every second for 3 s: longer than its
+     * leaseDurationSeconds, so only the renewals keep it. */
+    for (int k = 0; k < 3; k++) {
+        assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 1000) < 0);
+        put_arg g = {.lease = p.lease};
+        run_on_loop(f, get_on_loop, &g);
+        finish_store_op(f, &g);
+        put_arg u = {.lease = g.res.lease};
+        u.lease.renew_time_us = wall_us();
+        run_on_loop(f, put_on_loop, &u);
+        finish_store_op(f, &u);
+        assert_int_equal(u.res.status, STORE_OK);
+    }
+    /* It releases: the candidate takes over at once. */
+    put_arg g = {.lease = p.lease};
+    run_on_loop(f, get_on_loop, &g);
+    finish_store_op(f, &g);
+    put_arg rel = {.lease = g.res.lease};
+    rel.lease.holder[0] = '\0';
+    rel.lease.lease_duration_s = 1;
+    int64_t t0 = mono_ms();
+    run_on_loop(f, put_on_loop, &rel);
+    finish_store_op(f, &rel);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 2000);
+    assert_true(i >= 0);
+    assert_true(a->at_ms[i] - t0 < 500);
+    assert_int_equal(a->events[i].epoch, 8);
+    resign(f, "foreign", "kubelease-candidate");
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+}
+
+/* A foreign writer taking the Lease ends our term (superseded), and the
+ * engine does not release what is no longer its own. */
+static void test_engine_foreign_takeover_supersedes_term(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new();
+    campaign(f, a, req_for("takeover", "ours"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    put_arg g = {.lease = foreign_lease("takeover", "", 0, 0)};
+    run_on_loop(f, get_on_loop, &g);
+    finish_store_op(f, &g);
+    put_arg u = {.lease = g.res.lease};
+    snprintf(u.lease.holder, sizeof u.lease.holder, "intruder");
+    u.lease.transitions++;
+    run_on_loop(f, put_on_loop, &u);
+    finish_store_op(f, &u);
+    int i = wait_kind(a, ENGINE_EVENT_LOST, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].reason, ENGINE_LOST_SUPERSEDED);
+    engine_reply h = get_holder(f, "takeover", true);
+    assert_string_equal(h.holder, "intruder");
+    sink_free(a);
+}
+
+static void set_unavailable(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_set_available(f->store, false);
+}
+
+static void set_available(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_set_available(f->store, true);
+}
+
+/* A renewal that cannot succeed within the renew deadline ends the term. */
+static void test_engine_renew_failure_ends_term_by_deadline(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new();
+    engine_campaign_req r = req_for("renew-fail", "leader");
+    r.lease_duration_s = 4;
+    r.renew_deadline_s = 3;
+    r.retry_period_s = 1;
+    campaign(f, a, r);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    run_on_loop(f, set_unavailable, NULL);
+    int64_t t0 = mono_ms();
+    /* Keep confirming, as a live client does, until the engine says no. */
+    int64_t deadline_seen = 0;
+    for (;;) {
+        engine_reply c = confirm(f, "renew-fail", "leader", epoch);
+        if (c.code != ENGINE_OK)
+            break;
+        deadline_seen = mono_ms() + c.valid_for_ms;
+        struct timespec ts = {0, 200 * 1000000};
+        nanosleep(&ts, NULL); /* the client's confirm cadence */
+        assert_true(mono_ms() - t0 < 5000);
+    }
+    int k = wait_kind(a, ENGINE_EVENT_LOST, 5000);
+    assert_true(k >= 0);
+    assert_int_equal(a->events[k].reason, ENGINE_LOST_RENEW_FAILED);
+    /* Never vouched beyond the last renewal + renew deadline. */
+    assert_true(deadline_seen <= t0 + 3000 + 50);
+    run_on_loop(f, set_available, NULL);
+    sink_free(a);
+}
+
+static void test_engine_holder_watch_current_state_then_changes(void **state)
+{
+    fixture *f = *state;
+    sink *w = sink_new(), *a = sink_new();
+    uint64_t wid = engine_watch(f->engine, "default", "watched", listener_of(w));
+    assert_true(wid > 0);
+    int i = wait_kind(w, ENGINE_EVENT_HOLDER, 5000);
+    assert_true(i >= 0);
+    assert_false(w->events[i].exists);
+    campaign(f, a, req_for("watched", "watched-leader"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    i = wait_kind(w, ENGINE_EVENT_HOLDER, 5000);
+    assert_true(i >= 0);
+    assert_true(w->events[i].exists);
+    assert_string_equal(w->events[i].holder, "watched-leader");
+    resign(f, "watched", "watched-leader");
+    i = wait_kind(w, ENGINE_EVENT_HOLDER, 5000);
+    assert_true(i >= 0);
+    assert_string_equal(w->events[i].holder, "");
+    engine_unwatch(f->engine, wid);
+    assert_true(wait_closed(w, 5000));
+    assert_true(wait_closed(a, 5000));
+    sink_free(w);
+    sink_free(a);
+}
+
+static void test_engine_get_holder_not_found_vs_no_holder(void **state)
+{
+    fixture *f = *state;
+    engine_reply r = get_holder(f, "never-created", false);
+    assert_int_equal(r.code, ENGINE_NOT_FOUND);
+    sink *a = sink_new();
+    campaign(f, a, req_for("released", "x"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    resign(f, "released", "x");
+    assert_true(wait_closed(a, 5000));
+    r = get_holder(f, "released", false);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_true(r.exists);
+    assert_string_equal(r.holder, "");
+    sink_free(a);
+}
+
+static void test_engine_stop_keeps_held_leases(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new();
+    campaign(f, a, req_for("kept", "leader"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    engine_stop(f->engine);
+    pthread_join(f->thread, NULL);
+    f->stopped = true;
+    int i = wait_kind(a, ENGINE_EVENT_LOST, 0);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].reason, ENGINE_LOST_SHUTDOWN);
+    assert_true(wait_closed(a, 0));
+    /* The store still says "leader" holds it: a resume elsewhere can succeed. */
+    put_arg g = {0};
+    f->store->ops->get(f->store, "default", "kept", 1000, put_cb, &g);
+    loop_drain(f->loop);
+    assert_true(atomic_load(&g.done));
+    assert_int_equal(g.res.status, STORE_OK);
+    assert_string_equal(g.res.lease.holder, "leader");
+    sink_free(a);
+}
+
+static void test_engine_validation_names_the_field(void **state)
+{
+    (void)state;
+    char msg[256];
+    static const struct {
+        const char *ns, *name, *identity;
+        int lease, renew, retry;
+        const char *field;
+    } cases[] = {
+        {"", "x", "id", 15, 10, 2, "namespace"},
+        {"Default", "x", "id", 15, 10, 2, "namespace"},
+        {"ns.with.dots", "x", "id", 15, 10, 2, "namespace"},
+        {"default", "", "id", 15, 10, 2, "name"},
+        {"default", "bad_name", "id", 15, 10, 2, "name"},
+        {"default", "a..b", "id", 15, 10, 2, "name"},
+        {"default", "-a", "id", 15, 10, 2, "name"},
+        {"default", "x", "", 15, 10, 2, "identity"},
+        {"default", "x", "tab\there", 15, 10, 2, "identity"},
+        {"default", "x", "id", 10, 10, 2, "lease_duration_seconds"},
+        {"default", "x", "id", 15, 2, 2, "renew_deadline_seconds"},
+        {"default", "x", "id", 15, 12, 10, "renew_deadline_seconds"},
+        {"default", "x", "id", 15, 10, 0, "retry_period_seconds"},
+        {"default", "x", "id", 15, 10, -1, "retry_period_seconds"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        engine_campaign_req r = {.lease_duration_s = cases[k].lease,
+                                 .renew_deadline_s = cases[k].renew,
+                                 .retry_period_s = cases[k].retry};
+        snprintf(r.ns, sizeof r.ns, "%s", cases[k].ns);
+        snprintf(r.name, sizeof r.name, "%s", cases[k].name);
+        snprintf(r.identity, sizeof r.identity, "%s", cases[k].identity);
+        msg[0] = '\0';
+        if (engine_validate_campaign(&r, msg, sizeof msg) != -1)
+            fail_msg("case %zu was accepted", k);
+        if (strncmp(msg, cases[k].field, strlen(cases[k].field)) != 0)
+            fail_msg("case %zu: message \"%s\" does not name %s", k, msg, cases[k].field);
+    }
+    /* Lengths: 64-byte namespaces and 254-byte names are refused. */
+    char long_ns[65], long_name[255];
+    memset(long_ns, 'a', 64);
+    long_ns[64] = '\0';
+    memset(long_name, 'b', 254);
+    long_name[254] = '\0';
+    assert_int_equal(engine_validate_lease_ref(long_ns, "x", msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "namespace"));
+    assert_int_equal(engine_validate_lease_ref("default", long_name, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "name"));
+    long_ns[63] = '\0';
+    assert_int_equal(engine_validate_lease_ref(long_ns, "x", msg, sizeof msg), 0);
+
+    engine_campaign_req ok = req_for("kv.master-lease", "node-1:8080");
+    assert_int_equal(engine_validate_campaign(&ok, msg, sizeof msg), 0);
+    ok.lease_duration_s = 5;
+    ok.renew_deadline_s = 4;
+    ok.retry_period_s = 1;
+    assert_int_equal(engine_validate_campaign(&ok, msg, sizeof msg), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_validation_names_the_field),
+        cmocka_unit_test_setup_teardown(test_engine_single_candidate_is_elected_with_epoch_1, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_wakes_next_candidate_with_larger_epoch,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_same_identity_reacquires_with_larger_epoch,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_concurrent_candidates_exactly_one_winner, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_duplicate_campaign_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_detached_leader_released_after_granted_validity,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_unconfirmed_term_expires, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_resume_within_validity_keeps_epoch, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_resume_after_validity_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_expiry_by_observed_time_ignores_renew_time,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_respects_foreign_holder_until_release, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_foreign_takeover_supersedes_term, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_renew_failure_ends_term_by_deadline, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_get_holder_not_found_vs_no_holder, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_stop_keeps_held_leases, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,360 @@
+/* The Lease codec on recorded apiserver responses, MicroTime, Status. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+
+#include "kube/lease_json.h"
+#include "kube_fixtures.h"
+
+static int64_t mt(const char *s)
+{
+    int64_t us;
+    if (kube_microtime_parse(s, &us) != 0)
+        fail_msg("cannot parse %s", s);
+    return us;
+}
+
+static void test_lease_decode_held(void **state)
+{
+    (void)state;
+    store_lease l;
+    char err[256];
+    assert_int_equal(kube_lease_decode(FIX_LEASE_HELD, strlen(FIX_LEASE_HELD), &l, err, sizeof err),
+                     0);
+    assert_string_equal(l.name, "demo");
+    assert_string_equal(l.ns, "default");
+    assert_string_equal(l.resource_version, "1234");
+    assert_string_equal(l.holder, "replica-a");
+    assert_int_equal(l.lease_duration_s, 15);
+    assert_int_equal(l.transitions, 3);
+    /* 2026-11-29T14:00:00Z = 1795960800 */
+    assert_int_equal(l.acquire_time_us, 1795960800LL * 1000000 + 123456);
+    assert_int_equal(l.renew_time_us, 1795960810LL * 1000000 + 654321);
+}
+
+static void test_lease_decode_sparse_ignores_unknown_fields(void **state)
+{
+    (void)state;
+    store_lease l;
+    char err[256];
+    assert_int_equal(
+        kube_lease_decode(FIX_LEASE_SPARSE, strlen(FIX_LEASE_SPARSE), &l, err, sizeof err), 0);
+    assert_string_equal(l.name, "kube-scheduler");
+    assert_string_equal(l.holder, "node-1_2f0c");
+    assert_int_equal(l.lease_duration_s, 0);
+    assert_int_equal(l.transitions, 0);
+    assert_int_equal(l.acquire_time_us, 0);
+    assert_int_equal(l.renew_time_us, 0);
+}
+
+static void decode_error(const char *json, const char *needle)
+{
+    store_lease l;
+    char err[256] = "";
+    memset(&l, 0x55, sizeof l);
+    assert_int_equal(kube_lease_decode(json, strlen(json), &l, err, sizeof err), -1);
+    if (!strstr(err, needle))
+        fail_msg("\"%s\" does not contain \"%s\"", err, needle);
+    assert_string_equal(l.name, ""); /* zeroed, never half-filled */
+}
+
+static void test_lease_decode_rejects_bad_input(void **state)
+{
+    (void)state;
+    char big[600], json[1000];
+    memset(big, 'h', 256);
+    big[256] = 0;
+    snprintf(
+        json, sizeof json,
+        "{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":{\"holderIdentity\":\"%s\"}}",
+        big);
+    decode_error(json, "spec.holderIdentity is longer than 255 bytes");
+    big[255] = 0; /* 255 bytes fit */
+    snprintf(
+        json, sizeof json,
+        "{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":{\"holderIdentity\":\"%s\"}}",
+        big);
+    store_lease l;
+    char err[256];
+    assert_int_equal(kube_lease_decode(json, strlen(json), &l, err, sizeof err), 0);
+    assert_int_equal(strlen(l.holder), 255);
+
+    memset(big, 'n', 254);
+    big[254] = 0;
+    snprintf(json, sizeof json, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"y\"}}", big);
+    decode_error(json, "metadata.name is longer than 253 bytes");
+    decode_error("{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\",\"resourceVersion\":"
+                 "\"12345678901234567890123456789012345678901234567890123456789012345\"}}",
+                 "metadata.resourceVersion is longer");
+    decode_error("", "not valid JSON");
+    decode_error("{\"metadata\":", "not valid JSON");
+    decode_error("[]", "not a JSON object");
+    decode_error("{}", "no metadata");
+    decode_error("{\"metadata\":{\"name\":\"x\"}}", "no metadata.namespace");
+    decode_error("{\"metadata\":{\"namespace\":\"x\"}}", "no metadata.name");
+    decode_error("{\"metadata\":{\"name\":5,\"namespace\":\"y\"}}",
+                 "metadata.name is not a string");
+    decode_error("{\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"}}",
+                 "not a Lease");
+    decode_error("{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":[]}",
+                 "spec is not an object");
+    decode_error("{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":{"
+                 "\"leaseDurationSeconds\":1.5}}",
+                 "spec.leaseDurationSeconds is not an integer");
+    decode_error("{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":{"
+                 "\"leaseTransitions\":1e300}}",
+                 "spec.leaseTransitions is not an integer");
+    decode_error("{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":{"
+                 "\"renewTime\":\"yesterday\"}}",
+                 "spec.renewTime is not an RFC 3339 time");
+    decode_error("{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":{"
+                 "\"acquireTime\":5}}",
+                 "spec.acquireTime is not an RFC 3339 time");
+}
+
+static void test_lease_encode_round_trip(void **state)
+{
+    (void)state;
+    store_lease in = {0}, out;
+    strcpy(in.ns, "default");
+    strcpy(in.name, "demo");
+    strcpy(in.holder, "replica \"b\"\n");
+    strcpy(in.resource_version, "99");
+    in.lease_duration_s = 15;
+    in.transitions = 7;
+    in.acquire_time_us = mt("2026-11-29T14:00:00.5Z");
+    in.renew_time_us = mt("2026-11-29T14:00:01Z");
+    size_t len;
+    char *json = kube_lease_encode(&in, true, &len);
+    assert_non_null(json);
+    assert_int_equal(len, strlen(json));
+    assert_non_null(strstr(json, "\"apiVersion\":\"coordination.k8s.io/v1\""));
+    assert_non_null(strstr(json, "\"kind\":\"Lease\""));
+    assert_non_null(strstr(json, "\"resourceVersion\":\"99\""));
+    assert_non_null(strstr(json, "\"acquireTime\":\"2026-11-29T14:00:00.500000Z\""));
+    assert_non_null(strstr(json, "\"renewTime\":\"2026-11-29T14:00:01.000000Z\""));
+    char err[256];
+    assert_int_equal(kube_lease_decode(json, len, &out, err, sizeof err), 0);
+    assert_memory_equal(&in, &out, sizeof in);
+    free(json);
+
+    /* Create: no resourceVersion; unset duration and times are omitted;
+     * holderIdentity and leaseTransitions are always written. */
+    in.lease_duration_s = 0;
+    in.acquire_time_us = in.renew_time_us = 0;
+    in.holder[0] = 0;
+    json = kube_lease_encode(&in, false, NULL);
+    assert_non_null(json);
+    assert_null(strstr(json, "resourceVersion"));
+    assert_null(strstr(json, "leaseDurationSeconds"));
+    assert_null(strstr(json, "Time"));
+    assert_non_null(strstr(json, "\"holderIdentity\":\"\""));
+    assert_non_null(strstr(json, "\"leaseTransitions\":7"));
+    free(json);
+
+    /* Values that cannot be encoded are refused. */
+    in.transitions = -1;
+    assert_null(kube_lease_encode(&in, false, NULL));
+    in.transitions = 1;
+    in.renew_time_us = INT64_MAX;
+    assert_null(kube_lease_encode(&in, false, NULL));
+}
+
+static void round_trip(const char *in, const char *want)
+{
+    int64_t us;
+    char out[KUBE_MICROTIME_LEN];
+    if (kube_microtime_parse(in, &us) != 0)
+        fail_msg("cannot parse %s", in);
+    assert_int_equal(kube_microtime_format(us, out), 0);
+    assert_string_equal(out, want);
+    /* The formatted form parses back to the same instant. */
+    int64_t again;
+    assert_int_equal(kube_microtime_parse(out, &again), 0);
+    assert_int_equal(again, us);
+}
+
+static void test_microtime_round_trips_six_digits(void **state)
+{
+    (void)state;
+    round_trip("2006-01-02T15:04:05.000000Z", "2006-01-02T15:04:05.000000Z");
+    round_trip("2006-01-02T15:04:05Z", "2006-01-02T15:04:05.000000Z");
+    round_trip("2006-01-02T15:04:05.Z", "2006-01-02T15:04:05.000000Z");
+    round_trip("2006-01-02T15:04:05.1Z", "2006-01-02T15:04:05.100000Z");
+    round_trip("2006-01-02T15:04:05.123456789Z", "2006-01-02T15:04:05.123456Z");
+    round_trip("2006-01-02T15:04:05.999999999Z", "2006-01-02T15:04:05.999999Z");
+    round_trip("2006-01-02T15:04:05.5+07:00", "2006-01-02T08:04:05.500000Z");
+    round_trip("2006-01-02T00:30:00-01:30", "2006-01-02T02:00:00.000000Z");
+    round_trip("2006-01-01T00:00:00+00:30", "2005-12-31T23:30:00.000000Z");
+    round_trip("1970-01-01T00:00:00Z", "1970-01-01T00:00:00.000000Z");
+    round_trip("1969-12-31T23:59:59.999999Z", "1969-12-31T23:59:59.999999Z");
+    round_trip("2024-02-29T12:00:00Z", "2024-02-29T12:00:00.000000Z");
+    round_trip("2000-02-29T12:00:00Z", "2000-02-29T12:00:00.000000Z");
+    round_trip("9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999999Z");
+    round_trip("0000-01-01T00:00:00Z", "0000-01-01T00:00:00.000000Z");
+    assert_int_equal(mt("1970-01-01T00:00:01.000001Z"), 1000001);
+
+    /* Every microsecond value formats with exactly six digits and parses back. */
+    int64_t base = mt("2026-11-29T14:00:00Z");
+    for (int64_t d = -3000000; d <= 3000000; d += 7919) {
+        char out[KUBE_MICROTIME_LEN];
+        int64_t back;
+        assert_int_equal(kube_microtime_format(base + d, out), 0);
+        assert_int_equal(strlen(out), 27);
+        assert_int_equal(kube_microtime_parse(out, &back), 0);
+        assert_int_equal(back, base + d);
+    }
+    char out[KUBE_MICROTIME_LEN];
+    assert_int_equal(kube_microtime_format(INT64_MIN, out), -1);
+    assert_string_equal(out, "");
+}
+
+static void test_microtime_rejects_malformed(void **state)
+{
+    (void)state;
+    const char *bad[] = {"",
+                         "2006-01-02",
+                         "2006-01-02 15:04:05Z",
+                         "2006-01-02T15:04:05",
+                         "2006-01-02T15:04:05.1234567890Z",
+                         "2006-13-02T15:04:05Z",
+                         "2006-02-29T15:04:05Z",
+                         "1900-02-29T15:04:05Z",
+                         "2006-01-32T15:04:05Z",
+                         "2006-01-02T24:00:00Z",
+                         "2006-01-02T15:60:05Z",
+                         "2006-01-02T15:04:60Z",
+                         "2006-01-02T15:04:05+0700",
+                         "2006-01-02T15:04:05+24:00",
+                         "2006-01-02T15:04:05Zjunk",
+                         "+006-01-02T15:04:05Z",
+                         "2006-01-02T15:04:5Z"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t us;
+        if (kube_microtime_parse(bad[i], &us) == 0)
+            fail_msg("accepted %s", bad[i]);
+    }
+}
+
+static void test_status_decode_and_mapping(void **state)
+{
+    (void)state;
+    kube_status st;
+    char msg[300];
+    assert_int_equal(kube_status_decode(FIX_STATUS_CONFLICT, strlen(FIX_STATUS_CONFLICT), &st), 0);
+    assert_int_equal(st.code, 409);
+    assert_string_equal(st.reason, "Conflict");
+    assert_int_equal(kube_map_status(409, &st, KUBE_VERB_UPDATE), STORE_CONFLICT);
+    kube_status_message(409, &st, msg, sizeof msg);
+    assert_true(strncmp(msg,
+                        "apiserver: 409 Conflict: Operation cannot be fulfilled on "
+                        "leases.coordination.k8s.io \"demo\": the object has been modified",
+                        108) == 0);
+
+    assert_int_equal(kube_status_decode(FIX_STATUS_EXISTS, strlen(FIX_STATUS_EXISTS), &st), 0);
+    assert_string_equal(st.reason, "AlreadyExists");
+    assert_string_equal(st.message, "leases.coordination.k8s.io \"demo\" already exists");
+    assert_int_equal(kube_map_status(409, &st, KUBE_VERB_CREATE), STORE_EXISTS);
+
+    assert_int_equal(kube_status_decode(FIX_STATUS_NOT_FOUND, strlen(FIX_STATUS_NOT_FOUND), &st),
+                     0);
+    assert_int_equal(kube_map_status(404, &st, KUBE_VERB_GET), STORE_NOT_FOUND);
+    assert_int_equal(kube_status_decode(FIX_STATUS_FORBIDDEN, strlen(FIX_STATUS_FORBIDDEN), &st),
+                     0);
+    assert_int_equal(kube_map_status(403, &st, KUBE_VERB_GET), STORE_FORBIDDEN);
+    assert_non_null(strstr(st.message, "cannot get resource"));
+    /* A message longer than the buffer is cut, never overflowing it. */
+    char longst[1200];
+    char filler[1000];
+    memset(filler, 'm', sizeof filler - 1);
+    filler[sizeof filler - 1] = 0;
+    snprintf(longst, sizeof longst, "{\"code\":500,\"message\":\"%s\"}", filler);
+    assert_int_equal(kube_status_decode(longst, strlen(longst), &st), 0);
+    assert_int_equal(strlen(st.message), sizeof st.message - 1);
+    assert_int_equal(kube_status_decode(FIX_STATUS_INVALID, strlen(FIX_STATUS_INVALID), &st), 0);
+    assert_int_equal(kube_map_status(422, &st, KUBE_VERB_UPDATE), STORE_INVALID);
+
+    /* Without a Status body: by HTTP code and verb. */
+    assert_int_equal(kube_map_status(409, NULL, KUBE_VERB_CREATE), STORE_EXISTS);
+    assert_int_equal(kube_map_status(409, NULL, KUBE_VERB_UPDATE), STORE_CONFLICT);
+    assert_int_equal(kube_map_status(401, NULL, KUBE_VERB_GET), STORE_FORBIDDEN);
+    assert_int_equal(kube_map_status(400, NULL, KUBE_VERB_GET), STORE_INVALID);
+    assert_int_equal(kube_map_status(429, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
+    assert_int_equal(kube_map_status(503, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
+    assert_int_equal(kube_map_status(0, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
+    assert_int_equal(kube_map_status(200, NULL, KUBE_VERB_GET), STORE_OK);
+    assert_int_equal(kube_map_status(201, NULL, KUBE_VERB_CREATE), STORE_OK);
+    assert_int_equal(kube_map_status(302, NULL, KUBE_VERB_GET), STORE_INTERNAL);
+    kube_status_message(503, NULL, msg, sizeof msg);
+    assert_string_equal(msg, "apiserver: 503 Service Unavailable");
+
+    assert_int_equal(kube_status_decode("<html>", 6, &st), -1);
+    assert_int_equal(kube_status_decode("{}", 2, &st), -1);
+    assert_int_equal(st.code, 0);
+}
+
+static void test_lease_list_decode(void **state)
+{
+    (void)state;
+    kube_lease_list l;
+    char err[256];
+    assert_int_equal(
+        kube_lease_list_decode(FIX_LEASE_LIST, strlen(FIX_LEASE_LIST), &l, err, sizeof err), 0);
+    assert_string_equal(l.resource_version, "1300");
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.n_bad, 0);
+    assert_string_equal(l.items[0].resource_version, "1240");
+    assert_string_equal(l.items[0].holder, "");
+    assert_int_equal(l.items[0].lease_duration_s, 1);
+    assert_string_equal(l.items[1].name, "kube-scheduler");
+    kube_lease_list_clear(&l);
+
+    assert_int_equal(kube_lease_list_decode(FIX_LEASE_LIST_EMPTY, strlen(FIX_LEASE_LIST_EMPTY), &l,
+                                            err, sizeof err),
+                     0);
+    assert_int_equal(l.n, 0);
+    assert_string_equal(l.resource_version, "1301");
+    kube_lease_list_clear(&l);
+
+    /* A bad item is counted and skipped, the others are kept. */
+    const char *mixed =
+        "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[{\"metadata\":{}}," FIX_LEASE_SPARSE
+        "]}";
+    assert_int_equal(kube_lease_list_decode(mixed, strlen(mixed), &l, err, sizeof err), 0);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.n_bad, 1);
+    assert_non_null(strstr(l.bad_reason, "metadata.name"));
+    kube_lease_list_clear(&l);
+
+    assert_int_equal(kube_lease_list_decode("{\"items\":[]}", 12, &l, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no metadata"));
+    assert_int_equal(
+        kube_lease_list_decode("{\"metadata\":{},\"items\":[]}", 26, &l, err, sizeof err), -1);
+    assert_non_null(strstr(err, "resourceVersion"));
+    assert_int_equal(
+        kube_lease_list_decode("{\"metadata\":{\"resourceVersion\":\"1\"},\"items\":{}}", 47, &l,
+                               err, sizeof err),
+        -1);
+    assert_non_null(strstr(err, "items is not a list"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lease_decode_held),
+        cmocka_unit_test(test_lease_decode_sparse_ignores_unknown_fields),
+        cmocka_unit_test(test_lease_decode_rejects_bad_input),
+        cmocka_unit_test(test_lease_encode_round_trip),
+        cmocka_unit_test(test_microtime_round_trips_six_digits),
+        cmocka_unit_test(test_microtime_rejects_malformed),
+        cmocka_unit_test(test_status_decode_and_mapping),
+        cmocka_unit_test(test_lease_list_decode),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

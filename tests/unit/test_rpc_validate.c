@@ -1,0 +1,220 @@
+/* Request validation: a table of requests, each with the field its error
+ * must name; routing and content types. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kubelease/v1/kubelease.pb-c.h"
+#include "rpc/json.h"
+#include "rpc/route.h"
+#include "rpc/validate.h"
+
+static char long_name[300];
+
+/* method, JSON request, "" when valid else a substring of the error. */
+static const struct {
+    rpc_method_id method;
+    const char *json;
+    const char *error;
+} cases[] = {
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"default\",\"name\":\"db.primary\",\"identity\":\"pod-1 (node a)\","
+     "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}",
+     ""},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":3,"
+     "\"renewDeadlineSeconds\":2,\"retryPeriodSeconds\":1,\"resumeEpoch\":\"4\"}",
+     ""},
+    {RPC_METHOD_CAMPAIGN, "{\"name\":\"db\",\"identity\":\"a\"}", "namespace: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"Default\",\"name\":\"db\"}", "namespace: \"Default\" is not a DNS-1123 label"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"-x\",\"name\":\"db\"}", "DNS-1123 label"},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"a234567890123456789012345678901234567890123456789012345678901234\","
+     "\"name\":\"db\"}",
+     "namespace"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\"}", "name: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db..x\"}", "name: \"db..x\" is not"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db.\"}", "DNS-1123 subdomain"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db_x\"}", "name: \"db_x\""},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db\"}", "identity: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\\tb\"}",
+     "identity: contains a non-printable byte"},
+    {RPC_METHOD_CAMPAIGN, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"\xc3\xa9\"}",
+     "identity: contains a non-printable byte"},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
+     "\"renewDeadlineSeconds\":10}",
+     "retry_period_seconds: must be at least 1"},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
+     "\"renewDeadlineSeconds\":12,\"retryPeriodSeconds\":10}",
+     "renew_deadline_seconds: must be greater than 1.2"},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":10,"
+     "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}",
+     "lease_duration_seconds: must be greater than renew"},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":-5,"
+     "\"renewDeadlineSeconds\":-10,\"retryPeriodSeconds\":-20}",
+     "retry_period_seconds: must be at least 1"},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":"
+     "2000000000,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}",
+     "lease_duration_seconds: must be at most 86400"},
+    {RPC_METHOD_CAMPAIGN,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
+     "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2,\"resumeEpoch\":\"-1\"}",
+     "resume_epoch: must not be negative"},
+    {RPC_METHOD_CONFIRM,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":\"3\"}", ""},
+    {RPC_METHOD_CONFIRM, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}", "epoch: 0"},
+    {RPC_METHOD_CONFIRM, "{\"namespace\":\"ns\",\"name\":\"db\",\"epoch\":1}",
+     "identity: must not be empty"},
+    {RPC_METHOD_RESIGN, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}", ""},
+    {RPC_METHOD_RESIGN, "{\"namespace\":\"ns\",\"name\":\"DB\",\"identity\":\"a\"}", "name: \"DB\""},
+    {RPC_METHOD_GET_HOLDER, "{\"namespace\":\"ns\",\"name\":\"db\",\"consistent\":true}", ""},
+    {RPC_METHOD_GET_HOLDER, "{\"name\":\"db\"}", "namespace: must not be empty"},
+    {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
+    {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"\"}", "name: must not be empty"},
+    {RPC_METHOD_LIST_LEASES, "{}", ""},
+};
+
+static void test_rpc_validate_table(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const rpc_method *m = rpc_method_get(cases[i].method);
+        char err[256] = "";
+        ProtobufCMessage *req =
+            rpc_json_decode(m->request, cases[i].json, strlen(cases[i].json), err, sizeof err);
+        if (!req)
+            fail_msg("case %zu: %s", i, err);
+        char msg[512] = "";
+        int rc = rpc_validate_request(cases[i].method, req, msg, sizeof msg);
+        if (!*cases[i].error && rc != 0)
+            fail_msg("case %zu (%s): refused: %s", i, cases[i].json, msg);
+        if (*cases[i].error && (rc == 0 || !strstr(msg, cases[i].error)))
+            fail_msg("case %zu (%s): want error with \"%s\", got rc %d \"%s\"", i, cases[i].json,
+                     cases[i].error, rc, msg);
+        protobuf_c_message_free_unpacked(req, NULL);
+    }
+}
+
+static void test_rpc_validate_long_values(void **state)
+{
+    (void)state;
+    char msg[512];
+    memset(long_name, 'a', 253);
+    long_name[253] = '\0';
+    Kubelease__V1__ResignRequest r = KUBELEASE__V1__RESIGN_REQUEST__INIT;
+    r.namespace_ = "ns";
+    r.name = "db";
+    r.identity = long_name;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), 0);
+    /* 253 bytes made of 63-byte labels is a valid subdomain. */
+    for (int i = 63; i < 253; i += 64)
+        long_name[i] = '.';
+    r.name = long_name;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), 0);
+    long_name[253] = 'a';
+    long_name[254] = '\0';
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "name: longer than 253"));
+    r.name = "db";
+    assert_int_equal(rpc_validate_request(RPC_METHOD_RESIGN, &r.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "identity: longer than 253"));
+    /* Too long for the engine's fixed buffers: refused, not truncated. */
+    char ns64[70];
+    memset(ns64, 'b', 64);
+    ns64[64] = '\0';
+    Kubelease__V1__CampaignRequest c = KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;
+    c.namespace_ = ns64;
+    c.name = "db";
+    c.identity = "a";
+    c.lease_duration_seconds = 15;
+    c.renew_deadline_seconds = 10;
+    c.retry_period_seconds = 2;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "namespace"));
+    ns64[63] = '\0';
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), 0);
+}
+
+static void test_rpc_request_namespace_and_wrong_type(void **state)
+{
+    (void)state;
+    Kubelease__V1__ResignRequest r = KUBELEASE__V1__RESIGN_REQUEST__INIT;
+    r.namespace_ = "team-a";
+    assert_string_equal(rpc_request_namespace(RPC_METHOD_RESIGN, &r.base), "team-a");
+    Kubelease__V1__ListLeasesRequest l = KUBELEASE__V1__LIST_LEASES_REQUEST__INIT;
+    assert_null(rpc_request_namespace(RPC_METHOD_LIST_LEASES, &l.base));
+    char msg[128];
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &r.base, msg, sizeof msg), -1);
+}
+
+static void test_rpc_routes_and_content_types(void **state)
+{
+    (void)state;
+    const rpc_method *m = rpc_method_find("/kubelease.v1.LeaseService/Campaign");
+    assert_non_null(m);
+    assert_true(m->server_stream);
+    assert_ptr_equal(m->request, &kubelease__v1__campaign_request__descriptor);
+    m = rpc_method_find("/kubelease.v1.LeaseService/GetHolder");
+    assert_non_null(m);
+    assert_false(m->server_stream);
+    assert_ptr_equal(m->response, &kubelease__v1__get_holder_response__descriptor);
+    assert_true(rpc_method_find("/kubelease.v1.LeaseService/WatchHolder")->server_stream);
+    assert_null(rpc_method_find("/kubelease.v1.LeaseService/Nope"));
+    assert_null(rpc_method_find("/kubelease.v1.LeaseService/getholder"));
+    assert_null(rpc_method_find("/kubelease.v1.LeaseService/"));
+    for (int i = 0; i < RPC_METHOD_COUNT; i++)
+        assert_ptr_equal(rpc_method_find(rpc_method_get((rpc_method_id)i)->path),
+                         rpc_method_get((rpc_method_id)i));
+
+    rpc_codec c;
+    assert_int_equal(rpc_content_type_parse("application/proto", false, &c), 0);
+    assert_int_equal(c, RPC_CODEC_PROTO);
+    assert_int_equal(rpc_content_type_parse("Application/JSON; charset=utf-8", false, &c), 0);
+    assert_int_equal(c, RPC_CODEC_JSON);
+    assert_int_equal(rpc_content_type_parse("application/connect+json", true, &c), 0);
+    assert_int_equal(c, RPC_CODEC_JSON);
+    assert_int_equal(rpc_content_type_parse("application/connect+proto", true, &c), 0);
+    assert_int_equal(c, RPC_CODEC_PROTO);
+    assert_int_equal(rpc_content_type_parse("application/connect+proto", false, &c), -1);
+    assert_int_equal(rpc_content_type_parse("application/proto", true, &c), -1);
+    assert_int_equal(rpc_content_type_parse("application/protobuf", false, &c), -1);
+    assert_int_equal(rpc_content_type_parse("text/plain", false, &c), -1);
+    assert_int_equal(rpc_content_type_parse(NULL, false, &c), -1);
+    assert_string_equal(rpc_content_type(RPC_CODEC_JSON, true), "application/connect+json");
+    assert_string_equal(rpc_content_type(RPC_CODEC_PROTO, false), "application/proto");
+
+    /* Garbage and truncated protobuf are refused with the type's name. */
+    char err[128];
+    const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff};
+    assert_null(rpc_message_decode(RPC_CODEC_PROTO, &kubelease__v1__campaign_request__descriptor,
+                                   garbage, sizeof garbage, err, sizeof err));
+    assert_non_null(strstr(err, "kubelease.v1.CampaignRequest"));
+    const uint8_t truncated[] = {0x0a, 0x10, 'a', 'b'};
+    assert_null(rpc_message_decode(RPC_CODEC_PROTO, &kubelease__v1__campaign_request__descriptor,
+                                   truncated, sizeof truncated, err, sizeof err));
+    assert_null(rpc_message_decode(RPC_CODEC_JSON, &kubelease__v1__campaign_request__descriptor,
+                                   (const uint8_t *)"", 0, err, sizeof err));
+    assert_non_null(strstr(err, "empty JSON body"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rpc_validate_table),
+        cmocka_unit_test(test_rpc_validate_long_values),
+        cmocka_unit_test(test_rpc_request_namespace_and_wrong_type),
+        cmocka_unit_test(test_rpc_routes_and_content_types),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
