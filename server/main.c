@@ -363,7 +363,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "kubeleased: out of memory\n");
         goto done;
     }
-    engine_config ec = {.loop = l, .store = st, .max_grant_ms = o.max_grant_ms};
+    engine_config ec = {
+        .loop = l, .store = st, .max_grant_ms = o.max_grant_ms, .volatile_store = o.dev};
     e = engine_new(&ec);
     if (!e) {
         fprintf(stderr, "kubeleased: out of memory\n");
