@@ -178,6 +178,7 @@ until stream_has "$work/stream2" '"candidate"'; do
   sleep 0.1
 done
 # The leader's replica dies: its stream and its confirmations stop.
+t0=$(date +%s%N)
 if ! kill "${leader_pids[0]}" 2>/dev/null; then
   $KUBEAPI frames "$work/stream" >&2
   tail -n 30 "$work/kubeleased.log" >&2
@@ -199,7 +200,7 @@ while :; do
 done
 epoch2=$(jget spec.leaseTransitions)
 [ "$epoch2" -gt "$epoch" ] || fail "the new term has epoch $epoch2, not above $epoch"
-note "standby $IDENT2 took over with epoch $epoch2"
+note "standby $IDENT2 took over with epoch $epoch2, $(( ($(date +%s%N) - t0) / 1000000 )) ms after the leader died"
 
 # A namespace outside the chart's RBAC is refused, and nothing is written there.
 campaign "$NS_OTHER" "$LEASE" "$IDENT" "$work/stream-other"
