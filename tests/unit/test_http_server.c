@@ -222,7 +222,8 @@ static void test_http_status_page_and_shutdown_ending_streams_cleanly(void **sta
     /* The lease and its holder show on the status page. */
     assert_int_equal(http(f, "/", NULL, NULL, NULL, 0, &b), 200);
     assert_non_null(strstr(b.data, "<html"));
-    assert_non_null(strstr(b.data, "<td>bye</td><td>a</td>"));
+    assert_non_null(strstr(b.data, "<div class=\"lease\">bye</div>"));
+    assert_non_null(strstr(b.data, "<span class=\"holder\">a</span>"));
     shutdown_fixture(f);
     f->srv = NULL;
     pthread_join(t, NULL);
