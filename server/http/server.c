@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -883,6 +884,14 @@ static enum MHD_Result begin_rpc(http_server *s, struct MHD_Connection *conn, re
         snprintf(msg, sizeof msg, "request body of %.20s bytes exceeds the limit of %zu bytes", cl,
                  s->max_body);
         return rpc_error(conn, q, RPC_RESOURCE_EXHAUSTED, msg);
+    }
+    /* No compression is offered; a compressed body would only fail to decode. */
+    const char *enc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                  is_stream ? "Connect-Content-Encoding"
+                                                            : MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (enc && strcasecmp(enc, "identity") != 0) {
+        snprintf(msg, sizeof msg, "compression \"%.40s\" is not supported: send identity", enc);
+        return rpc_error(conn, q, RPC_UNIMPLEMENTED, msg);
     }
     const char *to = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connect-Timeout-Ms");
     if (to && parse_timeout(to, &q->timeout_ms) != 0) {

@@ -414,6 +414,16 @@ static void test_invalid_names_and_durations(void **state)
             env, 7, &r);
     assert_non_null(strstr(r.body_len > 5 ? r.body + 5 : "", "truncated"));
     free(r.body);
+    /* A compressed body. */
+    int cfd = connect_to(srv.port);
+    const char *creq = "POST /kubelease.v1.LeaseService/ListLeases HTTP/1.1\r\nHost: x\r\n"
+                       "Connection: close\r\nContent-Type: application/json\r\n"
+                       "Content-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}";
+    send_all(cfd, creq, strlen(creq));
+    read_response(cfd, &r);
+    close(cfd);
+    expect(&r, 501, "\"unimplemented\"", "gzip body");
+    free(r.body);
     /* Bad Connect-Timeout-Ms. */
     int fd = connect_to(srv.port);
     const char *req = "POST /kubelease.v1.LeaseService/ListLeases HTTP/1.1\r\nHost: x\r\n"
