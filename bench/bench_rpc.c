@@ -44,6 +44,15 @@ static pid_t server_pid;
 static int server_port;
 static char server_log[128];
 
+static void server_stop(void)
+{
+    if (server_pid > 0) {
+        kill(server_pid, SIGTERM);
+        waitpid(server_pid, NULL, 0);
+        unlink(server_log);
+    }
+}
+
 static void server_start(const char *bin)
 {
     snprintf(server_log, sizeof server_log, "/tmp/kl-bench-%d.log", (int)getpid());
@@ -54,6 +63,7 @@ static void server_start(const char *bin)
         execl(bin, bin, "--dev", "--listen", "127.0.0.1:0", "--log-level", "info", (char *)NULL);
         _exit(127);
     }
+    atexit(server_stop); /* also when we die below */
     for (int i = 0; i < 500 && !server_port; i++) {
         usleep(20000);
         FILE *f = fopen(server_log, "r");
@@ -69,15 +79,6 @@ static void server_start(const char *bin)
     }
     if (!server_port)
         die("kubeleased did not start (is it built? pass its path)");
-}
-
-static void server_stop(void)
-{
-    if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        waitpid(server_pid, NULL, 0);
-        unlink(server_log);
-    }
 }
 
 /* ---- unary calls with libcurl ---- */
@@ -279,7 +280,6 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     server_start(bin);
-    atexit(server_stop);
 
     struct curl_slist *hdrs;
     CURL *c = unary_handle(&hdrs);

@@ -34,6 +34,7 @@ typedef struct server {
 } server;
 
 static server srv;
+static server other; /* a second server with limits; stopped in teardown if a test failed */
 
 static int64_t now_ms(void)
 {
@@ -544,7 +545,6 @@ static void test_thousand_connections_opened_and_dropped(void **state)
 static void test_namespaces_and_per_ip_limit(void **state)
 {
     (void)state;
-    server other;
     const char *extra[] = {"--namespaces", "team-a,team-b", "--max-per-ip", "3", NULL};
     server_start(&other, extra);
     /* First, on a server nobody else has talked to: three connections are
@@ -608,6 +608,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (other.pid > 0) {
+        kill(other.pid, SIGKILL);
+        waitpid(other.pid, NULL, 0);
+        unlink(other.log);
+    }
     server_stop(&srv);
     return 0;
 }
