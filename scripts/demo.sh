@@ -34,6 +34,11 @@ die() {
     exit 1
 }
 
+# gone PID: the process has exited (a zombie waiting for its reaper counts).
+gone() {
+    ! kill -0 "$1" 2>/dev/null || [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) == Z ]]
+}
+
 # is_ours PIDFILE: the pid in it runs one of our binaries.
 is_ours() {
     local pid
@@ -54,7 +59,7 @@ stop_all() {
             pid=$(cat "$f")
             kill -TERM "$pid" 2>/dev/null || true
             for _ in $(seq 1 100); do
-                kill -0 "$pid" 2>/dev/null || break
+                gone "$pid" && break
                 sleep 0.05
             done
             kill -KILL "$pid" 2>/dev/null || true
@@ -104,10 +109,6 @@ wait_until() {
         ((SECONDS < deadline)) || return 1
         sleep 0.02
     done
-}
-# gone PID: the process has exited (a zombie waiting for its reaper counts).
-gone() {
-    ! kill -0 "$1" 2>/dev/null || [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) == Z ]]
 }
 mono_ns() { "$replica" --print-monotonic; }
 starts() { grep -c '^start ' "$state/intervals" 2>/dev/null || true; }
