@@ -300,6 +300,11 @@ int main(int argc, char **argv)
                         "--context and --sa-dir\n");
         return EXIT_USAGE;
     }
+    char lerr[256];
+    if (http_listen_check(o.listen, lerr, sizeof lerr) != 0) {
+        fprintf(stderr, "kubeleased: --listen: %s\n", lerr);
+        return EXIT_USAGE;
+    }
     char *ns_copy = NULL;
     char **namespaces = NULL;
     if (o.namespaces) {
@@ -358,7 +363,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "kubeleased: out of memory\n");
         goto done;
     }
-    engine_config ec = {.loop = l, .store = st, .max_grant_ms = o.max_grant_ms};
+    engine_config ec = {
+        .loop = l, .store = st, .max_grant_ms = o.max_grant_ms, .volatile_store = o.dev};
     e = engine_new(&ec);
     if (!e) {
         fprintf(stderr, "kubeleased: out of memory\n");
@@ -401,14 +407,14 @@ done:
     /* Shutdown order: stop accepting; stop the engine (Lost SHUTDOWN to
      * campaigns, watches closed, Leases kept); end what the engine left;
      * let streams write their end frames; then stop the daemon. */
-    if (srv)
+    if (srv) {
         http_server_quiesce(srv);
+        http_server_engine_stopped(srv);
+    }
     if (engine_started) {
         engine_stop(e);
         pthread_join(engine_tid, NULL);
     }
-    if (srv)
-        http_server_engine_stopped(srv);
     engine_free(e);
     if (srv) {
         http_server_engine_gone(srv);

@@ -1,6 +1,8 @@
 /* apiserver transport over the loop's curl multi handle (see client.h). */
 #include "kube/client.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +363,20 @@ static void on_done(void *arg, CURL *easy, CURLcode result)
     finish(r, result);
 }
 
+/* A peer that vanishes without a FIN (a partition, a host that died) is
+ * noticed by TCP keepalive after idle + count x interval (15 + 3 x 5 s), and
+ * data left unacknowledged for 30 s fails the connection. */
+static int on_socket(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)arg;
+    if (purpose == CURLSOCKTYPE_IPCXN) {
+        int cnt = 3, user_timeout_ms = 30000;
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+    }
+    return CURL_SOCKOPT_OK;
+}
+
 #define SET(opt, val)                                                                              \
     do {                                                                                           \
         if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
@@ -423,6 +439,7 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     SET(CURLOPT_TCP_KEEPALIVE, 1L);
     SET(CURLOPT_TCP_KEEPIDLE, 15L);
     SET(CURLOPT_TCP_KEEPINTVL, 5L);
+    SET(CURLOPT_SOCKOPTFUNCTION, on_socket);
     if (o->timeout_ms > 0) {
         SET(CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
         SET(CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
