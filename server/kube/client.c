@@ -393,6 +393,9 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     SET(CURLOPT_TCP_KEEPIDLE, 15L);
     SET(CURLOPT_TCP_KEEPINTVL, 5L);
     SET(CURLOPT_SOCKOPTFUNCTION, on_socket);
+    /* Prefer a new stream on the HTTP/2 connection being set up over a
+     * second connection. */
+    SET(CURLOPT_PIPEWAIT, 1L);
     if (o->timeout_ms > 0) {
         SET(CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
         SET(CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
