@@ -465,19 +465,21 @@ static void test_kube_store_namespace_watch(void **state)
     destroy_store(s);
 }
 
-static int control_restart(int down_ms)
+static int control_restart(int down_ms, const char *signal)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "curl -sf -X POST '%s/apiserver/restart?down_ms=%d' >/dev/null",
-             control_url, down_ms);
+    snprintf(cmd, sizeof cmd,
+             "curl -sf -X POST '%s/apiserver/restart?down_ms=%d&signal=%s' >/dev/null", control_url,
+             down_ms, signal);
     return system(cmd);
 }
 
-static void test_kube_store_watch_survives_apiserver_restart(void **state)
+/* signal: TERM (a graceful restart) or KILL (a crash). */
+static void watch_survives_restart(const char *signal, int down_ms)
 {
-    (void)state;
     store *s = sa_store();
-    snprintf(lease_name, sizeof lease_name, "kt-restart-%d", (int)getpid());
+    snprintf(lease_name, sizeof lease_name, "kt-restart-%s-%d", signal[0] == 'K' ? "kill" : "term",
+             (int)getpid());
     store_lease l = lease_named(lease_name, "before", 1);
     store_result r = op(s, fn_create, &l, NULL);
     assert_int_equal(r.status, STORE_OK);
@@ -489,7 +491,7 @@ static void test_kube_store_watch_survives_apiserver_restart(void **state)
     i = expect_event(&wr, i, STORE_EVENT_SYNCED, NULL, NULL, 10000);
 
     /* The control endpoint answers once the apiserver is down again and up. */
-    assert_int_equal(control_restart(2000), 0);
+    assert_int_equal(control_restart(down_ms, signal), 0);
     int b = expect_event(&wr, i, STORE_EVENT_BROKEN, NULL, NULL, 30000);
 
     /* Write the final state as soon as the apiserver takes writes again. */
@@ -511,6 +513,18 @@ static void test_kube_store_watch_survives_apiserver_restart(void **state)
     watch_end(&wr);
     assert_int_equal(op(s, fn_remove, &l, NULL).status, STORE_OK);
     destroy_store(s);
+}
+
+static void test_kube_store_watch_survives_apiserver_restart(void **state)
+{
+    (void)state;
+    watch_survives_restart("TERM", 2000);
+}
+
+static void test_kube_store_watch_survives_apiserver_crash(void **state)
+{
+    (void)state;
+    watch_survives_restart("KILL", 500);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -725,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_kube_store_in_cluster_and_token_reread_after_401),
         cmocka_unit_test(test_kube_store_latency_figures),
         cmocka_unit_test(test_kube_store_watch_survives_apiserver_restart),
+        cmocka_unit_test(test_kube_store_watch_survives_apiserver_crash),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();
