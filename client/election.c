@@ -137,7 +137,9 @@ static void el_check_deadline(struct kl_client *c, struct election *el, int64_t 
                   "leadership of %s (epoch %lld) lost: the kubelease service at %s did not "
                   "confirm it within its validity (%lld ms)%s%s",
                   el->key, (long long)el->epoch, c->endpoint, (long long)el->valid_for_ms,
-                  el->problem[0] ? "; last problem: " : "", el->problem);
+                  el->problem[0] ? "; last problem: " : (el->confirm ? "; " : ""),
+                  el->problem[0] ? el->problem
+                                 : (el->confirm ? "the last confirmation got no answer" : ""));
 }
 
 static void set_problem(struct election *el, const char *text)
@@ -382,6 +384,10 @@ static void confirm_done(struct kl_client *c, struct election *el, struct xfer *
                       el->key, (long long)epoch, (long long)el->epoch);
             return;
         }
+        /* The service never grants more than the renew deadline; a larger
+         * answer is a bug there, and trusting it could outlive the Lease. */
+        if (valid > (int64_t)el->renew_s * 1000)
+            valid = (int64_t)el->renew_s * 1000;
         int64_t deadline = kl_deadline_after_confirm(x->sent_ms, valid);
         if (valid <= 0 || deadline <= now) {
             el->next_confirm = now + 100;

@@ -41,6 +41,7 @@ static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL};
 static kl_client *client;
 static atomic_int stopping;
 static int intervals_fd = -1;
+static int exit_code;
 /* The epoch this process acts as leader for (0: none); guarded by lead_mu so
  * that a signal's resignation and the main loop record each interval once. */
 static pthread_mutex_t lead_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -249,8 +250,10 @@ static int one_term(void)
                          cfg.renew_deadline, cfg.retry_period, &err);
     if (rc != KL_OK) {
         say("ERROR", "%s", err.message);
-        if (rc == KL_ERR_INVALID_ARGUMENT)
+        if (rc == KL_ERR_INVALID_ARGUMENT) {
+            exit_code = 2;
             return 1;
+        }
         pause_ms(1000);
         return 0;
     }
@@ -322,14 +325,18 @@ int main(int argc, char **argv)
         kl_client_free(client);
         return 1;
     }
-    pthread_detach(sig_thread);
     say("START", "lease %s/%s via %s (lease %d s, renew %d s, retry %d s)", cfg.ns, cfg.lease,
         cfg.endpoint ? cfg.endpoint : "the default endpoint", cfg.lease_duration,
         cfg.renew_deadline, cfg.retry_period);
     while (!atomic_load(&stopping))
         if (one_term())
             break;
+    /* The signal thread may still be inside the library: let it finish (or
+     * wake it) before freeing the client. */
+    if (!atomic_load(&stopping))
+        pthread_kill(sig_thread, SIGTERM);
+    pthread_join(sig_thread, NULL);
     kl_client_free(client);
-    say("EXIT", "resigned and stopped");
-    return 0;
+    say("EXIT", exit_code ? "stopped after an error" : "resigned and stopped");
+    return exit_code;
 }

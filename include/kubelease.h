@@ -114,7 +114,8 @@ KL_EXPORT void kl_client_options_init(kl_client_options *opts);
 /* Creates a client for the service at endpoint ("http://host:port"). endpoint
  * NULL: $KUBELEASE_ENDPOINT if set and non-empty, else
  * "http://127.0.0.1:8080". Does not contact the service (the first call that
- * needs it does). Starts the client's I/O thread.
+ * needs it does); proxy environment variables are not used. Starts the
+ * client's I/O thread.
  * Returns the client, to be released with kl_client_free, or NULL on failure
  * (bad endpoint, out of memory, thread creation failed) with *err filled (err
  * may be NULL). */

@@ -24,6 +24,8 @@
 #include "engine/engine.h"
 
 #define N_BUCKETS 1024
+/* namespace="...",lease="..." with every byte escaped at worst */
+#define LABELS_MAX (2 * STORE_NS_MAX + 2 * STORE_NAME_MAX + 32)
 
 typedef struct lease_state lease_state;
 typedef struct candidate candidate;
@@ -57,12 +59,18 @@ typedef struct term {
     int32_t lease_s, renew_s, retry_s;
     int64_t renewed_sent_ms; /* send time of the last successful write */
     int64_t granted_until_ms;
-    bool renewing; /* a renewal is in flight */
-    bool ending;   /* a release is in flight */
+    bool renewing;       /* a renewal is in flight */
+    bool ending;         /* over: waiting for the renewal in flight, or releasing */
+    bool release_wanted; /* write a release once no renewal is in flight */
     loop_timer *renew_timer;
     loop_timer *guard_timer; /* fires at granted_until / the renew deadline */
     engine_done resign_done; /* a Resign waiting for the release to land */
     void *resign_ctx;
+    /* The resourceVersion of this term's last successful write. Renewals and
+     * the release are compare-and-swap on it, not on the latest record seen:
+     * if another replica of the service took over the term (a resume there),
+     * our writes fail instead of overwriting — or releasing — its term. */
+    char rv[STORE_RV_MAX];
 } term;
 
 struct lease_state {
@@ -91,6 +99,8 @@ struct engine {
     loop *loop;
     store *store;
     int64_t max_grant_ms;
+    bool volatile_store;
+    int64_t started_ms;
     lease_state *leases[N_BUCKETS];
     candidate *campaigns[N_BUCKETS];
     watcher *watchers[N_BUCKETS];
@@ -293,10 +303,16 @@ static void candidate_end(candidate *c, engine_lost_reason reason, int64_t epoch
 
 static void try_acquire(lease_state *ls);
 static void term_schedule_guard(lease_state *ls);
+static void term_finish(lease_state *ls);
+
+static int64_t e_grant_ms(const engine *e, int32_t retry_s)
+{
+    return e->max_grant_ms > 0 ? e->max_grant_ms : (int64_t)retry_s * 1000;
+}
 
 static int64_t grant_ms(const engine *e, const term *t)
 {
-    return e->max_grant_ms > 0 ? e->max_grant_ms : (int64_t)t->retry_s * 1000;
+    return e_grant_ms(e, t->retry_s);
 }
 
 /* Validity the engine may grant now (rule 3), 0 when none. */
@@ -347,16 +363,16 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     term *t = ls->term;
     if (!t || t->ending)
         return;
-    log_event(reason == ENGINE_LOST_RESIGNED ? LOG_INFO : LOG_WARN, "term_lost",
-              "ns=%s lease=%s identity=%s epoch=%lld reason=%d released=%d msg=%s", ls->ns,
-              ls->name, log_q(t->identity), (long long)t->epoch, (int)reason, (int)release,
-              log_q(msg));
     static const char *const reasons[] = {"unspecified", "resigned", "renew_failed",
                                           "superseded",  "deleted",  "resume_failed",
                                           "shutdown",    "expired"};
-    char labels[400];
+    log_event(reason == ENGINE_LOST_RESIGNED ? LOG_INFO : LOG_WARN, "term_lost",
+              "ns=%s lease=%s identity=%s epoch=%lld reason=%s released=%d msg=%s", ls->ns,
+              ls->name, log_q(t->identity), (long long)t->epoch,
+              (unsigned)reason < 8 ? reasons[reason] : "unknown", (int)release, log_q(msg));
+    char labels[LABELS_MAX];
     lease_labels(ls, labels, sizeof labels);
-    char with_reason[460];
+    char with_reason[LABELS_MAX + 64];
     snprintf(with_reason, sizeof with_reason, "%s,reason=\"%s\"", labels,
              (unsigned)reason < 8 ? reasons[reason] : "unknown");
     metrics_add("kubelease_terms_lost_total", with_reason, 1);
@@ -368,15 +384,27 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     t->renew_timer = NULL;
     loop_timer_cancel(ls->e->loop, t->guard_timer);
     t->guard_timer = NULL;
-    if (!release || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
+    t->ending = true;
+    t->release_wanted = release;
+    if (!t->renewing)
+        term_finish(ls);
+}
+
+/* The second half of term_end, once no renewal of the term is in flight:
+ * release the Lease if asked and it is still this term's, else forget it. */
+static void term_finish(lease_state *ls)
+{
+    term *t = ls->term;
+    if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
         ls->record.transitions != t->epoch) {
         term_free(ls, false);
         try_acquire(ls);
         return;
     }
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
-    t->ending = true;
     store_lease rel = ls->record;
+    copy_str(rel.resource_version, sizeof rel.resource_version, t->rv);
+    rel.transitions = t->epoch;
     rel.holder[0] = '\0';
     rel.lease_duration_s = 1;
     rel.acquire_time_us = rel.renew_time_us = wall_us();
@@ -477,12 +505,22 @@ static void renew_done(void *ctx, const store_result *r)
     term *t = ls->term;
     int64_t sent = w->sent_ms;
     free(w);
-    if (!t || t->ending)
-        return;
+    /* A term is never freed while its renewal is in flight (term_end waits). */
     t->renewing = false;
     int64_t now = mono_ms();
+    if (t->ending) {
+        if (r->status == STORE_OK) {
+            copy_str(t->rv, sizeof t->rv, r->lease.resource_version);
+            adopt_record(ls, &r->lease, now);
+        } else if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
+            t->release_wanted = false; /* no longer ours */
+        }
+        term_finish(ls);
+        return;
+    }
     if (r->status == STORE_OK) {
         metrics_add("kubelease_renewals_total", "", 1);
+        copy_str(t->rv, sizeof t->rv, r->lease.resource_version);
         t->renewed_sent_ms = sent;
         adopt_record(ls, &r->lease, now);
         term_schedule_guard(ls);
@@ -524,6 +562,9 @@ static void renew_fire(void *arg)
     w->sent_ms = mono_ms();
     t->renewing = true;
     store_lease rec = ls->record;
+    copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
+    copy_str(rec.holder, sizeof rec.holder, t->identity);
+    rec.transitions = t->epoch;
     rec.renew_time_us = wall_us();
     rec.lease_duration_s = t->lease_s;
     ls->e->store->ops->update(ls->e->store, &rec, (int)lease_timeout_ms(t->renew_s), renew_done, w);
@@ -545,6 +586,7 @@ static void term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     t->renew_s = c->req.renew_deadline_s;
     t->retry_s = c->req.retry_period_s;
     t->renewed_sent_ms = sent_ms;
+    copy_str(t->rv, sizeof t->rv, rec->resource_version);
     ls->term = t;
     int64_t now = mono_ms();
     adopt_record(ls, rec, now);
@@ -559,7 +601,7 @@ static void term_start(lease_state *ls, candidate *c, const store_lease *rec, in
               "ns=%s lease=%s identity=%s epoch=%lld valid_for_ms=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch, (long long)ev.valid_for_ms);
     send_event(&c->listener, &ev);
-    char labels[400];
+    char labels[LABELS_MAX];
     lease_labels(ls, labels, sizeof labels);
     metrics_add("kubelease_terms_started_total", labels, 1);
     metrics_set("kubelease_leader", labels, 1);
@@ -695,6 +737,13 @@ static void try_acquire(lease_state *ls)
     rec.lease_duration_s = c->req.lease_duration_s;
     rec.acquire_time_us = rec.renew_time_us = wall_us();
     if (!ls->exists) {
+        int64_t grant = e_grant_ms(ls->e, c->req.retry_period_s);
+        if (ls->e->volatile_store && now < ls->e->started_ms + grant) {
+            if (!ls->retry_timer)
+                ls->retry_timer =
+                    loop_timer_at(ls->e->loop, ls->e->started_ms + grant, retry_fire, ls);
+            return;
+        }
         rec.transitions = 1;
         write_for(ls, c, true, &rec, false);
         return;
@@ -1246,6 +1295,8 @@ engine *engine_new(const engine_config *cfg)
     e->loop = cfg->loop;
     e->store = cfg->store;
     e->max_grant_ms = cfg->max_grant_ms;
+    e->volatile_store = cfg->volatile_store;
+    e->started_ms = mono_ms();
     atomic_init(&e->next_id, 1);
     atomic_init(&e->reachable, true);
     atomic_init(&e->unsynced, 0);

@@ -50,6 +50,11 @@ typedef struct engine_config {
     /* How long a granted validity may be at most, in ms; 0: the retry period
      * of each campaign. Short grants make failover after a crash fast. */
     int64_t max_grant_ms;
+    /* The store starts empty on every start (the memory store): a previous
+     * run of the service may have granted validity to holders that are still
+     * acting on it, so no Lease is created before the longest validity it
+     * could have granted has passed (the campaign's grant) since start-up. */
+    bool volatile_store;
 } engine_config;
 
 /* A campaign as requested; strings are copied. Validate first

@@ -53,8 +53,15 @@ int kube_microtime_format(int64_t us, char out[KUBE_MICROTIME_LEN])
     int64_t y;
     int m, d;
     civil_from_days(days, &y, &m, &d);
-    snprintf(out, KUBE_MICROTIME_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", (int)y, m, d,
-             (int)(secs_rem / 3600), (int)(secs_rem / 60 % 60), (int)(secs_rem % 60), (int)frac);
+    /* Rendered into a buffer large enough for any int, then copied: a year
+     * outside 0..9999 does not fit the fixed layout and is refused. */
+    char tmp[96];
+    int n = snprintf(tmp, sizeof tmp, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", (int)y, m, d,
+                     (int)(secs_rem / 3600), (int)(secs_rem / 60 % 60), (int)(secs_rem % 60),
+                     (int)frac);
+    if (n < 0 || (size_t)n >= KUBE_MICROTIME_LEN)
+        return -1;
+    memcpy(out, tmp, (size_t)n + 1);
     return 0;
 }
 

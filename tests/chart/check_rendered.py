@@ -229,7 +229,7 @@ def main():
         expect(arg_value(args, "--log-level") == "debug", "--log-level not passed")
         expect(args[-2:] == ["--kubeconfig", "/etc/kubelease/kubeconfig"], f"extraArgs not last: {args}")
         env = {e["name"]: e.get("value") for e in c.get("env", [])}
-        expect(env.get("KUBELEASED_EXTRA") == "1", f"extraEnv not applied: {env}")
+        expect(env.get("EXAMPLE_SETTING") == "1", f"extraEnv not applied: {env}")
         aff = dep["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
         expect(aff.get("requiredDuringSchedulingIgnoredDuringExecution"), "hard anti-affinity missing")
         expect(dep["metadata"]["name"] == "lease-svc", "fullnameOverride not applied")

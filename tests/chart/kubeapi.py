@@ -10,6 +10,8 @@
   kubeapi.py frames FILE             print each complete Connect envelope of a
                                      (possibly still growing) stream as
                                      "FLAGS JSON", one per line
+  kubeapi.py elected FILE            print the epoch of the first Elected event
+                                     of a Connect JSON Campaign stream, if any
   kubeapi.py get FILE PATH             print a field of a JSON file
                                        (PATH like status.allowed or
                                        spec.template.spec.containers.0.args;
@@ -106,7 +108,8 @@ def envelope(body, out):
         f.write(struct.pack(">BI", 0, len(data)) + data)
 
 
-def frames(path):
+def each_frame(path):
+    """(flags, decoded JSON) of every complete envelope in path."""
     with open(path, "rb") as f:
         buf = f.read()
     off = 0
@@ -116,11 +119,23 @@ def frames(path):
             break
         msg = buf[off + 5:off + 5 + n].decode("utf-8", "replace")
         try:
-            msg = json.dumps(json.loads(msg)) if msg.strip() else "{}"
+            obj = json.loads(msg) if msg.strip() else {}
         except ValueError:
-            msg = json.dumps({"undecodable": msg})
-        print(flags, msg)
+            obj = {"undecodable": msg}
+        yield flags, obj
         off += 5 + n
+
+
+def frames(path):
+    for flags, obj in each_frame(path):
+        print(flags, json.dumps(obj))
+
+
+def elected(path):
+    for _, obj in each_frame(path):
+        if isinstance(obj, dict) and "elected" in obj:
+            print(int(obj["elected"].get("epoch", 0)))
+            return
 
 
 def main():
@@ -131,6 +146,8 @@ def main():
         split(*args)
     elif cmd == "envelope" and len(args) == 2:
         envelope(*args)
+    elif cmd == "elected" and len(args) == 1:
+        elected(*args)
     elif cmd == "frames" and len(args) == 1:
         frames(*args)
     elif cmd == "get" and len(args) == 2:
@@ -140,4 +157,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:
+        # The reader (e.g. grep -q) has seen enough.
+        os._exit(0)

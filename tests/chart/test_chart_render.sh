@@ -48,7 +48,7 @@ server:
   maxPerIp: 64
 extraArgs: ["--kubeconfig", "/etc/kubelease/kubeconfig"]
 extraEnv:
-  - name: KUBELEASED_EXTRA
+  - name: EXAMPLE_SETTING
     value: "1"
 podAntiAffinity: hard
 V

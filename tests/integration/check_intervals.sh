@@ -11,31 +11,29 @@ set -euo pipefail
 file=${1:?usage: check_intervals.sh FILE [--epochs]}
 epochs=${2:-}
 
-awk -v check_epochs="$epochs" '
+awk '
 function fail(msg) { print "UNSAFE: " msg; bad = 1; exit 1 }
+# A process logs its intervals in order: each "end" closes the open interval
+# of its pid (epochs need not be unique across restarts of a dev service).
 $1 == "start" {
-    k = $3 " " $4
-    if (k in s) fail("interval pid " $3 " epoch " $4 " starts twice")
-    s[k] = $5; who[k] = $2; keys[++n] = k
+    if ($3 in open) fail("pid " $3 " starts epoch " $4 " before ending epoch " ep[open[$3]])
+    n++; s[n] = $5; who[n] = $2; pid[n] = $3; ep[n] = $4; open[$3] = n
 }
 $1 == "end" {
-    k = $3 " " $4
-    if (!(k in s)) fail("end without start: " $0)
-    if (!(k in e)) e[k] = $5
+    if (!($3 in open)) fail("end without start: " $0)
+    k = open[$3]
+    if (ep[k] != $4) fail("pid " $3 " ends epoch " $4 " but leads epoch " ep[k])
+    e[k] = $5; delete open[$3]
 }
 $1 == "killed" {
-    for (i = 1; i <= n; i++) {
-        split(keys[i], p, " ")
-        if (p[1] == $3 && !(keys[i] in e)) e[keys[i]] = $5
-    }
+    if ($3 in open) { e[open[$3]] = $5; delete open[$3] }
 }
 END {
     if (bad) exit 1
-    for (i = 1; i <= n; i++) {
-        k = keys[i]
-        if (!(k in e)) { print "UNSAFE: interval of " who[k] " (pid/epoch " k ") never ended"; exit 1 }
+    for (k = 1; k <= n; k++) {
+        if (!(k in e)) { print "UNSAFE: interval of " who[k] " (pid " pid[k] " epoch " ep[k] ") never ended"; exit 1 }
         if (e[k] < s[k]) { print "UNSAFE: interval of " who[k] " ends before it starts"; exit 1 }
-        print s[k], e[k], who[k], k
+        print s[k], e[k], who[k], pid[k], ep[k]
     }
 }' "$file" | sort -n -k1,1 | awk -v check_epochs="$epochs" '
 /^UNSAFE/ { print; failed = 1; exit 1 }

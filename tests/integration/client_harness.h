@@ -1,6 +1,8 @@
 /* Test harness of the client integration tests: starts a real
  * `kubeleased --dev` on a free loopback port and waits until it is ready,
  * stops, pauses and restarts it, and spawns kl_replica processes.
+ * With $KUBELEASE_TEST_ENV (the test control plane) the service uses the real
+ * apiserver instead (ServiceAccount kubeconfig, the test namespace).
  * Tests using it exit 77 (skipped) until $KUBELEASED exists and its --help
  * mentions --dev. Header-only: each test program includes it once. */
 #ifndef KL_CLIENT_HARNESS_H
@@ -30,6 +32,55 @@ struct server {
     char endpoint[64];
     char log[256];
 };
+
+/* The store behind the service: the real apiserver of the test control plane
+ * when $KUBELEASE_TEST_ENV is set (unless $KL_CLIENT_TEST_DEV is set), else
+ * the in-memory store (--dev). h_ns is the namespace the tests use. */
+static const char *h_ns = "default";
+static char h_kubeconfig[512];
+static char h_ns_buf[64];
+
+/* Reads KEY from the control plane's env file into out; 0 if found. */
+static inline int h_env_value(const char *dir, const char *key, char *out, size_t n)
+{
+    char path[512], line[1024];
+    size_t kl = strlen(key);
+    snprintf(path, sizeof(path), "%s/env", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int found = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, key, kl) != 0 || line[kl] != '=')
+            continue;
+        char *v = line + kl + 1;
+        v[strcspn(v, "\n")] = 0;
+        size_t vl = strlen(v);
+        if (vl >= 2 && v[0] == '\'' && v[vl - 1] == '\'') {
+            v[vl - 1] = 0;
+            v++;
+        }
+        snprintf(out, n, "%s", v);
+        found = 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Chooses the store; exits 1 if the control plane's files are unusable. */
+static inline void h_choose_store(void)
+{
+    const char *dir = getenv("KUBELEASE_TEST_ENV");
+    if (!dir || !*dir || getenv("KL_CLIENT_TEST_DEV"))
+        return;
+    if (h_env_value(dir, "KL_SA_KUBECONFIG", h_kubeconfig, sizeof(h_kubeconfig)) != 0 ||
+        h_env_value(dir, "KL_TEST_NAMESPACE", h_ns_buf, sizeof(h_ns_buf)) != 0) {
+        fprintf(stderr, "KUBELEASE_TEST_ENV=%s: no usable env file\n", dir);
+        exit(1);
+    }
+    h_ns = h_ns_buf;
+    fprintf(stderr, "using the test control plane (namespace %s)\n", h_ns);
+}
 
 static inline int64_t h_now_ms(void)
 {
@@ -64,6 +115,7 @@ static inline void h_require_server(void)
         fprintf(stderr, "SKIP: kubeleased --help does not mention --dev yet\n");
         exit(77);
     }
+    h_choose_store();
 }
 
 static inline int h_free_port(void)
@@ -137,7 +189,7 @@ static inline pid_t h_spawn(char *const argv[], const char *log)
     return pid;
 }
 
-/* Starts kubeleased --dev on s->port (a free one when 0) and waits for
+/* Starts kubeleased (--dev, or on the test control plane) on s->port (a free one when 0) and waits for
  * /readyz to answer 200 (10 s at most, else the test fails). */
 static inline void h_server_start(struct server *s, int port)
 {
@@ -152,7 +204,10 @@ static inline void h_server_start(struct server *s, int port)
     s->port = port;
     snprintf(s->endpoint, sizeof(s->endpoint), "http://127.0.0.1:%d", port);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-    char *argv[] = {(char *)bin, (char *)"--dev", (char *)"--listen", listen, NULL};
+    char *dev_argv[] = {(char *)bin, (char *)"--dev", (char *)"--listen", listen, NULL};
+    char *kube_argv[] = {(char *)bin, (char *)"--kubeconfig", h_kubeconfig, (char *)"--listen",
+                         listen, NULL};
+    char **argv = h_kubeconfig[0] ? kube_argv : dev_argv;
     s->pid = h_spawn(argv, s->log);
     int64_t until = h_now_ms() + 10000;
     while (h_http_get(s->endpoint, "/readyz") != 200) {
@@ -195,7 +250,10 @@ static inline void h_server_stop(struct server *s, int hard)
 static inline void h_server_cleanup(struct server *s)
 {
     h_server_stop(s, 0);
-    unlink(s->log);
+    if (getenv("KL_KEEP_LOGS"))
+        fprintf(stderr, "server log kept: %s\n", s->log);
+    else
+        unlink(s->log);
 }
 
 /* Starts kl_replica with the given extra arguments (NULL-terminated list,
@@ -217,6 +275,8 @@ static inline pid_t h_replica(struct server *s, const char *identity, const char
     argv[n++] = lease;
     argv[n++] = "--identity";
     argv[n++] = identity;
+    argv[n++] = "--namespace";
+    argv[n++] = h_ns;
     for (int i = 0; extra && extra[i] && n < 31; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

@@ -1,5 +1,5 @@
 # Shared by the process-level client tests (sourced, not run): starts a real
-# `kubeleased --dev` on a free loopback port and kl_replica processes, waits
+# kubeleased (--dev, or on the test control plane) on a free loopback port and kl_replica processes, waits
 # for conditions, and cleans up every process it started.
 # The tests skip (exit 77) until $KUBELEASED's --help mentions --dev.
 
@@ -18,6 +18,20 @@ kl_cleanup() {
 }
 trap kl_cleanup EXIT
 
+# The store: the test control plane's apiserver when $KUBELEASE_TEST_ENV is
+# set (unless $KL_CLIENT_TEST_DEV is set), else kubeleased --dev.
+KL_NS=default
+KL_SERVER_ARGS=(--dev)
+kl_choose_store() {
+    if [[ -n ${KUBELEASE_TEST_ENV:-} && -z ${KL_CLIENT_TEST_DEV:-} ]]; then
+        # shellcheck disable=SC1091
+        KL_SA_KUBECONFIG=$(set -a; . "$KUBELEASE_TEST_ENV/env"; echo "$KL_SA_KUBECONFIG")
+        KL_NS=$(set -a; . "$KUBELEASE_TEST_ENV/env"; echo "$KL_TEST_NAMESPACE")
+        KL_SERVER_ARGS=(--kubeconfig "$KL_SA_KUBECONFIG")
+        echo "using the test control plane (namespace $KL_NS)"
+    fi
+}
+
 kl_require_server() {
     if [[ -z ${KUBELEASED:-} || ! -x $KUBELEASED ]]; then
         echo "SKIP: \$KUBELEASED is not an executable"
@@ -28,6 +42,7 @@ kl_require_server() {
         exit 77
     fi
     : "${KL_REPLICA:?KL_REPLICA must name the kl_replica binary}"
+    kl_choose_store
 }
 
 kl_free_port() {
@@ -48,7 +63,7 @@ kl_mono_ns() { "$KL_REPLICA" --print-monotonic; }
 # /readyz (10 s).
 kl_start_server() {
     local port=$1 i
-    "$KUBELEASED" --dev --listen "127.0.0.1:$port" >>"$KL_TMP/server.log" 2>&1 &
+    "$KUBELEASED" "${KL_SERVER_ARGS[@]}" --listen "127.0.0.1:$port" >>"$KL_TMP/server.log" 2>&1 &
     KL_SERVER_PID=$!
     KL_PIDS+=("$KL_SERVER_PID")
     KL_ENDPOINT=http://127.0.0.1:$port
@@ -75,7 +90,7 @@ kl_stop_server() { # SIGNAL
 kl_start_replica() {
     local id=$1 lease=$2
     shift 2
-    "$KL_REPLICA" --endpoint "$KL_ENDPOINT" --lease "$lease" --identity "$id" "$@" \
+    "$KL_REPLICA" --endpoint "$KL_ENDPOINT" --namespace "$KL_NS" --lease "$lease" --identity "$id" "$@" \
         >>"$KL_TMP/$id.log" 2>&1 &
     KL_REPLICA_PID=$!
     KL_PIDS+=("$KL_REPLICA_PID")

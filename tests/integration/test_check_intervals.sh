@@ -62,5 +62,14 @@ end a 100 5 2000000000 resigned
 start b 200 5 3000000000 elected
 end b 200 5 4000000000 lost
 X
+expect 1 starts_twice <<'X'
+start a 100 1 1000000000 elected
+start a 100 2 1500000000 elected
+end a 100 2 3000000000 lost
+X
+expect 1 end_of_other_epoch <<'X'
+start a 100 1 1000000000 elected
+end a 100 2 3000000000 lost
+X
 expect 1 empty </dev/null
 exit $((failures > 0))

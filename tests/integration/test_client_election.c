@@ -50,10 +50,10 @@ static kl_client *new_client(void)
 static void run_and_win(kl_client *c, const char *lease, const char *id, int64_t *epoch)
 {
     kl_error err;
-    int rc = kl_run_election(c, "default", lease, id, LD, RD, RP, &err);
+    int rc = kl_run_election(c, h_ns, lease, id, LD, RD, RP, &err);
     if (rc != KL_OK)
         fail_msg("kl_run_election(%s): %s", id, err.message);
-    rc = kl_wait_elected(c, "default", lease, 15, epoch, &err);
+    rc = kl_wait_elected(c, h_ns, lease, 15, epoch, &err);
     if (rc != KL_OK)
         fail_msg("kl_wait_elected(%s): %s", id, err.message);
 }
@@ -63,7 +63,7 @@ static void holder_is(kl_client *c, const char *lease, const char *want, int64_t
 {
     kl_error err;
     char *holder = NULL;
-    int rc = kl_get_holder(c, "default", lease, &holder, epoch, &err);
+    int rc = kl_get_holder(c, h_ns, lease, &holder, epoch, &err);
     if (rc != KL_OK)
         fail_msg("kl_get_holder(%s): %d %s", lease, rc, err.message);
     if (strcmp(holder ? holder : "", want) != 0)
@@ -81,20 +81,20 @@ static void test_single_leader(void **state)
     assert_true(epoch >= 1);
     holder_is(c, "single", "node-1:8080", &hepoch);
     assert_int_equal(hepoch, epoch);
-    assert_int_equal(kl_is_leader(c, "default", "single", &valid, &err), 1);
+    assert_int_equal(kl_is_leader(c, h_ns, "single", &valid, &err), 1);
     assert_true(valid > 0 && valid <= RD * 1000);
 
     int64_t t0 = h_now_ms();
-    assert_int_equal(kl_cancel_election(c, "default", "single", &err), KL_OK);
-    assert_int_equal(kl_is_leader(c, "default", "single", &valid, &err), 0);
-    assert_int_equal(kl_wait_lost(c, "default", "single", &err), KL_OK);
+    assert_int_equal(kl_cancel_election(c, h_ns, "single", &err), KL_OK);
+    assert_int_equal(kl_is_leader(c, h_ns, "single", &valid, &err), 0);
+    assert_int_equal(kl_wait_lost(c, h_ns, "single", &err), KL_OK);
     assert_true(h_now_ms() - t0 < 1000);
     /* The resignation released the Lease: no holder, same epoch. */
     int64_t until = h_now_ms() + 2000;
     char *holder = NULL;
     do {
         kl_free(holder);
-        assert_int_equal(kl_get_holder(c, "default", "single", &holder, &hepoch, &err), KL_OK);
+        assert_int_equal(kl_get_holder(c, h_ns, "single", &holder, &hepoch, &err), KL_OK);
     } while (holder && h_now_ms() < until && (h_sleep_ms(10), 1));
     assert_null(holder);
     assert_int_equal(hepoch, epoch);
@@ -108,7 +108,7 @@ static void test_get_holder_of_missing_lease(void **state)
     kl_error err;
     char *holder = (char *)"x";
     int64_t epoch = 9;
-    assert_int_equal(kl_get_holder(c, "default", "never-created", &holder, &epoch, &err),
+    assert_int_equal(kl_get_holder(c, h_ns, "never-created", &holder, &epoch, &err),
                      KL_NOT_FOUND);
     assert_null(holder);
     assert_int_equal(epoch, 0);
@@ -130,8 +130,8 @@ static void test_epochs_strictly_increase_also_for_same_identity(void **state)
             c = new_client();
         }
         run_and_win(c, "epochs", ids[i], &e[i]);
-        assert_int_equal(kl_cancel_election(c, "default", "epochs", &err), KL_OK);
-        assert_int_equal(kl_wait_lost(c, "default", "epochs", &err), KL_OK);
+        assert_int_equal(kl_cancel_election(c, h_ns, "epochs", &err), KL_OK);
+        assert_int_equal(kl_wait_lost(c, h_ns, "epochs", &err), KL_OK);
         if (i > 0 && e[i] <= e[i - 1])
             fail_msg("term %d (%s) got epoch %lld after %lld", i, ids[i], (long long)e[i],
                      (long long)e[i - 1]);
@@ -147,23 +147,23 @@ static void test_sequential_handoff_is_fast(void **state)
     int64_t ea = 0, eb = 0;
     run_and_win(a, "handoff", "candidate-a:8080", &ea);
     holder_is(a, "handoff", "candidate-a:8080", NULL);
-    assert_int_equal(kl_run_election(b, "default", "handoff", "candidate-b:8080", LD, RD, RP, &err),
+    assert_int_equal(kl_run_election(b, h_ns, "handoff", "candidate-b:8080", LD, RD, RP, &err),
                      KL_OK);
-    assert_int_equal(kl_wait_elected(b, "default", "handoff", 0, NULL, &err), KL_ERR_TIMEOUT);
-    assert_int_equal(kl_run_election(b, "default", "handoff", "candidate-b:8080", LD, RD, RP, &err),
+    assert_int_equal(kl_wait_elected(b, h_ns, "handoff", 0, NULL, &err), KL_ERR_TIMEOUT);
+    assert_int_equal(kl_run_election(b, h_ns, "handoff", "candidate-b:8080", LD, RD, RP, &err),
                      KL_OK);
-    assert_int_equal(kl_is_leader(b, "default", "handoff", NULL, &err), 0);
+    assert_int_equal(kl_is_leader(b, h_ns, "handoff", NULL, &err), 0);
 
     int64_t t0 = h_now_ms();
-    assert_int_equal(kl_cancel_election(a, "default", "handoff", &err), KL_OK);
-    assert_int_equal(kl_wait_elected(b, "default", "handoff", 15, &eb, &err), KL_OK);
+    assert_int_equal(kl_cancel_election(a, h_ns, "handoff", &err), KL_OK);
+    assert_int_equal(kl_wait_elected(b, h_ns, "handoff", 15, &eb, &err), KL_OK);
     int64_t took = h_now_ms() - t0;
     printf("handoff after kl_cancel_election: %lld ms (epoch %lld -> %lld)\n", (long long)took,
            (long long)ea, (long long)eb);
     assert_true(eb > ea);
     assert_true(took < 1000);
     holder_is(a, "handoff", "candidate-b:8080", NULL);
-    assert_int_equal(kl_wait_lost(a, "default", "handoff", &err), KL_OK);
+    assert_int_equal(kl_wait_lost(a, h_ns, "handoff", &err), KL_OK);
     kl_client_free(a);
     kl_client_free(b);
 }
@@ -178,9 +178,9 @@ static void *contend(void *arg)
 {
     struct contender *k = arg;
     kl_error err;
-    k->rc = kl_run_election(k->c, "default", "concurrent", k->id, LD, RD, RP, &err);
+    k->rc = kl_run_election(k->c, h_ns, "concurrent", k->id, LD, RD, RP, &err);
     if (k->rc == KL_OK)
-        k->rc = kl_wait_elected(k->c, "default", "concurrent", 3, NULL, &err);
+        k->rc = kl_wait_elected(k->c, h_ns, "concurrent", 3, NULL, &err);
     return NULL;
 }
 
@@ -208,7 +208,7 @@ static void test_concurrent_candidates_one_winner(void **state)
     }
     assert_int_equal(winners, 1);
     /* The winner still leads: the losers' timeouts cancelled only them. */
-    assert_int_equal(kl_is_leader(k[winner].c, "default", "concurrent", NULL, NULL), 1);
+    assert_int_equal(kl_is_leader(k[winner].c, h_ns, "concurrent", NULL, NULL), 1);
     holder_is(k[winner].c, "concurrent", k[winner].id, NULL);
     for (int i = 0; i < 3; i++)
         kl_client_free(k[i].c);
@@ -225,7 +225,7 @@ static void *wait_lost_thread(void *arg)
 {
     struct waiter *w = arg;
     kl_error err;
-    w->rc = kl_wait_lost(w->c, "default", w->lease, &err);
+    w->rc = kl_wait_lost(w->c, h_ns, w->lease, &err);
     w->returned_at = h_now_ms();
     return NULL;
 }
@@ -241,7 +241,7 @@ static void test_cancel_makes_wait_lost_return_promptly(void **state)
     pthread_create(&t, NULL, wait_lost_thread, &w);
     h_sleep_ms(200); /* let it block; a later start only makes it return sooner */
     int64_t t0 = h_now_ms();
-    assert_int_equal(kl_cancel_election(c, "default", "cancel", &err), KL_OK);
+    assert_int_equal(kl_cancel_election(c, h_ns, "cancel", &err), KL_OK);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, KL_OK);
     printf("kl_wait_lost returned %lld ms after kl_cancel_election\n",
@@ -262,7 +262,7 @@ static void *read_holder(void *arg)
         kl_error err;
         char *holder = NULL;
         int64_t epoch = 0;
-        if (kl_get_holder(r->c, "default", "active-get-holder", &holder, &epoch, &err) != KL_OK ||
+        if (kl_get_holder(r->c, h_ns, "active-get-holder", &holder, &epoch, &err) != KL_OK ||
             !holder || strcmp(holder, "active-node:8080") != 0 || epoch < 1)
             r->bad++;
         kl_free(holder);
@@ -286,7 +286,7 @@ static void test_get_holder_during_election_from_threads(void **state)
         pthread_join(t[i], NULL);
         assert_int_equal(r[i].bad, 0);
     }
-    assert_int_equal(kl_is_leader(c, "default", "active-get-holder", NULL, NULL), 1);
+    assert_int_equal(kl_is_leader(c, h_ns, "active-get-holder", NULL, NULL), 1);
     kl_client_free(c);
 }
 
@@ -303,7 +303,7 @@ static pid_t replica_leader(const char *lease, const char *id, char *log, size_t
     int64_t until = h_now_ms() + 10000;
     for (;;) {
         char *holder = NULL;
-        kl_get_holder(observer, "default", lease, &holder, NULL, NULL);
+        kl_get_holder(observer, h_ns, lease, &holder, NULL, NULL);
         int ok = holder && strcmp(holder, id) == 0;
         kl_free(holder);
         if (ok)
@@ -336,7 +336,7 @@ static void test_empty_holder_after_leader_dies(void **state)
     int64_t until = t0 + LD * 1000 + 2000;
     for (;;) {
         kl_error err;
-        assert_int_equal(kl_get_holder(c, "default", "expired-leader", &holder, NULL, &err), KL_OK);
+        assert_int_equal(kl_get_holder(c, h_ns, "expired-leader", &holder, NULL, &err), KL_OK);
         if (!holder)
             break;
         kl_free(holder);
@@ -362,13 +362,13 @@ static void test_failover_after_leader_death(void **state)
     int64_t e1 = 0, e2 = 0;
     pid_t pid = replica_leader("failover", "leader-1:8080", log, sizeof(log), c);
     holder_is(c, "failover", "leader-1:8080", &e1);
-    assert_int_equal(kl_run_election(c, "default", "failover", "leader-2:8080", LD, RD, RP, &err),
+    assert_int_equal(kl_run_election(c, h_ns, "failover", "leader-2:8080", LD, RD, RP, &err),
                      KL_OK);
-    assert_int_equal(kl_wait_lost_timeout(c, "default", "failover", 300, &err), KL_ERR_TIMEOUT);
-    assert_int_equal(kl_is_leader(c, "default", "failover", NULL, NULL), 0);
+    assert_int_equal(kl_wait_lost_timeout(c, h_ns, "failover", 300, &err), KL_ERR_TIMEOUT);
+    assert_int_equal(kl_is_leader(c, h_ns, "failover", NULL, NULL), 0);
     int64_t t0 = h_now_ms();
     kill(pid, SIGKILL);
-    assert_int_equal(kl_wait_elected(c, "default", "failover", 15, &e2, &err), KL_OK);
+    assert_int_equal(kl_wait_elected(c, h_ns, "failover", 15, &e2, &err), KL_OK);
     int64_t took = h_now_ms() - t0;
     printf("failover after SIGKILL of the leader: %lld ms (lease duration %d s)\n", (long long)took,
            LD);
@@ -385,18 +385,18 @@ static void test_wait_elected_timeout_cancels_the_election(void **state)
     kl_client *a = new_client(), *b = new_client();
     kl_error err;
     run_and_win(a, "timeout", "holder-a", NULL);
-    assert_int_equal(kl_run_election(b, "default", "timeout", "hopeful-b", LD, RD, RP, &err),
+    assert_int_equal(kl_run_election(b, h_ns, "timeout", "hopeful-b", LD, RD, RP, &err),
                      KL_OK);
     int64_t t0 = h_now_ms();
-    assert_int_equal(kl_wait_elected(b, "default", "timeout", 1, NULL, &err), KL_ERR_TIMEOUT);
+    assert_int_equal(kl_wait_elected(b, h_ns, "timeout", 1, NULL, &err), KL_ERR_TIMEOUT);
     assert_true(h_now_ms() - t0 < 2000);
-    assert_int_equal(kl_wait_lost(b, "default", "timeout", &err), KL_OK);
+    assert_int_equal(kl_wait_lost(b, h_ns, "timeout", &err), KL_OK);
     /* B no longer campaigns: after A resigns nobody takes over. */
-    assert_int_equal(kl_cancel_election(a, "default", "timeout", &err), KL_OK);
+    assert_int_equal(kl_cancel_election(a, h_ns, "timeout", &err), KL_OK);
     int64_t until = h_now_ms() + 2000;
     for (;;) { /* the resignation is asynchronous: wait for the release */
         char *holder = NULL;
-        assert_int_equal(kl_get_holder(a, "default", "timeout", &holder, NULL, &err), KL_OK);
+        assert_int_equal(kl_get_holder(a, h_ns, "timeout", &holder, NULL, &err), KL_OK);
         int released = holder == NULL;
         kl_free(holder);
         if (released)
@@ -420,11 +420,11 @@ static void test_double_run_election_is_refused(void **state)
     kl_client *c = new_client();
     kl_error err;
     run_and_win(c, "double", "dbl", NULL);
-    assert_int_equal(kl_run_election(c, "default", "double", "dbl", LD, RD, RP, &err),
+    assert_int_equal(kl_run_election(c, h_ns, "double", "dbl", LD, RD, RP, &err),
                      KL_ERR_ALREADY_RUNNING);
-    assert_non_null(strstr(err.message, "default/double"));
+    assert_non_null(strstr(err.message, "/double already running"));
     /* The running election is untouched. */
-    assert_int_equal(kl_is_leader(c, "default", "double", NULL, NULL), 1);
+    assert_int_equal(kl_is_leader(c, h_ns, "double", NULL, NULL), 1);
     kl_client_free(c);
 }
 
@@ -456,7 +456,7 @@ static void on_holder(void *ctx, const char *holder, size_t len, int64_t epoch)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (s->cancel_inside)
-        kl_cancel_watch(s->c, "default", s->lease, NULL);
+        kl_cancel_watch(s->c, h_ns, s->lease, NULL);
 }
 
 /* Waits until at least n callbacks were seen (5 s at most). */
@@ -481,8 +481,8 @@ static void test_watch_current_state_then_changes_then_silence(void **state)
     struct seen s = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {{0}}, {0}, 0, w, "watched"};
     int64_t ea = 0;
-    assert_int_equal(kl_watch_holder(w, "default", "watched", on_holder, &s, &err), KL_OK);
-    assert_int_equal(kl_watch_holder(w, "default", "watched", on_holder, &s, &err),
+    assert_int_equal(kl_watch_holder(w, h_ns, "watched", on_holder, &s, &err), KL_OK);
+    assert_int_equal(kl_watch_holder(w, h_ns, "watched", on_holder, &s, &err),
                      KL_ERR_ALREADY_WATCHING);
     assert_true(seen_wait(&s, 1) >= 1); /* the current state: no Lease */
     assert_string_equal(s.holder[0], "");
@@ -491,24 +491,24 @@ static void test_watch_current_state_then_changes_then_silence(void **state)
     assert_true(n >= 2);
     assert_string_equal(s.holder[n - 1], "watch-a");
     assert_int_equal(s.epoch[n - 1], ea);
-    assert_int_equal(kl_cancel_election(a, "default", "watched", &err), KL_OK);
+    assert_int_equal(kl_cancel_election(a, h_ns, "watched", &err), KL_OK);
     n = seen_wait(&s, n + 1);
     assert_string_equal(s.holder[n - 1], "");
     assert_int_equal(s.epoch[n - 1], ea);
 
-    assert_int_equal(kl_cancel_watch(w, "default", "watched", &err), KL_OK);
+    assert_int_equal(kl_cancel_watch(w, h_ns, "watched", &err), KL_OK);
     pthread_mutex_lock(&s.mu);
     int frozen = s.n;
     pthread_mutex_unlock(&s.mu);
     run_and_win(b, "watched", "watch-b", NULL);
     holder_is(b, "watched", "watch-b", NULL);
-    assert_int_equal(kl_cancel_election(b, "default", "watched", &err), KL_OK);
+    assert_int_equal(kl_cancel_election(b, h_ns, "watched", &err), KL_OK);
     /* A fresh watch (another client) sees the final state, proving the
      * changes were published; the cancelled one saw nothing. */
     kl_client *w2 = new_client();
     struct seen s2 = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {{0}}, {0}, 0, w2, "watched"};
-    assert_int_equal(kl_watch_holder(w2, "default", "watched", on_holder, &s2, &err), KL_OK);
+    assert_int_equal(kl_watch_holder(w2, h_ns, "watched", on_holder, &s2, &err), KL_OK);
     assert_true(seen_wait(&s2, 1) >= 1);
     kl_client_free(w2);
     pthread_mutex_lock(&s.mu);
@@ -526,14 +526,14 @@ static void test_watch_cancelled_from_its_callback(void **state)
     kl_error err;
     struct seen s = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {{0}}, {0}, 1, w, "self-cancel"};
-    assert_int_equal(kl_watch_holder(w, "default", "self-cancel", on_holder, &s, &err), KL_OK);
+    assert_int_equal(kl_watch_holder(w, h_ns, "self-cancel", on_holder, &s, &err), KL_OK);
     assert_int_equal(seen_wait(&s, 1), 1);
     run_and_win(a, "self-cancel", "sc-a", NULL);
     holder_is(a, "self-cancel", "sc-a", NULL);
     /* A new watch is allowed after the self-cancel. */
     struct seen s2 = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {{0}}, {0}, 0, w, "self-cancel"};
-    assert_int_equal(kl_watch_holder(w, "default", "self-cancel", on_holder, &s2, &err), KL_OK);
+    assert_int_equal(kl_watch_holder(w, h_ns, "self-cancel", on_holder, &s2, &err), KL_OK);
     assert_true(seen_wait(&s2, 1) >= 1);
     assert_string_equal(s2.holder[0], "sc-a");
     kl_client_free(w);

@@ -255,6 +255,143 @@ static void test_engine_resume_after_validity_fails(void **state)
     sink_free(a2);
 }
 
+/* Rule 1 across replicas of the service: a client that moved to another
+ * replica (resume there) keeps its term; the replica it left must not
+ * release the Lease when the validity it had granted runs out. */
+static void test_engine_resume_on_other_replica_is_not_released_by_the_first(void **state)
+{
+    fixture *f = *state;
+    engine_config cfg = {.loop = f->loop, .store = f->store};
+    engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
+    sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
+    campaign(f, a, req_for("moved", "mover"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    engine_reply c = confirm(f, "moved", "mover", epoch);
+    assert_int_equal(c.code, ENGINE_OK);
+    int64_t first_granted_until = mono_ms() + c.valid_for_ms;
+    engine_campaign_detach(f->engine, a->id); /* the connection to replica 1 broke */
+
+    engine_campaign_req r = req_for("moved", "mover");
+    r.resume_epoch = epoch;
+    a2->id = engine_campaign(e2, &r, listener_of(a2));
+    int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_true(a2->events[j].resumed);
+    assert_int_equal(a2->events[j].epoch, epoch);
+    engine_campaign_req rb = req_for("moved", "standby");
+    b->id = engine_campaign(e2, &rb, listener_of(b));
+
+    /* Keep confirming on replica 2 well past what replica 1 had granted. */
+    while (mono_ms() < first_granted_until + 2500) {
+        reply_box bx = BOX_INIT;
+        assert_int_equal(engine_confirm(e2, "default", "moved", "mover", epoch, box_done, &bx), 0);
+        box_wait(&bx);
+        assert_int_equal(bx.r.code, ENGINE_OK);
+        assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 300) < 0);
+    }
+    engine_reply h = get_holder(f, "moved", true);
+    assert_string_equal(h.holder, "mover");
+    assert_int_equal(h.epoch, epoch);
+
+    reply_box rs = BOX_INIT;
+    engine_resign(e2, "default", "moved", "mover", box_done, &rs);
+    box_wait(&rs);
+    assert_true(rs.r.released);
+    assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    reply_box rs2 = BOX_INIT;
+    engine_resign(e2, "default", "moved", "standby", box_done, &rs2);
+    box_wait(&rs2);
+    assert_true(wait_closed(b, 5000));
+    assert_true(wait_closed(a2, 5000));
+    /* Stop replica 2 first (its stop also stops the shared loop). */
+    engine_stop(e2);
+    pthread_join(f->thread, NULL);
+    f->stopped = true;
+    engine_stop(f->engine);
+    loop_drain(f->loop);
+    engine_free(e2);
+    sink_free(a);
+    sink_free(a2);
+    sink_free(b);
+}
+
+static void set_latency(fixture *f, void *arg)
+{
+    store_memory_set_latency(f->store, *(int *)arg);
+}
+
+/* A resignation that arrives while a renewal is in flight releases once the
+ * renewal has landed (with its new resourceVersion), instead of failing
+ * with a conflict and leaving the Lease to expire. */
+static void test_engine_resign_during_renewal_still_releases(void **state)
+{
+    fixture *f = *state;
+    int latency = 800;
+    run_on_loop(f, set_latency, &latency);
+    sink *a = sink_new(), *b = sink_new();
+    engine_campaign_req r = req_for("slow-store", "leader");
+    r.lease_duration_s = 6;
+    r.renew_deadline_s = 4;
+    r.retry_period_s = 1;
+    campaign(f, a, r);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    engine_campaign_req rb = req_for("slow-store", "standby");
+    rb.lease_duration_s = 6;
+    rb.renew_deadline_s = 4;
+    rb.retry_period_s = 1;
+    campaign(f, b, rb);
+    /* The first renewal is sent 1 s after the acquisition and takes 0.8 s:
+     * resign in the middle of it, confirming until then. */
+    while (mono_ms() < a->at_ms[i] + 1300) {
+        assert_int_equal(confirm(f, "slow-store", "leader", epoch).code, ENGINE_OK);
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    engine_reply res = resign(f, "slow-store", "leader");
+    assert_true(res.released);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 4000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch + 1);
+    latency = 0;
+    run_on_loop(f, set_latency, &latency);
+    resign(f, "slow-store", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* --dev: the memory store forgets everything on restart, so a new process
+ * grants no term before a previous run's grants could have run out. */
+static void test_engine_volatile_store_holds_first_acquisition_for_a_grant(void **state)
+{
+    (void)state;
+    loop *l = loop_new();
+    store *s = store_memory_new(l);
+    engine_config cfg = {.loop = l, .store = s, .volatile_store = true};
+    engine *e = engine_new(&cfg);
+    int64_t started = mono_ms();
+    pthread_t t;
+    pthread_create(&t, NULL, engine_thread, e);
+    sink *a = sink_new();
+    engine_campaign_req r = req_for("after-restart", "a");
+    a->id = engine_campaign(e, &r, listener_of(a));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_true(a->at_ms[i] - started >= 2000); /* the retry period: the default grant */
+    assert_true(a->at_ms[i] - started < 3000);
+    engine_stop(e);
+    pthread_join(t, NULL);
+    loop_drain(l);
+    engine_free(e);
+    store_free(s);
+    loop_free(l);
+    sink_free(a);
+}
+
 /* ---------- foreign writers, observed time ---------- */
 
 typedef struct put_arg {
@@ -584,6 +721,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_validation_names_the_field),
+        cmocka_unit_test(test_engine_volatile_store_holds_first_acquisition_for_a_grant),
         cmocka_unit_test_setup_teardown(test_engine_single_candidate_is_elected_with_epoch_1, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_release_wakes_next_candidate_with_larger_epoch,
@@ -599,6 +737,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_resume_within_validity_keeps_epoch, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_resume_after_validity_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_resign_during_renewal_still_releases, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_resume_on_other_replica_is_not_released_by_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_expiry_by_observed_time_ignores_renew_time,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_respects_foreign_holder_until_release, setup,

@@ -1,0 +1,180 @@
+/* libkubelease when the connection or the service misbehaves, against a real
+ * `kubeleased --dev`:
+ * - the network between client and service breaks (a loopback proxy cuts
+ *   every connection): the leader reconnects and resumes its term, same
+ *   epoch, without ever reporting a loss (rules 2 and 5);
+ * - the service freezes for less than the validity: no loss;
+ * - the service is killed and restarted: the host process survives (SIGPIPE
+ *   left at its default), the leader reports the loss by its deadline, the
+ *   standby and the watch carry on with the new service. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "client_harness.h"
+#include "kubelease.h"
+#include "tcp_proxy.h"
+
+static struct server srv;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    h_require_server();
+    signal(SIGPIPE, SIG_DFL); /* the library must not rely on the host ignoring it */
+    h_server_start(&srv, 0);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    h_server_cleanup(&srv);
+    return 0;
+}
+
+static kl_client *client_at(const char *endpoint)
+{
+    kl_error err;
+    kl_client *c = kl_client_new(endpoint, &err);
+    if (!c)
+        fail_msg("kl_client_new: %s", err.message);
+    return c;
+}
+
+static void win(kl_client *c, const char *lease, const char *id, int64_t *epoch)
+{
+    kl_error err;
+    if (kl_run_election(c, h_ns, lease, id, 5, 4, 1, &err) != KL_OK ||
+        kl_wait_elected(c, h_ns, lease, 15, epoch, &err) != KL_OK)
+        fail_msg("%s could not win %s: %s", id, lease, err.message);
+}
+
+static void test_resume_after_broken_connection(void **state)
+{
+    (void)state;
+    struct tcp_proxy p;
+    char ep[64];
+    kl_error err;
+    int64_t epoch = 0, hepoch = 0;
+    proxy_start(&p, srv.port);
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
+    kl_client *c = client_at(ep), *direct = client_at(srv.endpoint);
+    win(c, "resume", "resumer", &epoch);
+    for (int round = 0; round < 3; round++) {
+        int before = atomic_load(&p.accepted);
+        proxy_cut(&p);
+        /* Leadership survives the break: no loss reported for 3 s (three
+         * validities), and the client reconnected. */
+        int rc = kl_wait_lost_timeout(c, h_ns, "resume", 3000, &err);
+        if (rc != KL_ERR_TIMEOUT)
+            fail_msg("round %d: leadership lost after a broken connection: %s", round, err.message);
+        assert_true(atomic_load(&p.accepted) > before);
+        assert_int_equal(kl_is_leader(c, h_ns, "resume", NULL, &err), 1);
+        char *holder = NULL;
+        assert_int_equal(kl_get_holder(direct, h_ns, "resume", &holder, &hepoch, &err), KL_OK);
+        assert_non_null(holder);
+        assert_string_equal(holder, "resumer");
+        kl_free(holder);
+        assert_int_equal(hepoch, epoch); /* resumed, not a new term */
+    }
+    assert_int_equal(kl_cancel_election(c, h_ns, "resume", &err), KL_OK);
+    assert_int_equal(kl_wait_lost(c, h_ns, "resume", &err), KL_OK);
+    kl_client_free(c);
+    kl_client_free(direct);
+    proxy_stop(&p);
+}
+
+static void test_brief_freeze_is_not_a_loss(void **state)
+{
+    (void)state;
+    kl_client *c = client_at(srv.endpoint);
+    kl_error err;
+    int64_t epoch = 0, epoch2 = 0;
+    win(c, "freeze", "freezer", &epoch);
+    for (int i = 0; i < 3; i++) {
+        h_server_signal(&srv, SIGSTOP);
+        h_sleep_ms(250);
+        h_server_signal(&srv, SIGCONT);
+        if (kl_wait_lost_timeout(c, h_ns, "freeze", 1500, &err) != KL_ERR_TIMEOUT)
+            fail_msg("a 250 ms freeze cost the leadership: %s", err.message);
+    }
+    char *holder = NULL;
+    assert_int_equal(kl_get_holder(c, h_ns, "freeze", &holder, &epoch2, &err), KL_OK);
+    assert_string_equal(holder, "freezer");
+    kl_free(holder);
+    assert_int_equal(epoch2, epoch);
+    kl_client_free(c);
+}
+
+struct last_holder {
+    pthread_mutex_t mu;
+    char holder[64];
+    int calls;
+};
+
+static void remember(void *ctx, const char *holder, size_t len, int64_t epoch)
+{
+    struct last_holder *l = ctx;
+    (void)epoch;
+    pthread_mutex_lock(&l->mu);
+    snprintf(l->holder, sizeof(l->holder), "%.*s", (int)len, holder ? holder : "");
+    l->calls++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void test_service_crash_and_restart(void **state)
+{
+    (void)state;
+    kl_client *a = client_at(srv.endpoint), *b = client_at(srv.endpoint);
+    kl_error err;
+    int64_t valid = 0;
+    struct last_holder seen = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+    win(a, "crash", "crash-a", NULL);
+    assert_int_equal(kl_run_election(b, h_ns, "crash", "crash-b", 5, 4, 1, &err), KL_OK);
+    assert_int_equal(kl_watch_holder(b, h_ns, "crash", remember, &seen, &err), KL_OK);
+    assert_int_equal(kl_is_leader(a, h_ns, "crash", &valid, &err), 1);
+
+    int64_t t0 = h_now_ms();
+    h_server_stop(&srv, 1);
+    /* Without the service the leader must step down by its deadline. */
+    int rc = kl_wait_lost(a, h_ns, "crash", &err);
+    int64_t lost_after = h_now_ms() - t0;
+    assert_int_equal(rc, KL_ERR_LOST);
+    printf("leader stepped down %lld ms after the service died (validity %lld ms): %s\n",
+           (long long)lost_after, (long long)valid, err.message);
+    assert_true(lost_after <= valid + 300);
+    h_server_start(&srv, srv.port);
+    /* The standby campaigns on the new service and wins. */
+    int64_t epoch = 0;
+    assert_int_equal(kl_wait_elected(b, h_ns, "crash", 15, &epoch, &err), KL_OK);
+    printf("standby elected %lld ms after the service died\n", (long long)(h_now_ms() - t0));
+    /* The watch reconnected and reports the new holder. */
+    int64_t until = h_now_ms() + 5000;
+    for (;;) {
+        pthread_mutex_lock(&seen.mu);
+        int ok = strcmp(seen.holder, "crash-b") == 0;
+        pthread_mutex_unlock(&seen.mu);
+        if (ok)
+            break;
+        if (h_now_ms() > until)
+            fail_msg("the watch did not report crash-b after the restart");
+        h_sleep_ms(20);
+    }
+    kl_client_free(a);
+    kl_client_free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_after_broken_connection),
+        cmocka_unit_test(test_brief_freeze_is_not_a_loss),
+        cmocka_unit_test(test_service_crash_and_restart),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
