@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/metrics.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "store/kube.h"
@@ -26,6 +28,7 @@
 
 typedef struct options {
     const char *listen;
+    const char *port_file;
     bool dev;
     const char *kubeconfig;
     const char *context;
@@ -56,6 +59,8 @@ typedef struct flag {
 static const flag flags[] = {
     {"listen", FLAG_STRING, OPT(listen), 0, 0, "ADDR:PORT", "0.0.0.0:8080",
      "address and port to serve on ([::1]:8080 for IPv6; port 0 picks a free one)"},
+    {"port-file", FLAG_STRING, OPT(port_file), 0, 0, "PATH", "none",
+     "once listening, write the bound port (one line) to PATH; handy with port 0"},
     {"dev", FLAG_BOOL, OPT(dev), 0, 0, NULL, "false",
      "use the in-memory lease store (no cluster); leases live as long as the process"},
     {"kubeconfig", FLAG_STRING, OPT(kubeconfig), 0, 0, "PATH", "in-cluster config",
@@ -238,6 +243,28 @@ static char **split_namespaces(char *list)
     return out;
 }
 
+/* Writes the port to path atomically (a temp file renamed into place), so a
+ * reader never sees a partial line. */
+static int write_port_file(const char *path, unsigned port)
+{
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return -1;
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int rc = -1;
+    if (f) {
+        int ok = fprintf(f, "%u\n", port) > 0;
+        if (fclose(f) == 0 && ok && rename(tmp, path) == 0)
+            rc = 0;
+        else
+            unlink(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
 static void *engine_thread(void *arg)
 {
     engine_run(arg);
@@ -273,6 +300,11 @@ int main(int argc, char **argv)
                         "--context and --sa-dir\n");
         return EXIT_USAGE;
     }
+    char lerr[256];
+    if (http_listen_check(o.listen, lerr, sizeof lerr) != 0) {
+        fprintf(stderr, "kubeleased: --listen: %s\n", lerr);
+        return EXIT_USAGE;
+    }
     char *ns_copy = NULL;
     char **namespaces = NULL;
     if (o.namespaces) {
@@ -284,6 +316,13 @@ int main(int argc, char **argv)
         }
     }
     log_set_level(level);
+    metrics_init();
+    {
+        char v[64], labels[96];
+        metrics_label_escape(KL_VERSION_STRING, v, sizeof v);
+        snprintf(labels, sizeof labels, "version=\"%s\"", v);
+        metrics_set("kubelease_build_info", labels, 1);
+    }
 
     /* Signals are taken synchronously by this thread (sigwait); every other
      * thread inherits the blocked mask. */
@@ -347,6 +386,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "kubeleased: %s\n", err);
         goto done;
     }
+    if (o.port_file && write_port_file(o.port_file, (unsigned)http_server_port(srv)) != 0) {
+        fprintf(stderr, "kubeleased: --port-file: cannot write %s: %s\n", o.port_file,
+                strerror(errno));
+        goto done;
+    }
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld",
@@ -362,14 +406,14 @@ done:
     /* Shutdown order: stop accepting; stop the engine (Lost SHUTDOWN to
      * campaigns, watches closed, Leases kept); end what the engine left;
      * let streams write their end frames; then stop the daemon. */
-    if (srv)
+    if (srv) {
         http_server_quiesce(srv);
+        http_server_engine_stopped(srv);
+    }
     if (engine_started) {
         engine_stop(e);
         pthread_join(engine_tid, NULL);
     }
-    if (srv)
-        http_server_engine_stopped(srv);
     engine_free(e);
     if (srv) {
         http_server_engine_gone(srv);

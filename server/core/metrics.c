@@ -362,4 +362,6 @@ void metrics_init(void)
     metrics_declare("kubelease_rpc_duration_seconds", METRICS_HISTOGRAM,
                     "Latency of unary RPCs, by method.", latency,
                     sizeof latency / sizeof latency[0]);
+    metrics_declare("kubelease_rpc_streams_open", METRICS_GAUGE,
+                    "Campaign and WatchHolder streams open now, by method.", NULL, 0);
 }

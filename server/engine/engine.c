@@ -347,13 +347,13 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     term *t = ls->term;
     if (!t || t->ending)
         return;
-    log_event(reason == ENGINE_LOST_RESIGNED ? LOG_INFO : LOG_WARN, "term_lost",
-              "ns=%s lease=%s identity=%s epoch=%lld reason=%d released=%d msg=%s", ls->ns,
-              ls->name, log_q(t->identity), (long long)t->epoch, (int)reason, (int)release,
-              log_q(msg));
     static const char *const reasons[] = {"unspecified", "resigned", "renew_failed",
                                           "superseded",  "deleted",  "resume_failed",
                                           "shutdown",    "expired"};
+    log_event(reason == ENGINE_LOST_RESIGNED ? LOG_INFO : LOG_WARN, "term_lost",
+              "ns=%s lease=%s identity=%s epoch=%lld reason=%s released=%d msg=%s", ls->ns,
+              ls->name, log_q(t->identity), (long long)t->epoch,
+              (unsigned)reason < 8 ? reasons[reason] : "unknown", (int)release, log_q(msg));
     char labels[400];
     lease_labels(ls, labels, sizeof labels);
     char with_reason[460];

@@ -1,89 +1,345 @@
-/* Minimal operator endpoints until the observability module replaces them:
- * no /metrics (404) and a plain status page. */
+/* Operator endpoints: /metrics (the registry of core/metrics.c plus RPC
+ * accounting) and the status page at /.
+ *
+ * The status page is one self-contained HTML document (inline CSS and JS, no
+ * external assets). The server renders the current leases into it, so it is
+ * useful without JS; the script then refreshes the table every 2 s by calling
+ * the ListLeases RPC with JSON (the public API, no private endpoint) and
+ * counts the times down between refreshes. Every value is HTML-escaped on
+ * the server and set with textContent in the browser. */
 #include "http/http_ops.h"
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/metrics.h"
+
 int http_ops_metrics(char **body, size_t *len, const char **content_type)
 {
-    (void)body;
-    (void)len;
-    (void)content_type;
-    return -1;
-}
-
-/* Escapes the HTML special characters of s into out. */
-static void html_escape(const char *s, char *out, size_t out_len)
-{
-    size_t o = 0;
-    for (; *s && o + 7 < out_len; s++) {
-        const char *rep = NULL;
-        switch (*s) {
-        case '<':
-            rep = "&lt;";
-            break;
-        case '>':
-            rep = "&gt;";
-            break;
-        case '&':
-            rep = "&amp;";
-            break;
-        case '"':
-            rep = "&quot;";
-            break;
-        }
-        if (rep) {
-            size_t n = strlen(rep);
-            memcpy(out + o, rep, n);
-            o += n;
-        } else {
-            out[o++] = *s;
-        }
-    }
-    out[o] = '\0';
-}
-
-int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
-                         const char **content_type)
-{
-    size_t cap = 1024 + list->n_leases * 2048;
-    char *buf = malloc(cap);
-    if (!buf)
+    size_t n = 0;
+    char *text = metrics_render(&n);
+    if (!text)
         return -1;
-    size_t o = (size_t)snprintf(buf, cap,
-                                "<!doctype html><html><head><meta charset=\"utf-8\">"
-                                "<title>kubelease</title></head><body><h1>kubelease</h1>"
-                                "<table><tr><th>namespace</th><th>lease</th><th>holder</th>"
-                                "<th>epoch</th><th>candidates</th><th>watchers</th></tr>\n");
-    for (size_t i = 0; i < list->n_leases && o < cap; i++) {
-        const engine_lease_status *l = &list->leases[i];
-        char holder[STORE_HOLDER_MAX * 6];
-        html_escape(l->holder, holder, sizeof holder);
-        o += (size_t)snprintf(buf + o, cap - o,
-                              "<tr><td>%s</td><td>%s</td><td>%s</td><td>%lld</td><td>%d</td>"
-                              "<td>%d</td></tr>\n",
-                              l->ns, l->name, holder, (long long)l->epoch, (int)l->candidates,
-                              (int)l->watchers);
-    }
-    if (o < cap)
-        o += (size_t)snprintf(buf + o, cap - o, "</table></body></html>\n");
-    *body = buf;
-    *len = o < cap ? o : cap - 1;
-    *content_type = "text/html; charset=utf-8";
+    *body = text;
+    *len = n;
+    *content_type = "text/plain; version=0.0.4; charset=utf-8";
     return 0;
 }
 
 void http_ops_rpc_done(const char *method, const char *code, double seconds)
 {
-    (void)method;
-    (void)code;
-    (void)seconds;
+    char m[64], c[64], labels[160];
+    metrics_label_escape(method, m, sizeof m);
+    metrics_label_escape(code, c, sizeof c);
+    snprintf(labels, sizeof labels, "method=\"%s\",code=\"%s\"", m, c);
+    metrics_add("kubelease_rpc_requests_total", labels, 1);
+    /* Streams last as long as their clients: their duration says nothing
+     * about the service's latency. */
+    if (strcmp(method, "Campaign") != 0 && strcmp(method, "WatchHolder") != 0) {
+        snprintf(labels, sizeof labels, "method=\"%s\"", m);
+        metrics_observe("kubelease_rpc_duration_seconds", labels, seconds);
+    }
 }
 
 void http_ops_stream(const char *method, int delta)
 {
-    (void)method;
-    (void)delta;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static long campaign, watch;
+    char m[64], labels[96];
+    metrics_label_escape(method, m, sizeof m);
+    snprintf(labels, sizeof labels, "method=\"%s\"", m);
+    pthread_mutex_lock(&mu);
+    long *n = strcmp(method, "Campaign") == 0 ? &campaign : &watch;
+    *n += delta;
+    metrics_set("kubelease_rpc_streams_open", labels, (double)*n);
+    pthread_mutex_unlock(&mu);
+}
+
+/* ---- status page -------------------------------------------------------- */
+
+typedef struct out {
+    char *p;
+    size_t len, cap;
+    int failed;
+} out;
+
+static void put_raw(out *o, const char *s, size_t n)
+{
+    if (o->failed)
+        return;
+    if (o->len + n + 1 > o->cap) {
+        size_t cap = o->cap ? o->cap : 16384;
+        while (cap < o->len + n + 1)
+            cap *= 2;
+        char *p = realloc(o->p, cap);
+        if (!p) {
+            o->failed = 1;
+            return;
+        }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+    o->p[o->len] = '\0';
+}
+
+static void put_str(out *o, const char *s)
+{
+    put_raw(o, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3))) static void put_fmt(out *o, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        o->failed = 1;
+        return;
+    }
+    put_raw(o, tmp, (size_t)n);
+}
+
+/* HTML-escapes s (text and attribute values alike). */
+static void put_esc(out *o, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<':
+            put_str(o, "&lt;");
+            break;
+        case '>':
+            put_str(o, "&gt;");
+            break;
+        case '&':
+            put_str(o, "&amp;");
+            break;
+        case '"':
+            put_str(o, "&quot;");
+            break;
+        case '\'':
+            put_str(o, "&#39;");
+            break;
+        default:
+            put_raw(o, s, 1);
+        }
+    }
+}
+
+/* A duration for people: "850 ms", "4.2 s", "3 min 05 s", "2 h 04 min", "3 d 02 h". */
+static void put_duration(out *o, long long ms)
+{
+    if (ms < 0) {
+        put_str(o, "\xe2\x80\x94"); /* em dash: unknown */
+        return;
+    }
+    long long s = ms / 1000;
+    if (ms < 1000)
+        put_fmt(o, "%lld ms", ms);
+    else if (ms < 60000)
+        put_fmt(o, "%.1f s", (double)ms / 1000.0);
+    else if (s < 3600)
+        put_fmt(o, "%lld min %02lld s", s / 60, s % 60);
+    else if (s < 86400)
+        put_fmt(o, "%lld h %02lld min", s / 3600, s % 3600 / 60);
+    else
+        put_fmt(o, "%lld d %02lld h", s / 86400, s % 86400 / 3600);
+}
+
+static const char page_head[] =
+    "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<title>kubelease</title>\n<style>\n"
+    ":root{--bg:#f6f7f9;--fg:#1c2330;--muted:#667085;--card:#fff;--line:#e4e7ec;"
+    "--accent:#2f6fde;--ok:#1a7f37;--warn:#b54708;--bad:#b42318}\n"
+    "@media (prefers-color-scheme:dark){:root{--bg:#11151c;--fg:#e6e9ef;--muted:#98a2b3;"
+    "--card:#1a202b;--line:#2a3241;--accent:#6ea0ff;--ok:#4ac26b;--warn:#f5a524;"
+    "--bad:#f97066}}\n"
+    "*{box-sizing:border-box}\n"
+    "body{margin:0;font:15px/1.45 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;"
+    "background:var(--bg);color:var(--fg)}\n"
+    "header{display:flex;flex-wrap:wrap;align-items:baseline;gap:.25rem 1rem;"
+    "padding:1rem 1.25rem;border-bottom:1px solid var(--line);background:var(--card)}\n"
+    "h1{margin:0;font-size:1.3rem;letter-spacing:.01em}\n"
+    "h1 span{color:var(--accent)}\n"
+    ".sub{color:var(--muted);font-size:.9rem}\n"
+    "#state{margin-left:auto;font-size:.85rem;color:var(--muted);white-space:nowrap}\n"
+    "#state::before{content:\"\";display:inline-block;width:.55rem;height:.55rem;"
+    "border-radius:50%;background:var(--ok);margin-right:.4rem;vertical-align:.05rem}\n"
+    "#state.stale::before{background:var(--bad)}\n"
+    "main{padding:1rem 1.25rem;max-width:80rem;margin:0 auto}\n"
+    "table{width:100%;border-collapse:collapse;background:var(--card);"
+    "border:1px solid var(--line);border-radius:.5rem;overflow:hidden}\n"
+    "th,td{padding:.55rem .75rem;text-align:left;border-bottom:1px solid var(--line);"
+    "vertical-align:top}\n"
+    "th{font-size:.75rem;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);"
+    "font-weight:600;background:var(--bg)}\n"
+    "tr:last-child td{border-bottom:0}\n"
+    "td.num{font-variant-numeric:tabular-nums}\n"
+    ".lease{font-weight:600;word-break:break-all}\n"
+    ".ns{color:var(--muted);font-size:.85rem}\n"
+    ".holder{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;"
+    "word-break:break-all}\n"
+    ".none{color:var(--muted);font-style:italic}\n"
+    ".badge{display:inline-block;min-width:1.6rem;padding:0 .4rem;border-radius:1rem;"
+    "background:var(--bg);border:1px solid var(--line);text-align:center}\n"
+    ".valid{color:var(--ok)}\n.expired{color:var(--muted)}\n"
+    "#empty{padding:2rem;text-align:center;color:var(--muted);background:var(--card);"
+    "border:1px dashed var(--line);border-radius:.5rem}\n"
+    "footer{padding:0 1.25rem 1.5rem;max-width:80rem;margin:0 auto;color:var(--muted);"
+    "font-size:.8rem}\n"
+    "footer a{color:var(--accent)}\n"
+    "@media (max-width:720px){\n"
+    " header{padding:.8rem 1rem}main{padding:.75rem}\n"
+    " table,tbody,tr,td{display:block;width:100%}thead{display:none}\n"
+    " table{border:0;background:none}\n"
+    " tr{background:var(--card);border:1px solid var(--line);border-radius:.6rem;"
+    "margin-bottom:.75rem;padding:.35rem 0}\n"
+    " td{display:flex;justify-content:space-between;gap:1rem;border:0;padding:.3rem .9rem}\n"
+    " td::before{content:attr(data-label);color:var(--muted);font-size:.8rem;"
+    "text-transform:uppercase;letter-spacing:.04em;flex:none}\n"
+    " td.first{display:block;border-bottom:1px solid var(--line);padding-bottom:.5rem;"
+    "margin-bottom:.25rem}\n"
+    " td.first::before{content:none}\n"
+    " td>span,td>div{text-align:right}td.first>div{text-align:left}\n"
+    "}\n"
+    "</style></head><body>\n"
+    "<header><h1><span>kube</span>lease</h1>"
+    "<div class=\"sub\">leader elections served by this replica</div>"
+    "<div id=\"state\">rendered by the server</div></header>\n<main>\n";
+
+static const char table_head[] =
+    "<table id=\"leases\"><thead><tr><th>Lease</th><th>Holder</th><th>Epoch</th>"
+    "<th>Since last transition</th><th>Remaining validity</th><th>Lease duration</th>"
+    "<th>Candidates</th><th>Watchers</th></tr></thead><tbody id=\"rows\">\n";
+
+/* Rendering in the browser mirrors row() below; values are set with
+ * textContent, never parsed as HTML. */
+static const char page_script[] =
+    "<script>\n"
+    "(function(){\n"
+    "'use strict';\n"
+    "var rows=document.getElementById('rows'),table=document.getElementById('leases'),\n"
+    "    empty=document.getElementById('empty'),state=document.getElementById('state');\n"
+    "var data=[],fetched=0,lastOk=0;\n"
+    "function dur(ms){if(ms<0||!isFinite(ms))return '\\u2014';var s=Math.floor(ms/1000);\n"
+    " function p(n){return (n<10?'0':'')+n;}\n"
+    " if(ms<1000)return Math.round(ms)+' ms';if(ms<60000)return (ms/1000).toFixed(1)+' s';\n"
+    " if(s<3600)return Math.floor(s/60)+' min '+p(s%60)+' s';\n"
+    " if(s<86400)return Math.floor(s/3600)+' h '+p(Math.floor(s%3600/60))+' min';\n"
+    " return Math.floor(s/86400)+' d '+p(Math.floor(s%86400/3600))+' h';}\n"
+    "function num(v){var n=Number(v||0);return isFinite(n)?n:0;}\n"
+    "function cell(tr,label,cls){var td=document.createElement('td');td.setAttribute("
+    "'data-label',label);\n"
+    " var sp=document.createElement('span');if(cls)sp.className=cls;td.appendChild(sp);"
+    "tr.appendChild(td);return sp;}\n"
+    "function render(){var now=Date.now(),el=now-fetched;rows.textContent='';\n"
+    " data.forEach(function(l){var tr=document.createElement('tr');\n"
+    "  var td=document.createElement('td');td.className='first';td.setAttribute("
+    "'data-label','Lease');\n"
+    "  var d=document.createElement('div');var n=document.createElement('div');"
+    "n.className='lease';\n"
+    "  n.textContent=l.name||'';var s=document.createElement('div');s.className='ns';\n"
+    "  s.textContent='namespace '+(l.namespace||'');d.appendChild(n);d.appendChild(s);"
+    "td.appendChild(d);tr.appendChild(td);\n"
+    "  var h=cell(tr,'Holder',l.holder?'holder':'none');h.textContent=l.holder||"
+    "'(none)';\n"
+    "  cell(tr,'Epoch','num badge').textContent=String(num(l.epoch));\n"
+    "  cell(tr,'Since last transition').textContent=dur(num(l.sinceTransitionMs)+el);\n"
+    "  var v=Math.max(0,num(l.validForMs)-el);var vc=cell(tr,'Remaining validity',"
+    "v>0?'valid':'expired');\n"
+    "  vc.textContent=v>0?dur(v):(l.holder?'not granted here':'\\u2014');\n"
+    "  cell(tr,'Lease duration').textContent=num(l.leaseDurationSeconds)?"
+    "num(l.leaseDurationSeconds)+' s':'\\u2014';\n"
+    "  cell(tr,'Candidates','badge').textContent=String(num(l.candidates));\n"
+    "  cell(tr,'Watchers','badge').textContent=String(num(l.watchers));\n"
+    "  rows.appendChild(tr);});\n"
+    " table.style.display=data.length?'':'none';empty.style.display=data.length?'none':'';\n"
+    " var age=lastOk?Math.round((now-lastOk)/1000):-1;\n"
+    " if(lastOk&&age<6){state.className='';state.textContent='live \\u00b7 updated '+"
+    "new Date(lastOk).toLocaleTimeString();}\n"
+    " else if(lastOk){state.className='stale';state.textContent='stale \\u00b7 no answer "
+    "for '+age+' s';}}\n"
+    "function refresh(){fetch('/kubelease.v1.LeaseService/ListLeases',{method:'POST',\n"
+    "  headers:{'Content-Type':'application/json'},body:'{}',cache:'no-store'})\n"
+    " .then(function(r){if(!r.ok)throw new Error('HTTP '+r.status);return r.json();})\n"
+    " .then(function(j){data=(j&&j.leases)||[];data.sort(function(a,b){\n"
+    "   return (a.namespace+'/'+a.name)<(b.namespace+'/'+b.name)?-1:1;});\n"
+    "   fetched=lastOk=Date.now();render();})\n"
+    " .catch(function(){if(!lastOk){state.className='stale';state.textContent="
+    "'cannot reach the service';}else render();});}\n"
+    "refresh();setInterval(refresh,2000);setInterval(render,250);\n"
+    "})();\n"
+    "</script>\n";
+
+static void row(out *o, const engine_lease_status *l)
+{
+    put_str(o, "<tr><td class=\"first\" data-label=\"Lease\"><div><div class=\"lease\">");
+    put_esc(o, l->name);
+    put_str(o, "</div><div class=\"ns\">namespace ");
+    put_esc(o, l->ns);
+    put_str(o, "</div></div></td>");
+    if (l->holder[0]) {
+        put_str(o, "<td data-label=\"Holder\"><span class=\"holder\">");
+        put_esc(o, l->holder);
+    } else {
+        put_str(o, "<td data-label=\"Holder\"><span class=\"none\">(none)");
+    }
+    put_fmt(o, "</span></td><td data-label=\"Epoch\"><span class=\"num badge\">%lld</span></td>",
+            (long long)l->epoch);
+    put_str(o, "<td data-label=\"Since last transition\"><span>");
+    put_duration(o, l->since_transition_ms);
+    put_str(o, "</span></td>");
+    if (l->valid_for_ms > 0) {
+        put_str(o, "<td data-label=\"Remaining validity\"><span class=\"valid\">");
+        put_duration(o, l->valid_for_ms);
+    } else {
+        put_str(o, "<td data-label=\"Remaining validity\"><span class=\"expired\">");
+        put_str(o, l->holder[0] ? "not granted here" : "\xe2\x80\x94");
+    }
+    put_str(o, "</span></td><td data-label=\"Lease duration\"><span>");
+    if (l->lease_duration_s > 0)
+        put_fmt(o, "%d s", (int)l->lease_duration_s);
+    else
+        put_str(o, "\xe2\x80\x94");
+    put_fmt(o,
+            "</span></td><td data-label=\"Candidates\"><span class=\"badge\">%d</span></td>"
+            "<td data-label=\"Watchers\"><span class=\"badge\">%d</span></td></tr>\n",
+            (int)l->candidates, (int)l->watchers);
+}
+
+int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
+                         const char **content_type)
+{
+    out o = {0};
+    put_str(&o, page_head);
+    put_str(&o, table_head);
+    for (size_t i = 0; i < list->n_leases; i++)
+        row(&o, &list->leases[i]);
+    put_str(&o, "</tbody></table>\n<div id=\"empty\"");
+    if (list->n_leases)
+        put_str(&o, " style=\"display:none\"");
+    put_str(&o, ">No leases yet: leases appear here while a client campaigns for them or "
+                "watches their holder through this replica.</div>\n</main>\n");
+    put_str(&o, "<footer>Remaining validity is what this replica granted the holder at its "
+                "last confirmation (at most the retry period); the Lease itself lasts its "
+                "lease duration. Refreshes every 2 s through the ListLeases RPC. "
+                "<a href=\"/metrics\">/metrics</a> \xc2\xb7 <a href=\"/readyz\">/readyz</a>"
+                "</footer>\n");
+    put_str(&o, page_script);
+    put_str(&o, "</body></html>\n");
+    if (o.failed) {
+        free(o.p);
+        return -1;
+    }
+    *body = o.p;
+    *len = o.len;
+    *content_type = "text/html; charset=utf-8";
+    return 0;
 }

@@ -631,6 +631,8 @@ static void stream_on_event(void *ctx, const engine_event *ev)
         if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
             st->aborted = true;
         } else if (ev->kind == ENGINE_EVENT_LOST) {
+            /* The campaign is over on the engine's side: on_close follows. */
+            st->detached = true;
             stream_end_locked(st, RPC_OK, NULL);
         } else if (st->queued > STREAM_QUEUE_MAX) {
             /* The peer does not read: treat it as gone. */
@@ -1208,6 +1210,9 @@ static void *timer_main(void *arg)
 
 /* ---------- lifecycle ---------- */
 
+/* MHD hands a printf format of its own: a vprintf wrapper by nature. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -1218,6 +1223,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         buf[--n] = '\0';
     log_event(LOG_DEBUG, "http", "msg=%s", log_q(buf));
 }
+#pragma GCC diagnostic pop
 
 /* "ADDR:PORT" or "[V6]:PORT" into a socket address. */
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, bool *v6,
@@ -1262,6 +1268,14 @@ bad:
     return -1;
 }
 
+int http_listen_check(const char *listen, char *err, size_t err_len)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    bool v6;
+    return parse_listen(listen, &ss, &len, &v6, err, err_len);
+}
+
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len)
 {
     struct sockaddr_storage ss;
@@ -1303,11 +1317,11 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
     unsigned max_conn = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
     unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, max_conn,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, idle,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
                  errno ? strerror(errno) : "libmicrohttpd refused to start");

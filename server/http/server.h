@@ -30,6 +30,8 @@ typedef struct http_config {
     const char *const *namespaces;   /* served namespaces, NULL-terminated; NULL: all */
 } http_config;
 
+/* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */
+int http_listen_check(const char *listen, char *err, size_t err_len);
 /* Binds and starts serving. Returns NULL with a reason in err. */
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len);
 /* The bound port (useful with port 0). */
@@ -38,8 +40,9 @@ uint16_t http_server_port(const http_server *s);
 /* Shutdown, step 1: stop accepting connections; requests that arrive on
  * open connections from now on are answered "unavailable". */
 void http_server_quiesce(http_server *s);
-/* Step 2, after engine_stop(), once engine_run() has returned and before
- * engine_free(): the server calls no engine function any more. */
+/* Step 2, before engine_stop(): the server calls no engine function any
+ * more (what it posted before runs before the engine's stop), so nothing is
+ * left in the engine's queue when it stops. */
 void http_server_engine_stopped(http_server *s);
 /* Step 3, after engine_free() (which closes the streams the engine knew):
  * ends every call and stream the engine will never answer (unavailable) and

@@ -1,11 +1,15 @@
 /* apiserver transport over the loop's curl multi handle (see client.h). */
 #include "kube/client.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
+#include "core/metrics.h"
 
 /* Bound tokens rotate; re-read the file at least this often. */
 #define TOKEN_REREAD_MS 60000
@@ -30,6 +34,8 @@ struct kube_request {
     bool aborted;         /* on_data asked to stop */
     loop_timer *dispatch; /* zero-delay timer handing data to the callbacks */
     int64_t started_ms;
+    struct timespec started; /* for the latency metric */
+    const char *verb;        /* Kubernetes verb for the metrics (static) */
 };
 
 struct kube_client {
@@ -258,6 +264,51 @@ static void dispatch_fire(void *arg)
     }
 }
 
+/* The Kubernetes verb of a request: get, list, watch, create, update,
+ * patch, delete (the apiserver's own names). */
+static const char *verb_of(const char *method, const char *path)
+{
+    if (strcmp(method, "GET") == 0) {
+        const char *q = strchr(path, '?');
+        if (q && (strstr(q, "watch=1") || strstr(q, "watch=true")))
+            return "watch";
+        size_t n = q ? (size_t)(q - path) : strlen(path);
+        while (n > 0 && path[n - 1] == '/')
+            n--;
+        return n >= 7 && memcmp(path + n - 7, "/leases", 7) == 0 ? "list" : "get";
+    }
+    if (strcmp(method, "POST") == 0)
+        return "create";
+    if (strcmp(method, "PUT") == 0)
+        return "update";
+    if (strcmp(method, "PATCH") == 0)
+        return "patch";
+    if (strcmp(method, "DELETE") == 0)
+        return "delete";
+    return "other";
+}
+
+/* kubelease_apiserver_requests_total{verb,code} (code "error" when no
+ * response came) and the latency of everything but watches, whose streams
+ * last minutes by design. */
+static void account(const kube_request *r, long http_code)
+{
+    char labels[64];
+    if (http_code > 0)
+        snprintf(labels, sizeof labels, "verb=\"%s\",code=\"%ld\"", r->verb, http_code);
+    else
+        snprintf(labels, sizeof labels, "verb=\"%s\",code=\"error\"", r->verb);
+    metrics_add("kubelease_apiserver_requests_total", labels, 1);
+    if (strcmp(r->verb, "watch") != 0) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double s = (double)(now.tv_sec - r->started.tv_sec) +
+                   (double)(now.tv_nsec - r->started.tv_nsec) / 1e9;
+        snprintf(labels, sizeof labels, "verb=\"%s\"", r->verb);
+        metrics_observe("kubelease_apiserver_request_duration_seconds", labels, s);
+    }
+}
+
 /* Reports the outcome and frees r. */
 static void finish(kube_request *r, CURLcode result)
 {
@@ -282,6 +333,7 @@ static void finish(kube_request *r, CURLcode result)
     res.body = no_body ? "" : r->buf;
     res.body_len = no_body ? 0 : r->len;
     res.elapsed_ms = mono_ms() - r->started_ms;
+    account(r, res.http_code);
     current = r;
     r->o.on_done(r->o.ctx, &res);
     if (current == r) {
@@ -309,6 +361,20 @@ static void on_done(void *arg, CURL *easy, CURLcode result)
     if (rc == DELIVER_STOP)
         r->aborted = true;
     finish(r, result);
+}
+
+/* A peer that vanishes without a FIN (a partition, a host that died) is
+ * noticed by TCP keepalive after idle + count x interval (15 + 3 x 5 s), and
+ * data left unacknowledged for 30 s fails the connection. */
+static int on_socket(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)arg;
+    if (purpose == CURLSOCKTYPE_IPCXN) {
+        int cnt = 3, user_timeout_ms = 30000;
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+    }
+    return CURL_SOCKOPT_OK;
 }
 
 #define SET(opt, val)                                                                              \
@@ -351,6 +417,8 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     r->c = c;
     r->o = *o;
     r->started_ms = mono_ms();
+    clock_gettime(CLOCK_MONOTONIC, &r->started);
+    r->verb = verb_of(o->method, o->path);
     r->next = c->reqs;
     if (c->reqs)
         c->reqs->prev = r;
@@ -371,6 +439,7 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     SET(CURLOPT_TCP_KEEPALIVE, 1L);
     SET(CURLOPT_TCP_KEEPIDLE, 15L);
     SET(CURLOPT_TCP_KEEPINTVL, 5L);
+    SET(CURLOPT_SOCKOPTFUNCTION, on_socket);
     if (o->timeout_ms > 0) {
         SET(CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
         SET(CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);

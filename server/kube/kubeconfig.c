@@ -237,10 +237,52 @@ static int select_context(doc *d, const char *context, kube_kubeconfig_sel *s)
     return 0;
 }
 
+/* A kubeconfig is a few levels deep. libyaml's scanner slows down
+ * quadratically with the nesting depth (a megabyte of '[' takes minutes), so
+ * a first pass over the events refuses deep documents before loading one. */
+#define YAML_DEPTH_MAX 64
+
+static int check_depth(const char *text, size_t len, char *err, size_t err_len)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    int depth = 0, rc = 0;
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    for (;;) {
+        if (!yaml_parser_parse(&parser, &ev)) {
+            snprintf(err, err_len, "invalid YAML at line %zu: %s", parser.problem_mark.line + 1,
+                     parser.problem ? parser.problem : "parse error");
+            rc = -1;
+            break;
+        }
+        yaml_event_type_t t = ev.type;
+        yaml_event_delete(&ev);
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > YAML_DEPTH_MAX) {
+                snprintf(err, err_len, "nested more than %d levels deep", YAML_DEPTH_MAX);
+                rc = -1;
+                break;
+            }
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (t == YAML_DOCUMENT_END_EVENT || t == YAML_STREAM_END_EVENT) {
+            break; /* only the first document is read */
+        }
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
 int kube_kubeconfig_parse(const char *text, size_t len, const char *context,
                           kube_kubeconfig_sel *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
+    if (check_depth(text, len, err, err_len) != 0)
+        return -1;
     yaml_parser_t parser;
     doc d = {.err = err, .err_len = err_len};
     if (!yaml_parser_initialize(&parser)) {

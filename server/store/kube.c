@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/metrics.h"
 #include "kube/client.h"
 #include "kube/incluster.h"
 #include "kube/kubeconfig.h"
@@ -177,6 +178,23 @@ static void op_fail(kube_op *op, store_status st, const char *msg)
     }
 }
 
+static const char *op_name(kube_verb v)
+{
+    switch (v) {
+    case KUBE_VERB_GET:
+        return "get";
+    case KUBE_VERB_CREATE:
+        return "create";
+    case KUBE_VERB_UPDATE:
+        return "update";
+    case KUBE_VERB_DELETE:
+        return "delete";
+    case KUBE_VERB_LIST:
+        return "list";
+    }
+    return "other";
+}
+
 static void op_done(void *ctx, const kube_response *r)
 {
     kube_op *op = ctx;
@@ -188,6 +206,8 @@ static void op_done(void *ctx, const kube_response *r)
     if (r->http_code == 0) {
         res->status = STORE_UNAVAILABLE;
         snprintf(res->message, sizeof res->message, "apiserver: %s", r->error);
+        log_event(LOG_WARN, "apiserver_error", "op=%s code=0 error=%s", op_name(op->verb),
+                  log_q(r->error));
     } else if (r->http_code >= 200 && r->http_code < 300) {
         store_lease l;
         char e[200];
@@ -205,6 +225,11 @@ static void op_done(void *ctx, const kube_response *r)
         bool have = kube_status_decode(r->body, r->body_len, &st) == 0;
         res->status = kube_map_status(r->http_code, have ? &st : NULL, op->verb);
         kube_status_message(r->http_code, have ? &st : NULL, res->message, sizeof res->message);
+        /* Conflicts and absent Leases are part of the protocol (debug);
+         * anything else is worth a warning. */
+        log_event(r->http_code == 409 || r->http_code == 404 ? LOG_DEBUG : LOG_WARN,
+                  "apiserver_error", "op=%s code=%ld reason=%s message=%s", op_name(op->verb),
+                  r->http_code, log_q(have ? st.reason : ""), log_q(res->message));
     }
     if (res->status != STORE_OK)
         memset(&res->lease, 0, sizeof res->lease);
@@ -449,6 +474,14 @@ static void watch_broken(store_watch *w, const char *why)
     }
 }
 
+/* A broken watch is back (its stream or its list answered 200). */
+static void watch_reconnected(store_watch *w)
+{
+    metrics_add("kubelease_watch_reconnects_total", "", 1);
+    log_event(LOG_INFO, "kube_watch_reconnected", "ns=%s name=%s failures=%d", w->ns,
+              log_q(w->name), w->failures);
+}
+
 /* Re-reports the last known state, then SYNCED. */
 static void report_known(store_watch *w)
 {
@@ -525,6 +558,8 @@ static void list_done(void *ctx, const kube_response *r)
             goto out;
     }
     memcpy(w->rv, list.resource_version, sizeof w->rv);
+    if (w->broken)
+        watch_reconnected(w);
     w->broken = false;
     if (!emit(w, STORE_EVENT_SYNCED, NULL))
         goto out;
@@ -602,8 +637,10 @@ static void stream_headers(void *ctx, long code)
         w->failures = 0;
         /* Back after a break: the consumer gets the state again, then SYNCED;
          * the events missed meanwhile follow on this stream. */
-        if (w->broken)
+        if (w->broken) {
+            watch_reconnected(w);
             report_known(w);
+        }
     }
     leave(w);
 }
@@ -633,6 +670,7 @@ static void stream_done(void *ctx, const kube_response *r)
     if (w->need_relist) {
         log_event(LOG_INFO, "kube_watch_relist", "ns=%s name=%s rv=%s", w->ns, log_q(w->name),
                   log_q(w->rv));
+        metrics_add("kubelease_watch_relists_total", "", 1);
         w->rv[0] = 0;
         watch_retry(w, backoff_ms(w->ks, w->gone_streak++));
     } else if (r->http_code == 200 && r->curl_code == 0 && !w->stream_failed &&

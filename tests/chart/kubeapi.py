@@ -140,4 +140,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:
+        # The reader (e.g. grep -q) has seen enough.
+        os._exit(0)

@@ -92,6 +92,13 @@ until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/readyz")" =
 done
 note "kubeleased is ready on $URL"
 
+# stream_has FILE PATTERN: a complete frame of the stream in FILE matches.
+stream_has() {
+  local frames
+  frames=$($KUBEAPI frames "$1") || fail "cannot decode the stream in $1"
+  grep -q -- "$2" <<<"$frames"
+}
+
 # campaign NS NAME IDENTITY OUT: starts a Campaign stream in the background.
 campaign() {
   local body=$work/campaign-$1-$2.bin
@@ -125,7 +132,7 @@ note "Lease $NS_APP/$LEASE held by $holder, leaseTransitions $epoch"
 
 # The stream reports the election with the same epoch (the fencing token).
 deadline=$((SECONDS + 10))
-until $KUBEAPI frames "$work/stream" | grep -q '"elected"'; do
+until stream_has "$work/stream" '"elected"'; do
   [ $SECONDS -lt $deadline ] || { $KUBEAPI frames "$work/stream" >&2; fail "the Campaign stream reported no Elected event"; }
   sleep 0.1
 done
@@ -136,11 +143,38 @@ e = json.loads(sys.argv[1])["elected"]
 sys.exit(0 if int(e.get("epoch", 0)) == int(sys.argv[2]) and int(e.get("validForMs", 0)) > 0 else 1)
 PY
 
+# A second candidate stands by; when the leader's stream breaks, it takes over
+# (after the validity granted to the leader) with the next epoch — the Lease
+# update and the watch it waits on work with the chart's RBAC too.
+IDENT2=standby-$id
+campaign "$NS_APP" "$LEASE" "$IDENT2" "$work/stream2"
+deadline=$((SECONDS + 10))
+until stream_has "$work/stream2" '"candidate"'; do
+  [ $SECONDS -lt $deadline ] || { $KUBEAPI frames "$work/stream2" >&2; fail "the second candidate's stream did not report Candidate"; }
+  sleep 0.1
+done
+leader_curl=${stream_pids[0]}
+kill "$leader_curl" 2>/dev/null; wait "$leader_curl" 2>/dev/null || true
+deadline=$((SECONDS + 60))
+while :; do
+  kapi GET "/apis/coordination.k8s.io/v1/namespaces/$NS_APP/leases/$LEASE"; kexpect 200
+  holder=$(jget spec.holderIdentity)
+  [ "$holder" = "$IDENT2" ] && break
+  [ $SECONDS -lt $deadline ] || {
+    tail -n 30 "$work/kubeleased.log" >&2
+    fail "the standby did not take over within 60 s after the leader's stream broke (holder '$holder')"
+  }
+  sleep 0.1
+done
+epoch2=$(jget spec.leaseTransitions)
+[ "$epoch2" -gt "$epoch" ] || fail "the new term has epoch $epoch2, not above $epoch"
+note "standby $IDENT2 took over with epoch $epoch2"
+
 # A namespace outside the chart's RBAC is refused, and nothing is written there.
 campaign "$NS_OTHER" "$LEASE" "$IDENT" "$work/stream-other"
 deadline=$((SECONDS + 30))
 until grep -qE '^HTTP/[0-9.]+ [45]' "$work/stream-other.headers" 2>/dev/null ||
-  $KUBEAPI frames "$work/stream-other" | grep -q '"error"'; do
+  stream_has "$work/stream-other" '"error"'; do
   [ $SECONDS -lt $deadline ] || { $KUBEAPI frames "$work/stream-other" >&2; fail "a Campaign in $NS_OTHER was not refused"; }
   sleep 0.1
 done
@@ -152,6 +186,6 @@ code=$(curl -s -o "$work/metrics" -w '%{http_code}' --max-time 5 "$URL/metrics")
 [ "$code" = 200 ] && grep -q '^kubelease_' "$work/metrics" || fail "/metrics answered $code without kubelease_ series"
 code=$(curl -s -o "$work/list.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
   --data-binary '{}' "$URL/kubelease.v1.LeaseService/ListLeases")
-[ "$code" = 200 ] && grep -qF "\"$IDENT\"" "$work/list.json" || fail "ListLeases answered $code without $IDENT: $(head -c 500 "$work/list.json")"
+[ "$code" = 200 ] && grep -qF "\"$IDENT2\"" "$work/list.json" || fail "ListLeases answered $code without $IDENT2: $(head -c 500 "$work/list.json")"
 
-echo "PASS: kubeleased with the chart's ServiceAccount elected $IDENT (epoch $epoch)"
+echo "PASS: kubeleased with the chart's ServiceAccount elected $IDENT (epoch $epoch), then $IDENT2 (epoch $epoch2)"

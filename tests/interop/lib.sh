@@ -60,6 +60,19 @@ kl_alive() {
   curl -sf "$KL_URL/livez" >/dev/null || fail "/livez does not answer"
 }
 
+# kl_stop: SIGTERM; the service must exit 0 within 5 s, cleanly (sanitizer
+# reports, e.g. leaks, make it exit non-zero).
+kl_stop() {
+  kill -TERM "$KL_PID"
+  local rc=0
+  for _ in $(seq 1 100); do kill -0 "$KL_PID" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$KL_PID" 2>/dev/null && fail "kubeleased still running 5 s after SIGTERM"
+  wait "$KL_PID" || rc=$?
+  KL_PID=""
+  [ "$rc" = 0 ] || fail "kubeleased exited with $rc after SIGTERM"
+  grep -q 'event=stopped' "$KL_LOG" || fail "no clean stop in the log"
+}
+
 kl_npm_install() {
   command -v node >/dev/null && command -v npm >/dev/null || { echo "skip: node/npm not installed"; exit 77; }
   KL_NPM="$KL_CACHE/npm"

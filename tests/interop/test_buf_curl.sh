@@ -16,7 +16,9 @@ bufc() { # METHOD JSON: output (stdout+stderr) in $KL_TMP/out, exit code in $rc
 has() { grep -q -- "$1" "$KL_TMP/out" || fail "$2: no '$1' in: $(cat "$KL_TMP/out")"; }
 
 LEASE='"namespace":"default","name":"db"'
-CAMP="{$LEASE,\"identity\":\"replica-a\",\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}"
+# A generous retry period: each Confirm grants 10 s, more than a few buf curl
+# start-ups take even under sanitizers.
+CAMP="{$LEASE,\"identity\":\"replica-a\",\"leaseDurationSeconds\":60,\"renewDeadlineSeconds\":40,\"retryPeriodSeconds\":10}"
 
 # Unknown lease: not_found, distinct from "no holder".
 bufc GetHolder "{$LEASE}"
@@ -105,4 +107,6 @@ case "$out" in '400 {"code":"invalid_argument","message":"field \"consistent\"'*
 pass "the unary methods in JSON"
 
 kl_alive
+kl_stop
+pass "SIGTERM: clean exit 0"
 echo "1 passed, 0 failed"

@@ -22,4 +22,6 @@ for format in json binary; do
   node "$KL_TMP/campaign.mjs" "$PB" "$KL_URL" "$format" || fail "connect-node ($format)"
   kl_alive
 done
+kl_stop
+pass "SIGTERM: clean exit 0"
 echo "1 passed, 0 failed"

@@ -249,6 +249,14 @@ static void test_kubeconfig_parse_errors(void **state)
     parse_error("[1, 2]", NULL, "not a mapping");
     parse_error("a: [\n", NULL, "invalid YAML");
     parse_error("kind: Config\n", NULL, "no current-context");
+    /* Deep nesting is refused quickly (libyaml is quadratic in the depth). */
+    size_t deep_len = 1 << 20;
+    char *deep = malloc(deep_len + 1);
+    assert_non_null(deep);
+    memset(deep, '[', deep_len);
+    deep[deep_len] = 0;
+    parse_error(deep, NULL, "nested more than 64 levels deep");
+    free(deep);
     parse_error("current-context: x\ncontexts: 5\n", NULL, "contexts is not a list");
     parse_error("current-context: x\ncontexts:\n- name: x\n", NULL, "has no context section");
     parse_error("current-context: x\ncontexts:\n- name: x\n  context: {user: u}\n", NULL,

@@ -1,0 +1,354 @@
+/* RPC benchmark against kubeleased --dev:
+ *   1. GetHolder latency (binary protobuf, one keep-alive libcurl handle);
+ *   2. resign-to-new-leader handoff: two Campaign streams; the time from
+ *      sending Resign for the leader to the standby's stream saying Elected.
+ * Usage: bench_rpc [KUBELEASED] [GETHOLDER_CALLS] [HANDOFFS]
+ * (KUBELEASED defaults to $KUBELEASED, then the binary next to this build). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "kubelease/v1/kubelease.pb-c.h"
+#include "rpc/connect.h"
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "bench_rpc: %s\n", msg);
+    exit(1);
+}
+
+/* ---- the server ---- */
+
+static pid_t server_pid;
+static int server_port;
+static char server_log[128];
+
+static void server_start(const char *bin)
+{
+    snprintf(server_log, sizeof server_log, "/tmp/kl-bench-%d.log", (int)getpid());
+    server_pid = fork();
+    if (server_pid == 0) {
+        int fd = open(server_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        execl(bin, bin, "--dev", "--listen", "127.0.0.1:0", "--log-level", "info", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500 && !server_port; i++) {
+        usleep(20000);
+        FILE *f = fopen(server_log, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f)) {
+            char *p = strstr(line, "event=started");
+            char *q = p ? strstr(p, " port=") : NULL;
+            if (q)
+                server_port = atoi(q + 6);
+        }
+        if (f)
+            fclose(f);
+    }
+    if (!server_port)
+        die("kubeleased did not start (is it built? pass its path)");
+}
+
+static void server_stop(void)
+{
+    if (server_pid > 0) {
+        kill(server_pid, SIGTERM);
+        waitpid(server_pid, NULL, 0);
+        unlink(server_log);
+    }
+}
+
+/* ---- unary calls with libcurl ---- */
+
+typedef struct buf {
+    uint8_t data[8192];
+    size_t len;
+} buf;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+{
+    buf *b = ctx;
+    size_t len = size * n;
+    if (b->len + len <= sizeof b->data) {
+        memcpy(b->data + b->len, p, len);
+        b->len += len;
+    }
+    return len;
+}
+
+/* POSTs a message to METHOD (application/proto); returns the HTTP status. */
+static long unary(CURL *c, const char *method, const ProtobufCMessage *m, buf *out)
+{
+    uint8_t req[1024];
+    size_t len = protobuf_c_message_pack(m, req);
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/kubelease.v1.LeaseService/%s", server_port,
+             method);
+    out->len = 0;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)req);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    if (curl_easy_perform(c) != CURLE_OK)
+        die("a unary call failed at the transport level");
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+static CURL *unary_handle(struct curl_slist **headers)
+{
+    CURL *c = curl_easy_init();
+    *headers = curl_slist_append(NULL, "Content-Type: application/proto");
+    *headers = curl_slist_append(*headers, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
+    curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    return c;
+}
+
+/* ---- Campaign streams over a raw socket (connect+json) ---- */
+
+typedef struct stream {
+    int fd;
+    uint8_t in[65536];
+    size_t in_len;
+    bool headers_done;
+    long chunk_left; /* bytes left in the current chunk; -1: read a size line */
+    rpc_envelope_decoder dec;
+} stream;
+
+static void stream_open(stream *s, const char *identity)
+{
+    memset(s, 0, sizeof *s);
+    s->chunk_left = -1;
+    rpc_envelope_decoder_init(&s->dec, 65536);
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(s->fd, (struct sockaddr *)&a, sizeof a) != 0)
+        die("connect");
+    int one = 1;
+    setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char json[512];
+    int jl = snprintf(json, sizeof json,
+                      "{\"namespace\":\"bench\",\"name\":\"handoff\",\"identity\":\"%s\","
+                      "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,"
+                      "\"retryPeriodSeconds\":2}",
+                      identity);
+    char req[1024];
+    int hl = snprintf(req, sizeof req,
+                      "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n"
+                      "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n",
+                      jl + 5);
+    rpc_envelope_header(0, (uint32_t)jl, (uint8_t *)req + hl);
+    memcpy(req + hl + 5, json, (size_t)jl);
+    if (send(s->fd, req, (size_t)hl + 5 + (size_t)jl, 0) < 0)
+        die("send");
+}
+
+static void stream_close(stream *s)
+{
+    close(s->fd);
+    rpc_envelope_decoder_free(&s->dec);
+}
+
+/* Next message of the stream (JSON text in out); -1 at the end. */
+static int stream_next(stream *s, char *out, size_t out_len)
+{
+    for (;;) {
+        /* Whatever is buffered: headers, chunk framing, envelope bytes. */
+        if (!s->headers_done) {
+            uint8_t *e = memmem(s->in, s->in_len, "\r\n\r\n", 4);
+            if (e) {
+                size_t n = (size_t)(e - s->in) + 4;
+                memmove(s->in, s->in + n, s->in_len - n);
+                s->in_len -= n;
+                s->headers_done = true;
+            }
+        }
+        while (s->headers_done && s->in_len) {
+            if (s->chunk_left < 0) {
+                uint8_t *e = memmem(s->in, s->in_len, "\r\n", 2);
+                if (!e)
+                    break;
+                long size = strtol((char *)s->in, NULL, 16);
+                size_t n = (size_t)(e - s->in) + 2;
+                memmove(s->in, s->in + n, s->in_len - n);
+                s->in_len -= n;
+                if (size == 0)
+                    return -1;
+                s->chunk_left = size;
+            }
+            size_t take = s->in_len < (size_t)s->chunk_left ? s->in_len : (size_t)s->chunk_left;
+            size_t used;
+            rpc_envelope_status st = rpc_envelope_decoder_feed(&s->dec, s->in, take, &used);
+            memmove(s->in, s->in + used, s->in_len - used);
+            s->in_len -= used;
+            s->chunk_left -= (long)used;
+            if (s->chunk_left == 0) {
+                if (s->in_len < 2)
+                    break; /* wait for the CRLF after the chunk */
+                memmove(s->in, s->in + 2, s->in_len - 2);
+                s->in_len -= 2;
+                s->chunk_left = -1;
+            }
+            if (st == RPC_ENVELOPE_FRAME) {
+                uint8_t flags, *msg;
+                size_t len;
+                rpc_envelope_decoder_take(&s->dec, &flags, &msg, &len);
+                snprintf(out, out_len, "%.*s", (int)len, msg ? (char *)msg : "");
+                free(msg);
+                return flags & RPC_FLAG_END_STREAM ? -1 : 0;
+            }
+            if (st != RPC_ENVELOPE_NEED_MORE)
+                die("bad envelope");
+        }
+        ssize_t n = recv(s->fd, s->in + s->in_len, sizeof s->in - s->in_len, 0);
+        if (n <= 0)
+            return -1;
+        s->in_len += (size_t)n;
+    }
+}
+
+/* Reads until a message containing what; returns 0, or -1 at end of stream. */
+static int stream_wait(stream *s, const char *what)
+{
+    char msg[4096];
+    while (stream_next(s, msg, sizeof msg) == 0)
+        if (strstr(msg, what))
+            return 0;
+    return -1;
+}
+
+/* ---- statistics ---- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *what, int64_t *us, int n)
+{
+    qsort(us, (size_t)n, sizeof *us, cmp_i64);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += (double)us[i];
+    printf("%-34s n=%-6d p50=%8.3f ms  p99=%8.3f ms  max=%8.3f ms  mean=%8.3f ms\n", what, n,
+           (double)us[n / 2] / 1000, (double)us[(n * 99) / 100] / 1000, (double)us[n - 1] / 1000,
+           sum / n / 1000);
+}
+
+int main(int argc, char **argv)
+{
+    const char *bin = argc > 1 ? argv[1] : getenv("KUBELEASED");
+#ifdef KUBELEASED_PATH
+    if (!bin)
+        bin = KUBELEASED_PATH;
+#endif
+    if (!bin)
+        die("usage: bench_rpc KUBELEASED [GETHOLDER_CALLS] [HANDOFFS]");
+    int calls = argc > 2 ? atoi(argv[2]) : 5000;
+    int handoffs = argc > 3 ? atoi(argv[3]) : 100;
+    if (calls < 1 || handoffs < 1)
+        die("counts must be positive");
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    server_start(bin);
+    atexit(server_stop);
+
+    struct curl_slist *hdrs;
+    CURL *c = unary_handle(&hdrs);
+    buf out;
+
+    /* A lease with a holder, so that GetHolder has something to say. */
+    stream a, b;
+    stream_open(&a, "bench-a");
+    if (stream_wait(&a, "\"elected\"") != 0)
+        die("bench-a was never elected");
+
+    Kubelease__V1__GetHolderRequest g = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
+    g.namespace_ = "bench";
+    g.name = "handoff";
+    int64_t *lat = calloc((size_t)calls, sizeof *lat);
+    long conns = 0;               /* new connections during the measured calls */
+    for (int i = 0; i < 200; i++) /* warm-up */
+        unary(c, "GetHolder", &g.base, &out);
+    for (int i = 0; i < calls; i++) {
+        int64_t t0 = now_us();
+        long st = unary(c, "GetHolder", &g.base, &out);
+        lat[i] = now_us() - t0;
+        if (st != 200)
+            die("GetHolder did not answer 200");
+        long n = 0;
+        curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &n);
+        conns += n;
+    }
+    report("GetHolder (proto, keep-alive)", lat, calls);
+
+    /* Handoffs: the leader resigns, the standby must be elected. */
+    int64_t *hand = calloc((size_t)handoffs, sizeof *hand);
+    stream *leader = &a, *standby = &b;
+    const char *ids[2] = {"bench-a", "bench-b"};
+    int leader_id = 0;
+    stream_open(&b, ids[1]);
+    if (stream_wait(&b, "\"candidate\"") != 0)
+        die("bench-b is not a candidate");
+    Kubelease__V1__ResignRequest r = KUBELEASE__V1__RESIGN_REQUEST__INIT;
+    r.namespace_ = "bench";
+    r.name = "handoff";
+    for (int i = 0; i < handoffs; i++) {
+        r.identity = (char *)ids[leader_id];
+        int64_t t0 = now_us();
+        if (unary(c, "Resign", &r.base, &out) != 200)
+            die("Resign failed");
+        if (stream_wait(standby, "\"elected\"") != 0)
+            die("the standby was never elected");
+        hand[i] = now_us() - t0;
+        /* The old leader's stream ends; it campaigns again as the standby. */
+        stream_wait(leader, "\"never\"");
+        stream_close(leader);
+        stream_open(leader, ids[leader_id]);
+        if (stream_wait(leader, "\"candidate\"") != 0)
+            die("the old leader did not stand by again");
+        stream *t = leader;
+        leader = standby;
+        standby = t;
+        leader_id ^= 1;
+    }
+    report("resign -> new leader Elected", hand, handoffs);
+    printf("(GetHolder opened %ld new connection(s) in %d calls; kubeleased --dev on loopback)\n",
+           conns, calls);
+
+    stream_close(&a);
+    stream_close(&b);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
+    free(lat);
+    free(hand);
+    curl_global_cleanup();
+    return 0;
+}

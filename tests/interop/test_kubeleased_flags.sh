@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# kubeleased's command line: --help documents every flag with its default and
+# environment variable, --version, wrong flags or values stop start-up with
+# one line and exit 2, environment variables apply and the command line wins.
+source "$(dirname "$0")/lib.sh"
+
+"$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
+for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
+  max-body-bytes; do
+  grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
+  env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
+  grep -q "env: $env" "$KL_TMP/help" || fail "--help does not name $env"
+done
+grep -q 'default: 0.0.0.0:8080' "$KL_TMP/help" || fail "--help lacks the --listen default"
+pass "--help documents every flag, its default and its variable"
+"$KUBELEASED" --version | grep -Eq '^kubeleased [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
+pass "--version"
+
+# bad ARGS... : exit 2 with exactly one line on stderr containing $WANT.
+bad() {
+  local rc=0
+  "$@" >"$KL_TMP/out" 2>"$KL_TMP/err" </dev/null || rc=$?
+  [ "$rc" = 2 ] || fail "$*: exit $rc, want 2 ($(cat "$KL_TMP/err"))"
+  [ "$(wc -l <"$KL_TMP/err")" = 1 ] || fail "$*: want one line, got: $(cat "$KL_TMP/err")"
+  grep -q -- "$WANT" "$KL_TMP/err" || fail "$*: '$WANT' not in: $(cat "$KL_TMP/err")"
+}
+WANT='unknown flag --bogus' bad "$KUBELEASED" --bogus
+WANT='--max-connections: "many"' bad "$KUBELEASED" --dev --max-connections many
+WANT='--max-body-bytes: "10"' bad "$KUBELEASED" --dev --max-body-bytes 10
+WANT='--log-level: "loud"' bad "$KUBELEASED" --dev --log-level loud
+WANT='--listen needs a value' bad "$KUBELEASED" --dev --listen
+WANT='unexpected argument "serve"' bad "$KUBELEASED" serve
+WANT='--namespaces: namespace' bad "$KUBELEASED" --dev --namespaces 'ok,Not_OK'
+WANT='KUBELEASED_MAX_PER_IP: "-1"' bad env KUBELEASED_MAX_PER_IP=-1 "$KUBELEASED" --dev
+WANT='KUBELEASED_DEV: "maybe"' bad env KUBELEASED_DEV=maybe "$KUBELEASED"
+WANT='--dev uses the in-memory store' bad "$KUBELEASED" --dev --kubeconfig /dev/null
+WANT='listen address "nowhere"' bad "$KUBELEASED" --dev --listen nowhere
+pass "wrong flags and values: one line, exit 2"
+
+# Environment variables apply; the command line wins.
+KUBELEASED_LOG_LEVEL=debug KUBELEASED_MAX_BODY_BYTES=128 kl_start --max-body-bytes 256
+grep -q 'max_body_bytes=256' "$KL_LOG" || fail "the command line did not win over the environment"
+out=$(rpc GetHolder "{\"namespace\":\"default\",\"name\":\"$(head -c 300 /dev/zero | tr '\0' a)\"}")
+case "$out" in '429 {"code":"resource_exhausted","message":"request body of '*'limit of 256 bytes"}') ;;
+  *) fail "--max-body-bytes 256 not applied: $out" ;; esac
+wait_for 5 grep -q 'level=debug event=rpc' "$KL_LOG" || fail "KUBELEASED_LOG_LEVEL=debug did not apply"
+pass "KUBELEASED_* variables apply; the command line wins"
+kl_stop
+echo "1 passed, 0 failed"

@@ -1,0 +1,251 @@
+/* The HTTP server in-process, on the memory store: Connect-Timeout-Ms
+ * against a slow store, the probes and the status page, and the shutdown
+ * sequence with a stream open. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "core/loop.h"
+#include "engine/engine.h"
+#include "http/server.h"
+#include "rpc/connect.h"
+#include "store/memory.h"
+#include "store/store.h"
+
+typedef struct fixture {
+    loop *l;
+    store *st;
+    engine *e;
+    pthread_t tid;
+    http_server *srv;
+    char base[64];
+} fixture;
+
+static void *run_engine(void *arg)
+{
+    engine_run(arg);
+    return NULL;
+}
+
+typedef struct latency_arg {
+    store *st;
+    int ms;
+} latency_arg;
+
+static void set_latency(void *arg)
+{
+    latency_arg *a = arg;
+    store_memory_set_latency(a->st, a->ms);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->l = loop_new();
+    f->st = store_memory_new(f->l);
+    engine_config ec = {.loop = f->l, .store = f->st};
+    f->e = engine_new(&ec);
+    pthread_create(&f->tid, NULL, run_engine, f->e);
+    char err[256];
+    http_config hc = {.listen = "127.0.0.1:0", .engine = f->e};
+    f->srv = http_server_start(&hc, err, sizeof err);
+    if (!f->srv)
+        fail_msg("http_server_start: %s", err);
+    snprintf(f->base, sizeof f->base, "http://127.0.0.1:%u", (unsigned)http_server_port(f->srv));
+    *state = f;
+    return 0;
+}
+
+static void shutdown_fixture(fixture *f)
+{
+    http_server_quiesce(f->srv);
+    http_server_engine_stopped(f->srv);
+    engine_stop(f->e);
+    pthread_join(f->tid, NULL);
+    engine_free(f->e);
+    http_server_engine_gone(f->srv);
+    http_server_drain(f->srv, 3000);
+    http_server_stop(f->srv);
+    store_free(f->st);
+    loop_free(f->l);
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->srv)
+        shutdown_fixture(f);
+    free(f);
+    return 0;
+}
+
+typedef struct body {
+    char data[65536];
+    size_t len;
+} body;
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+{
+    body *b = ctx;
+    size_t len = size * n;
+    if (b->len + len < sizeof b->data) {
+        memcpy(b->data + b->len, p, len);
+        b->len += len;
+        b->data[b->len] = '\0';
+    }
+    return len;
+}
+
+/* One request; returns the HTTP status. header may be NULL. */
+static long http(const fixture *f, const char *path, const char *ctype, const char *header,
+                 const void *data, size_t len, body *out)
+{
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", f->base, path);
+    struct curl_slist *h = NULL;
+    char ct[128];
+    if (ctype) {
+        snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+        h = curl_slist_append(h, ct);
+    }
+    if (header)
+        h = curl_slist_append(h, header);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (data) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)data);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    }
+    memset(out, 0, sizeof *out);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK ? status : -1;
+}
+
+static long rpc(const fixture *f, const char *method, const char *json, const char *header,
+                body *out)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/kubelease.v1.LeaseService/%s", method);
+    return http(f, path, "application/json", header, json, strlen(json), out);
+}
+
+static void test_http_connect_timeout_ms_answers_deadline_exceeded(void **state)
+{
+    fixture *f = *state;
+    latency_arg a = {f->st, 400};
+    loop_post(f->l, set_latency, &a);
+    body b;
+    const char *req = "{\"namespace\":\"default\",\"name\":\"slow\",\"consistent\":true}";
+    int64_t t0 = mono_ms();
+    long st = rpc(f, "GetHolder", req, "Connect-Timeout-Ms: 50", &b);
+    int64_t took = mono_ms() - t0;
+    assert_int_equal(st, 504);
+    assert_non_null(strstr(b.data, "\"deadline_exceeded\""));
+    assert_true(took < 350);
+    /* Without a deadline the same read waits for the store. */
+    st = rpc(f, "GetHolder", req, NULL, &b);
+    assert_int_equal(st, 404);
+    assert_non_null(strstr(b.data, "\"not_found\""));
+    st = rpc(f, "GetHolder", req, "Connect-Timeout-Ms: 0", &b);
+    assert_int_equal(st, 504);
+    a.ms = 0;
+    loop_post(f->l, set_latency, &a);
+    /* Let the posted task run before a goes out of scope. */
+    st = rpc(f, "ListLeases", "{}", NULL, &b);
+    assert_int_equal(st, 200);
+}
+
+static void test_http_probes_and_status_page(void **state)
+{
+    fixture *f = *state;
+    body b;
+    assert_int_equal(http(f, "/livez", NULL, NULL, NULL, 0, &b), 200);
+    assert_string_equal(b.data, "ok\n");
+    assert_int_equal(http(f, "/readyz", NULL, NULL, NULL, 0, &b), 200);
+    assert_int_equal(http(f, "/nope", NULL, NULL, NULL, 0, &b), 404);
+    assert_int_equal(http(f, "/livez", NULL, NULL, "x", 1, &b), 405);
+}
+
+/* A stream open at shutdown ends with Lost SHUTDOWN and an end frame. */
+typedef struct stream_result {
+    const fixture *f;
+    body b;
+    long status;
+} stream_result;
+
+static void *campaign_client(void *arg)
+{
+    stream_result *r = arg;
+    const char *json = "{\"namespace\":\"default\",\"name\":\"bye\",\"identity\":\"a\","
+                       "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,"
+                       "\"retryPeriodSeconds\":2}";
+    uint8_t env[512];
+    size_t n = strlen(json);
+    rpc_envelope_header(0, (uint32_t)n, env);
+    memcpy(env + 5, json, n);
+    r->status = http(r->f, "/kubelease.v1.LeaseService/Campaign", "application/connect+json", NULL,
+                     env, n + 5, &r->b);
+    return NULL;
+}
+
+static void test_http_status_page_and_shutdown_ending_streams_cleanly(void **state)
+{
+    fixture *f = *state;
+    stream_result r = {.f = f};
+    pthread_t t;
+    pthread_create(&t, NULL, campaign_client, &r);
+    /* Wait until the engine has elected it. */
+    body b;
+    for (int i = 0; i < 200; i++) {
+        rpc(f, "GetHolder", "{\"namespace\":\"default\",\"name\":\"bye\"}", NULL, &b);
+        if (strstr(b.data, "\"holder\":\"a\""))
+            break;
+        usleep(10000);
+    }
+    assert_non_null(strstr(b.data, "\"holder\":\"a\""));
+    /* The lease and its holder show on the status page. */
+    assert_int_equal(http(f, "/", NULL, NULL, NULL, 0, &b), 200);
+    assert_non_null(strstr(b.data, "<html"));
+    assert_non_null(strstr(b.data, "<td>bye</td><td>a</td>"));
+    shutdown_fixture(f);
+    f->srv = NULL;
+    pthread_join(t, NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(memmem(r.b.data, r.b.len, "\"elected\"", 9));
+    assert_non_null(memmem(r.b.data, r.b.len, "LOST_REASON_SHUTDOWN", 20));
+    assert_true(r.b.len >= 7);
+    assert_memory_equal(r.b.data + r.b.len - 7, "\x02\x00\x00\x00\x02{}", 7);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_http_connect_timeout_ms_answers_deadline_exceeded,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_probes_and_status_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_status_page_and_shutdown_ending_streams_cleanly,
+                                        setup, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
