@@ -53,6 +53,8 @@ void log_event(log_level level, const char *event, const char *fmt, ...)
         va_end(ap);
         if (m > 0)
             n += m;
+        else
+            n--; /* no fields after all: no trailing space */
     }
     if (n < 0)
         return;

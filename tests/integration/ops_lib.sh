@@ -92,3 +92,6 @@ ops_envelope() {
     printf "\\x$(printf %02x $((n >> 8 & 255)))\\x$(printf %02x $((n & 255)))"
     printf '%s' "$1"
 }
+
+# ops_sigkill PID: SIGKILL and reap, without the shell's "Killed" notice.
+ops_sigkill() { { kill -KILL "$1" && wait "$1"; } 2>/dev/null || true; }

@@ -96,8 +96,7 @@ awk -v s="$start" -v now="$(date +%s)" 'BEGIN { exit !(s > now - 600 && s <= now
 
 # The leader dies; b takes over: a term lost on this replica (a's stream is
 # gone, the guard ends the term), a second term started, a failover sample.
-kill -KILL "$pid_a"
-wait "$pid_a" 2>/dev/null || true
+ops_sigkill "$pid_a"
 ops_wait 15 grep -q ' LEADER ' "$OPS_TMP/b.out" || fail "replica b did not take over"
 ops_wait 5 bash -c "curl -sf '$OPS_URL/metrics' | grep -q '^kubelease_failover_seconds_count 1'" ||
     fail "no kubelease_failover_seconds sample after the failover"
