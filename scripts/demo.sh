@@ -147,8 +147,12 @@ start_service() {
     ("$kubeleased" --dev --listen "127.0.0.1:$1" --port-file "$state/port" \
         >>"$state/kubeleased.log" 2>&1 </dev/null &
         echo $! >"$state/kubeleased.pid")
-    wait_until 10 test -s "$state/port" || return 1
+    local pid
+    pid=$(cat "$state/kubeleased.pid")
+    wait_until 10 listening_or_gone "$pid"
+    test -s "$state/port"
 }
+listening_or_gone() { test -s "$state/port" || gone "$1"; }
 say "Starting the service: kubeleased --dev --listen 127.0.0.1:$port"
 more "(--dev keeps the Leases in memory, so no Kubernetes cluster is needed; in a"
 more "cluster it keeps them as coordination.k8s.io Lease objects instead)"
