@@ -234,11 +234,12 @@ static int stream_next(stream *s, char *out, size_t out_len)
 }
 
 /* Reads until a message containing what; returns 0, or -1 at end of stream. */
+static char last_msg[4096]; /* the message stream_wait stopped at */
+
 static int stream_wait(stream *s, const char *what)
 {
-    char msg[4096];
-    while (stream_next(s, msg, sizeof msg) == 0)
-        if (strstr(msg, what))
+    while (stream_next(s, last_msg, sizeof last_msg) == 0)
+        if (strstr(last_msg, what))
             return 0;
     return -1;
 }
@@ -289,11 +290,24 @@ int main(int argc, char **argv)
     stream_open(&a, "bench-a");
     if (stream_wait(&a, "\"elected\"") != 0)
         die("bench-a was never elected");
+    const char *ep = strstr(last_msg, "\"epoch\":\"");
+    int64_t epoch = ep ? strtoll(ep + 9, NULL, 10) : 0;
+    if (epoch <= 0)
+        die("no epoch in Elected");
+    /* Confirms keep the term alive (the engine ends unconfirmed terms) and
+     * are measured too: the client library's rule-2 round trip. */
+    Kubelease__V1__ConfirmRequest cf = KUBELEASE__V1__CONFIRM_REQUEST__INIT;
+    cf.namespace_ = "bench";
+    cf.name = "handoff";
+    cf.identity = "bench-a";
+    cf.epoch = epoch;
+    int n_confirm = 0;
 
     Kubelease__V1__GetHolderRequest g = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
     g.namespace_ = "bench";
     g.name = "handoff";
     int64_t *lat = calloc((size_t)calls, sizeof *lat);
+    int64_t *clat = calloc((size_t)calls / 10 + 1, sizeof *clat);
     long conns = 0;               /* new connections during the measured calls */
     for (int i = 0; i < 200; i++) /* warm-up */
         unary(c, "GetHolder", &g.base, &out);
@@ -306,8 +320,15 @@ int main(int argc, char **argv)
         long n = 0;
         curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &n);
         conns += n;
+        if (i % 10 == 0) {
+            t0 = now_us();
+            if (unary(c, "Confirm", &cf.base, &out) != 200)
+                die("Confirm did not answer 200");
+            clat[n_confirm++] = now_us() - t0;
+        }
     }
     report("GetHolder (proto, keep-alive)", lat, calls);
+    report("Confirm (proto, keep-alive)", clat, n_confirm);
 
     /* Handoffs: the leader resigns, the standby must be elected. */
     int64_t *hand = calloc((size_t)handoffs, sizeof *hand);
@@ -348,6 +369,7 @@ int main(int argc, char **argv)
     curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);
     free(lat);
+    free(clat);
     free(hand);
     curl_global_cleanup();
     return 0;

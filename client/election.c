@@ -452,7 +452,10 @@ void election_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc)
 
 static void on_event(struct kl_client *c, struct election *el, Kubelease__V1__CampaignEvent *ev)
 {
-    el->backoff_ms = 0; /* the service answers: next reconnection is quick */
+    /* The service answers: the next reconnection may be quick (but not after
+     * Lost, or a service that keeps ending streams would be hammered). */
+    if (ev->event_case != KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST)
+        el->backoff_ms = 0;
     switch (ev->event_case) {
     case KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED: {
         int64_t epoch = ev->elected->epoch;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,7 +58,8 @@ typedef struct call {
     struct MHD_Connection *conn; /* NULL once the request is over */
     const rpc_method *method;    /* NULL: the status page */
     rpc_codec codec;
-    bool done, suspended, listed;
+    bool done, suspended;
+    bool listed;         /* in s->pending: the engine has not answered yet */
     int64_t deadline_ms; /* 0: none */
     struct call *prev, *next;
     /* the answer */
@@ -285,7 +287,6 @@ static void call_complete_locked(http_server *s, call *k, int status, rpc_code c
     k->content_type = content_type;
     k->body = body;
     k->len = len;
-    call_unlist(s, k);
     if (k->suspended && k->conn) {
         k->suspended = false;
         MHD_resume_connection(k->conn);
@@ -380,6 +381,7 @@ static void unary_done(void *ctx, const engine_reply *r)
     }
     bool free_it;
     pthread_mutex_lock(&s->mu);
+    call_unlist(s, k);
     if (k->method && code != RPC_OK)
         call_fail_locked(s, k, code, r->message);
     else if (!body)
@@ -446,6 +448,7 @@ static enum MHD_Result unary_dispatch(http_server *s, struct MHD_Connection *con
     k->suspended = true;
     MHD_suspend_connection(conn);
     if (unary_start_locked(s, k, m) != 0) {
+        call_unlist(s, k);
         k->refs--; /* the engine never calls back */
         call_fail_locked(s, k, RPC_INTERNAL, "out of memory");
     }
@@ -882,6 +885,14 @@ static enum MHD_Result begin_rpc(http_server *s, struct MHD_Connection *conn, re
                  s->max_body);
         return rpc_error(conn, q, RPC_RESOURCE_EXHAUSTED, msg);
     }
+    /* No compression is offered; a compressed body would only fail to decode. */
+    const char *enc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                  is_stream ? "Connect-Content-Encoding"
+                                                            : MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (enc && strcasecmp(enc, "identity") != 0) {
+        snprintf(msg, sizeof msg, "compression \"%.40s\" is not supported: send identity", enc);
+        return rpc_error(conn, q, RPC_UNIMPLEMENTED, msg);
+    }
     const char *to = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connect-Timeout-Ms");
     if (to && parse_timeout(to, &q->timeout_ms) != 0) {
         snprintf(msg, sizeof msg, "Connect-Timeout-Ms: \"%.40s\" is not 1 to 10 digits", to);
@@ -913,6 +924,7 @@ static enum MHD_Result status_page(http_server *s, struct MHD_Connection *conn, 
     k->suspended = true;
     MHD_suspend_connection(conn);
     if (unary_start_locked(s, k, NULL) != 0) {
+        call_unlist(s, k);
         k->refs--;
         call_fail_locked(s, k, RPC_INTERNAL, "out of memory");
     }
@@ -921,10 +933,9 @@ static enum MHD_Result status_page(http_server *s, struct MHD_Connection *conn, 
     return MHD_YES;
 }
 
-static enum MHD_Result begin_other(http_server *s, struct MHD_Connection *conn, req *q,
-                                   const char *url, const char *method)
+static enum MHD_Result answer_other(http_server *s, struct MHD_Connection *conn, req *q,
+                                    const char *url, const char *method)
 {
-    q->kind = REQ_OTHER;
     bool get =
         strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     bool known = strcmp(url, "/livez") == 0 || strcmp(url, "/readyz") == 0 ||
@@ -1075,7 +1086,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *req_cls = q;
         if (strncmp(url, RPC_SERVICE_PREFIX, strlen(RPC_SERVICE_PREFIX)) == 0)
             return begin_rpc(s, conn, q, url, method);
-        return begin_other(s, conn, q, url, method);
+        /* Answered once the request is complete, so that the connection
+         * can be kept alive (probes, scrapes). */
+        q->kind = REQ_OTHER;
+        return MHD_YES;
     }
     if (*upload_data_size) {
         if (!q->responded)
@@ -1089,7 +1103,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (q->kind == REQ_RPC)
         return finish_rpc(s, conn, q);
-    return MHD_NO;
+    return answer_other(s, conn, q, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -1135,7 +1149,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         pthread_mutex_lock(&s->mu);
         k->conn = NULL;
         k->suspended = false;
-        call_unlist(s, k);
         call_unref_locked(k, &free_it);
         pthread_mutex_unlock(&s->mu);
         if (free_it)
@@ -1173,6 +1186,8 @@ static void *timer_main(void *arg)
         int64_t wake = next_resume;
         for (call *k = s->pending, *next; k; k = next) {
             next = k->next;
+            if (k->done)
+                continue;
             if (k->deadline_ms && k->deadline_ms <= now)
                 call_fail_locked(s, k, RPC_DEADLINE_EXCEEDED,
                                  "Connect-Timeout-Ms passed before the service could answer");
@@ -1370,8 +1385,16 @@ void http_server_engine_gone(http_server *s)
 {
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
-    while (s->pending)
-        call_fail_locked(s, s->pending, RPC_UNAVAILABLE, "the service is shutting down");
+    /* Calls the engine never answered: answer them, drop the engine's ref. */
+    while (s->pending) {
+        call *k = s->pending;
+        bool free_it;
+        call_unlist(s, k);
+        call_fail_locked(s, k, RPC_UNAVAILABLE, "the service is shutting down");
+        call_unref_locked(k, &free_it);
+        if (free_it)
+            call_free(k);
+    }
     for (stream *st = s->streams, *next; st; st = next) {
         next = st->next;
         if (st->engine_open) {
@@ -1412,8 +1435,8 @@ void http_server_stop(http_server *s)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     s->timer_quit = true;
-    while (s->pending)
-        call_fail_locked(s, s->pending, RPC_UNAVAILABLE, "the service is shutting down");
+    for (call *k = s->pending; k; k = k->next)
+        call_fail_locked(s, k, RPC_UNAVAILABLE, "the service is shutting down");
     for (stream *st = s->streams; st; st = st->next) {
         st->aborted = st->aborted || !st->ended;
         stream_wake_locked(st);

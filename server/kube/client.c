@@ -12,7 +12,7 @@
 #include "core/metrics.h"
 
 /* Bound tokens rotate; re-read the file at least this often. */
-#define TOKEN_REREAD_MS 60000
+#define TOKEN_REREAD_MS KUBE_TOKEN_REREAD_MS
 
 struct kube_request {
     kube_request *prev, *next;
@@ -107,24 +107,29 @@ uint64_t kube_client_token_reads(const kube_client *c)
     return c->token_reads;
 }
 
+const char *kube_client_token(const kube_client *c)
+{
+    return c->cfg.token;
+}
+
 /* Re-reads a rotating token when it is old or was refused. */
-static void maybe_refresh_token(kube_client *c)
+bool kube_client_token_maybe_refresh(kube_client *c, int64_t now)
 {
     if (!c->cfg.token_file)
-        return;
-    int64_t now = mono_ms();
+        return false;
     if (!c->token_stale && now - c->token_read_ms < TOKEN_REREAD_MS)
-        return;
+        return false;
     char e[512];
     c->token_read_ms = now;
     c->token_stale = false;
     if (kube_config_token_refresh(&c->cfg, e, sizeof e) != 0) {
         log_event(LOG_WARN, "kube_token_reread_failed", "error=%s", log_q(e));
-        return;
+        return false;
     }
     c->token_reads++;
     if (set_auth_header(c) != 0)
         log_event(LOG_ERROR, "kube_token_reread_failed", "error=%s", log_q("out of memory"));
+    return true;
 }
 
 static void req_free(kube_request *r)
@@ -410,7 +415,7 @@ fail:
 
 kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
 {
-    maybe_refresh_token(c);
+    kube_client_token_maybe_refresh(c, mono_ms());
     kube_request *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
@@ -440,6 +445,9 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     SET(CURLOPT_TCP_KEEPIDLE, 15L);
     SET(CURLOPT_TCP_KEEPINTVL, 5L);
     SET(CURLOPT_SOCKOPTFUNCTION, on_socket);
+    /* Prefer a new stream on the HTTP/2 connection being set up over a
+     * second connection. */
+    SET(CURLOPT_PIPEWAIT, 1L);
     if (o->timeout_ms > 0) {
         SET(CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
         SET(CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);

@@ -65,9 +65,18 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o);
 /* Aborts a request; no callback runs for it after this returns. NULL is a no-op. */
 void kube_client_cancel(kube_client *c, kube_request *r);
 
-/* Testing aid: makes the next request re-read the token file. */
+/* Bound service-account tokens rotate: the token file is re-read before a
+ * request when the last read is this old, and after any 401. */
+#define KUBE_TOKEN_REREAD_MS 60000
+
+/* Makes the next request re-read the token file (done after a 401). */
 void kube_client_token_stale(kube_client *c);
+/* Re-reads the token file if it is due at now_ms (mono_ms()) or stale;
+ * returns true when a new token was read. Called before every request. */
+bool kube_client_token_maybe_refresh(kube_client *c, int64_t now_ms);
 /* How many times the token file was (re-)read successfully. */
 uint64_t kube_client_token_reads(const kube_client *c);
+/* The token in use (for tests; secret: never log it). */
+const char *kube_client_token(const kube_client *c);
 
 #endif

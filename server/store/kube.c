@@ -491,7 +491,6 @@ static void report_known(store_watch *w)
         if (!emit(w, STORE_EVENT_DELETE, &l))
             return;
     }
-    /* Copy: a callback may not change known, but keep iteration simple. */
     for (size_t i = 0; i < w->n_known; i++) {
         store_lease l = w->known[i];
         if (!emit(w, STORE_EVENT_PUT, &l))
@@ -770,6 +769,8 @@ static bool kube_reachable(store *s)
     return ((kube_store *)s)->reachable;
 }
 
+/* Cancels everything without callbacks. Not to be called from inside a
+ * callback of this store (the engine destroys the store after its loop). */
 static void kube_destroy(store *s)
 {
     kube_store *ks = (kube_store *)s;

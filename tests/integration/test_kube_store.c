@@ -465,19 +465,21 @@ static void test_kube_store_namespace_watch(void **state)
     destroy_store(s);
 }
 
-static int control_restart(int down_ms)
+static int control_restart(int down_ms, const char *signal)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "curl -sf -X POST '%s/apiserver/restart?down_ms=%d' >/dev/null",
-             control_url, down_ms);
+    snprintf(cmd, sizeof cmd,
+             "curl -sf -X POST '%s/apiserver/restart?down_ms=%d&signal=%s' >/dev/null", control_url,
+             down_ms, signal);
     return system(cmd);
 }
 
-static void test_kube_store_watch_survives_apiserver_restart(void **state)
+/* signal: TERM (a graceful restart) or KILL (a crash). */
+static void watch_survives_restart(const char *signal, int down_ms)
 {
-    (void)state;
     store *s = sa_store();
-    snprintf(lease_name, sizeof lease_name, "kt-restart-%d", (int)getpid());
+    snprintf(lease_name, sizeof lease_name, "kt-restart-%s-%d", signal[0] == 'K' ? "kill" : "term",
+             (int)getpid());
     store_lease l = lease_named(lease_name, "before", 1);
     store_result r = op(s, fn_create, &l, NULL);
     assert_int_equal(r.status, STORE_OK);
@@ -489,7 +491,7 @@ static void test_kube_store_watch_survives_apiserver_restart(void **state)
     i = expect_event(&wr, i, STORE_EVENT_SYNCED, NULL, NULL, 10000);
 
     /* The control endpoint answers once the apiserver is down again and up. */
-    assert_int_equal(control_restart(2000), 0);
+    assert_int_equal(control_restart(down_ms, signal), 0);
     int b = expect_event(&wr, i, STORE_EVENT_BROKEN, NULL, NULL, 30000);
 
     /* Write the final state as soon as the apiserver takes writes again. */
@@ -511,6 +513,18 @@ static void test_kube_store_watch_survives_apiserver_restart(void **state)
     watch_end(&wr);
     assert_int_equal(op(s, fn_remove, &l, NULL).status, STORE_OK);
     destroy_store(s);
+}
+
+static void test_kube_store_watch_survives_apiserver_restart(void **state)
+{
+    (void)state;
+    watch_survives_restart("TERM", 2000);
+}
+
+static void test_kube_store_watch_survives_apiserver_crash(void **state)
+{
+    (void)state;
+    watch_survives_restart("KILL", 500);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -610,6 +624,89 @@ static void test_kube_store_in_cluster_and_token_reread_after_401(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static store *store_from_kubeconfig(const char *dir, const char *text, char *err, size_t err_len)
+{
+    char kc[700];
+    snprintf(kc, sizeof kc, "%s/kubeconfig", dir);
+    FILE *f = fopen(kc, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    store_kube_opts o = {.kubeconfig = kc};
+    return store_kube_new(lp, &o, err, err_len);
+}
+
+/* Every way of trusting the apiserver and of proving who we are reaches it:
+ * client certificate and key as data (admin.kubeconfig) and as files, a CA
+ * file, a tokenFile, insecure-skip-tls-verify; without a CA the TLS check
+ * fails with a message that says so. */
+static void test_kube_store_tls_and_credential_variants(void **state)
+{
+    (void)state;
+    char err[512], kc[700], text[4096], server[200] = "";
+    store_lease l = lease_named("kt-tls-absent", "x", 1);
+
+    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", env_dir);
+    store_kube_opts o = {.kubeconfig = kc};
+    store *s = store_kube_new(lp, &o, err, sizeof err);
+    if (!s)
+        fail_msg("admin kubeconfig: %s", err);
+    store_result r = op(s, fn_get, &l, NULL);
+    if (r.status != STORE_NOT_FOUND)
+        fail_msg("client certificate data: %s %s", store_status_name(r.status), r.message);
+    destroy_store(s);
+
+    snprintf(server, sizeof server, "https://%s:%s", svc_host, svc_port);
+    char dir[] = "/tmp/kl-tls-it-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    snprintf(
+        text, sizeof text,
+        "current-context: files\n"
+        "contexts:\n- name: files\n  context: {cluster: c, user: admin}\n"
+        "- name: insecure\n  context: {cluster: insecure, user: sa}\n"
+        "- name: noca\n  context: {cluster: noca, user: sa}\n"
+        "clusters:\n- name: c\n  cluster: {server: '%s', certificate-authority: '%s/pki/ca.crt'}\n"
+        "- name: insecure\n  cluster: {server: '%s', insecure-skip-tls-verify: true}\n"
+        "- name: noca\n  cluster: {server: '%s'}\n"
+        "users:\n- name: admin\n  user: {client-certificate: '%s/pki/admin.crt', "
+        "client-key: '%s/pki/admin.key'}\n"
+        "- name: sa\n  user: {tokenFile: '%s/token'}\n",
+        server, env_dir, server, server, env_dir, env_dir, sa_dir);
+    s = store_from_kubeconfig(dir, text, err, sizeof err);
+    if (!s)
+        fail_msg("files kubeconfig: %s", err);
+    r = op(s, fn_get, &l, NULL);
+    if (r.status != STORE_NOT_FOUND)
+        fail_msg("client certificate files: %s %s", store_status_name(r.status), r.message);
+    destroy_store(s);
+
+    char kcp[700];
+    snprintf(kcp, sizeof kcp, "%s/kubeconfig", dir);
+    store_kube_opts oi = {.kubeconfig = kcp, .context = "insecure"};
+    s = store_kube_new(lp, &oi, err, sizeof err);
+    assert_non_null(s);
+    r = op(s, fn_get, &l, NULL);
+    if (r.status != STORE_NOT_FOUND)
+        fail_msg("insecure-skip-tls-verify with a tokenFile: %s %s", store_status_name(r.status),
+                 r.message);
+    destroy_store(s);
+
+    store_kube_opts on = {.kubeconfig = kcp, .context = "noca"};
+    s = store_kube_new(lp, &on, err, sizeof err);
+    assert_non_null(s);
+    r = op(s, fn_get, &l, NULL);
+    assert_int_equal(r.status, STORE_UNAVAILABLE);
+    assert_int_equal(r.http_code, 0);
+    if (!strstr(r.message, "certificate"))
+        fail_msg("no CA: \"%s\" does not mention the certificate", r.message);
+    assert_false(s->ops->reachable(s));
+    destroy_store(s);
+
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_kube_store_config_errors(void **state)
 {
     (void)state;
@@ -636,11 +733,13 @@ int main(void)
     read_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kube_store_config_errors),
+        cmocka_unit_test(test_kube_store_tls_and_credential_variants),
         cmocka_unit_test(test_kube_store_crud_and_conflicts),
         cmocka_unit_test(test_kube_store_namespace_watch),
         cmocka_unit_test(test_kube_store_in_cluster_and_token_reread_after_401),
         cmocka_unit_test(test_kube_store_latency_figures),
         cmocka_unit_test(test_kube_store_watch_survives_apiserver_restart),
+        cmocka_unit_test(test_kube_store_watch_survives_apiserver_crash),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();
