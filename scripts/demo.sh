@@ -147,8 +147,12 @@ start_service() {
     ("$kubeleased" --dev --listen "127.0.0.1:$1" --port-file "$state/port" \
         >>"$state/kubeleased.log" 2>&1 </dev/null &
         echo $! >"$state/kubeleased.pid")
-    wait_until 10 test -s "$state/port" || return 1
+    local pid
+    pid=$(cat "$state/kubeleased.pid")
+    wait_until 10 listening_or_gone "$pid"
+    test -s "$state/port"
 }
+listening_or_gone() { test -s "$state/port" || gone "$1"; }
 say "Starting the service: kubeleased --dev --listen 127.0.0.1:$port"
 more "(--dev keeps the Leases in memory, so no Kubernetes cluster is needed; in a"
 more "cluster it keeps them as coordination.k8s.io Lease objects instead)"
@@ -198,12 +202,13 @@ failover_ms=$(((t_new - t_kill) / 1000000))
 show_replicas
 ((new_epoch > epoch)) || die "the new term's epoch $new_epoch is not larger than $epoch"
 say "FAILOVER: $new_leader took over with epoch $new_epoch, ${failover_ms} ms after the crash."
-more "Why not 15 s (the lease duration, what client-go alone would wait)? kubeleased"
-more "grants a leader validity for at most one retry period (2 s) at a time, and the"
-more "leader keeps re-confirming (every third of that). The killed leader stopped"
-more "confirming and its connection broke; once its last grant ran out (2 s at most)"
-more "nobody could still believe in its term, so the service handed the Lease to a"
-more "standby at once instead of waiting out the 15 s lease duration."
+more "Why about 2 s and not 15 s? With client-go alone a standby must wait out the"
+more "whole lease duration (15 s, plus up to a retry period): it cannot tell a dead"
+more "leader from a slow one. kubeleased grants a leader validity for at most one"
+more "retry period (2 s) at a time, and the leader keeps re-confirming (every third of"
+more "that). The killed leader stopped confirming and its connection broke; once its"
+more "last grant ran out (2 s at most) nobody could still believe in its term, so the"
+more "service handed the Lease to a standby at once."
 wait_until "$timeout_s" gone "$leader_pid" || die "$leader (pid $leader_pid) survived SIGKILL"
 say "RESTART: $leader comes back (as Kubernetes would restart a crashed pod) and stands by."
 start_replica "$leader"
