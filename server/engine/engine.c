@@ -28,6 +28,7 @@
 #define LABELS_MAX (2 * STORE_NS_MAX + 2 * STORE_NAME_MAX + 32)
 
 typedef struct lease_state lease_state;
+typedef struct pending_get pending_get;
 typedef struct candidate candidate;
 typedef struct watcher watcher;
 
@@ -64,6 +65,7 @@ typedef struct term {
     bool release_wanted; /* write a release once no renewal is in flight */
     loop_timer *renew_timer;
     loop_timer *guard_timer; /* fires at granted_until / the renew deadline */
+    int64_t renew_sent_ms;   /* send time of the renewal in flight */
     engine_done resign_done; /* a Resign waiting for the release to land */
     void *resign_ctx;
     /* The resourceVersion of this term's last successful write. Renewals and
@@ -85,7 +87,12 @@ struct lease_state {
     int64_t observed_ms;   /* when record last changed, by our clock */
     int64_t vacant_ms;     /* when the Lease was last seen without a live holder; 0: held */
     int64_t transition_ms; /* when holder or epoch last changed */
-    bool writing;          /* an acquisition is in flight */
+    bool writing;          /* an acquisition is in flight: */
+    struct {
+        int64_t sent_ms;
+        uint64_t campaign_id; /* the candidate it is for */
+        bool resume;
+    } acq;
     candidate *candidates;
     watcher *watchers;
     term *term;
@@ -109,6 +116,7 @@ struct engine {
     atomic_int unsynced;
     atomic_bool stopping;
     int n_candidates, n_watchers; /* engine thread only, mirrored in metrics */
+    struct pending_get *gets;     /* consistent reads in flight */
 };
 
 static void lease_labels(const lease_state *ls, char *out, size_t n);
@@ -476,13 +484,6 @@ static void schedule_renew(lease_state *ls, int64_t due)
     t->renew_timer = loop_timer_at(ls->e->loop, due, renew_fire, ls);
 }
 
-typedef struct write_ctx {
-    lease_state *ls;
-    int64_t sent_ms;
-    uint64_t campaign_id; /* acquisitions: the candidate it is for */
-    bool resume;
-} write_ctx;
-
 /* Tells the holder the term goes on. A heartbeat reports what remains of
  * the validity already granted and never extends it: only Confirm does, so
  * that a holder that stopped confirming (dead or frozen) loses the term even
@@ -500,11 +501,9 @@ static void heartbeat(lease_state *ls)
 
 static void renew_done(void *ctx, const store_result *r)
 {
-    write_ctx *w = ctx;
-    lease_state *ls = w->ls;
+    lease_state *ls = ctx;
     term *t = ls->term;
-    int64_t sent = w->sent_ms;
-    free(w);
+    int64_t sent = t->renew_sent_ms;
     /* A term is never freed while its renewal is in flight (term_end waits). */
     t->renewing = false;
     int64_t now = mono_ms();
@@ -553,13 +552,7 @@ static void renew_fire(void *arg)
     /* A term whose stream is gone is not renewed: it ends at granted_until. */
     if (t->renewing || t->ending || !t->owner)
         return;
-    write_ctx *w = calloc(1, sizeof *w);
-    if (!w) {
-        schedule_renew(ls, mono_ms() + 100);
-        return;
-    }
-    w->ls = ls;
-    w->sent_ms = mono_ms();
+    t->renew_sent_ms = mono_ms();
     t->renewing = true;
     store_lease rec = ls->record;
     copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
@@ -567,7 +560,8 @@ static void renew_fire(void *arg)
     rec.transitions = t->epoch;
     rec.renew_time_us = wall_us();
     rec.lease_duration_s = t->lease_s;
-    ls->e->store->ops->update(ls->e->store, &rec, (int)lease_timeout_ms(t->renew_s), renew_done, w);
+    ls->e->store->ops->update(ls->e->store, &rec, (int)lease_timeout_ms(t->renew_s), renew_done,
+                              ls);
 }
 
 /* Starts a term for c from a record it has just written (sent at sent_ms). */
@@ -624,16 +618,14 @@ static void retry_fire(void *arg)
 
 static void acquire_done(void *ctx, const store_result *r)
 {
-    write_ctx *w = ctx;
-    lease_state *ls = w->ls;
+    lease_state *ls = ctx;
     ls->writing = false;
     log_event(LOG_DEBUG, "acquire_done", "ns=%s lease=%s status=%s rv=%s", ls->ns, ls->name,
               store_status_name(r->status),
               r->status == STORE_OK ? r->lease.resource_version : "-");
-    candidate *c = *campaign_slot(ls->e, w->campaign_id);
-    bool resume = w->resume;
-    int64_t sent = w->sent_ms;
-    free(w);
+    candidate *c = *campaign_slot(ls->e, ls->acq.campaign_id);
+    bool resume = ls->acq.resume;
+    int64_t sent = ls->acq.sent_ms;
     if (r->status == STORE_OK) {
         if (!c || ls->term) {
             /* The candidate left (or a term exists) while we wrote: give the
@@ -700,22 +692,18 @@ static void schedule_expiry(lease_state *ls)
 static void write_for(lease_state *ls, candidate *c, bool create, const store_lease *rec,
                       bool resume)
 {
-    write_ctx *w = calloc(1, sizeof *w);
-    if (!w)
-        return;
-    w->ls = ls;
-    w->campaign_id = c->id;
-    w->resume = resume;
-    w->sent_ms = mono_ms();
+    ls->acq.campaign_id = c->id;
+    ls->acq.resume = resume;
+    ls->acq.sent_ms = mono_ms();
     ls->writing = true;
     int timeout = (int)lease_timeout_ms(c->req.renew_deadline_s);
     log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
               ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
               (int)create);
     if (create)
-        ls->e->store->ops->create(ls->e->store, rec, timeout, acquire_done, w);
+        ls->e->store->ops->create(ls->e->store, rec, timeout, acquire_done, ls);
     else
-        ls->e->store->ops->update(ls->e->store, rec, timeout, acquire_done, w);
+        ls->e->store->ops->update(ls->e->store, rec, timeout, acquire_done, ls);
 }
 
 /* Starts an acquisition for the first waiting candidate when the Lease is
@@ -1056,17 +1044,23 @@ static void fill_holder_reply(lease_state *ls, engine_reply *r, int64_t now)
 }
 
 /* GetHolder waiting for a watch to sync, or for a consistent read. */
-typedef struct pending_get {
-    struct pending_get *next;
+struct pending_get {
+    struct pending_get *prev, *next; /* engine.gets: freed if the engine goes first */
     lease_state *ls;
     engine_done done;
     void *ctx;
-} pending_get;
+};
 
 static void get_done(void *ctx, const store_result *res)
 {
     pending_get *p = ctx;
     lease_state *ls = p->ls;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        ls->e->gets = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
     engine_reply r = {0};
     int64_t now = mono_ms();
     if (res->status == STORE_OK) {
@@ -1116,6 +1110,10 @@ static void do_get(cmd *k)
     p->ls = ls;
     p->done = k->done;
     p->ctx = k->ctx;
+    p->next = k->e->gets;
+    if (p->next)
+        p->next->prev = p;
+    k->e->gets = p;
     k->e->store->ops->get(k->e->store, ls->ns, ls->name, 2000, get_done, p);
 }
 
@@ -1322,6 +1320,11 @@ void engine_free(engine *e)
 {
     if (!e)
         return;
+    /* Reads the store will never complete (it is destroyed after us). */
+    for (pending_get *p = e->gets, *next; p; p = next) {
+        next = p->next;
+        free(p);
+    }
     for (unsigned b = 0; b < N_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
             next = ls->hash_next;

@@ -11,6 +11,13 @@ trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 
 cmake --install "$KL_BUILD_DIR" --prefix "$prefix" >/dev/null
+# A sanitizer build installs instrumented libraries: consumers link the runtime.
+san=$(sed -n 's/^KL_SANITIZE:[A-Z]*=//p' "$KL_BUILD_DIR/CMakeCache.txt")
+case $san in
+address) san_flags=-fsanitize=address,undefined ;;
+thread) san_flags=-fsanitize=thread ;;
+*) san_flags= ;;
+esac
 pcdir=$(dirname "$(find "$prefix" -name kubelease.pc)")
 libdir=$(dirname "$pcdir")
 for f in include/kubelease.h bin/kubeleased bin/kl_replica; do
@@ -48,7 +55,8 @@ target_link_libraries(shared PRIVATE kubelease::kubelease)
 add_executable(static main.c)
 target_link_libraries(static PRIVATE kubelease::kubelease_static)
 C
-cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_EXE_LINKER_FLAGS="$san_flags" >/dev/null
 cmake --build "$tmp/consumer/build" >/dev/null
 LD_LIBRARY_PATH=$libdir "$tmp/consumer/build/shared" >/dev/null
 "$tmp/consumer/build/static" >/dev/null
@@ -59,7 +67,7 @@ fi
 
 export PKG_CONFIG_PATH=$pcdir
 # shellcheck disable=SC2046
-cc "$tmp/consumer/main.c" $(pkg-config --cflags --libs kubelease) -o "$tmp/pc"
+cc $san_flags "$tmp/consumer/main.c" $(pkg-config --cflags --libs kubelease) -o "$tmp/pc"
 [[ $(pkg-config --modversion kubelease) == "$(LD_LIBRARY_PATH=$libdir "$tmp/pc")" ]] ||
     { echo "FAIL: pkg-config version differs from kl_version()"; exit 1; }
 echo "PASS: installed package usable via find_package and pkg-config; SONAME $soname"
