@@ -14,6 +14,7 @@
  * passes without a fresher Confirm (holder dead, frozen, or its stream gone),
  * the term ends and the Lease is released: nobody can still believe in it
  * (safety rule 3). A resignation releases at once. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,6 +421,22 @@ static void term_finish(lease_state *ls)
                               ls);
 }
 
+/* True when resourceVersion a is newer than b. Kubernetes calls them opaque,
+ * but both stores (etcd revisions, the memory store's counter) use decimal
+ * integers that only grow, as client-go's watch cache assumes too; anything
+ * else is compared for inequality only. The watch can lag behind the
+ * responses to our own writes, so an event may be older than the record we
+ * already hold: it must not move the state backwards. */
+static bool rv_newer(const char *a, const char *b)
+{
+    char *end_a, *end_b;
+    errno = 0;
+    unsigned long long x = strtoull(a, &end_a, 10), y = strtoull(b, &end_b, 10);
+    if (errno || !*a || !*b || *end_a || *end_b)
+        return strcmp(a, b) != 0;
+    return x > y;
+}
+
 /* Adopts a record written by this engine (or read back) as the latest state. */
 static void adopt_record(lease_state *ls, const store_lease *rec, int64_t now)
 {
@@ -819,6 +836,11 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
         try_acquire(ls);
         return;
     case STORE_EVENT_DELETE:
+        /* A deletion older than the record we hold (we created it again
+         * since) is history. */
+        if (ls->exists && lease->resource_version[0] &&
+            rv_newer(ls->record.resource_version, lease->resource_version))
+            return;
         if (ls->exists) {
             ls->exists = false;
             ls->transition_ms = now;
@@ -835,8 +857,8 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
     case STORE_EVENT_PUT:
         break;
     }
-    if (ls->exists && strcmp(ls->record.resource_version, lease->resource_version) == 0)
-        return;
+    if (ls->exists && !rv_newer(lease->resource_version, ls->record.resource_version))
+        return; /* seen already, or older than what our own write returned */
     adopt_record(ls, lease, now);
     if (!lease->holder[0] && !ls->vacant_ms)
         ls->vacant_ms = now;
@@ -1064,7 +1086,7 @@ static void get_done(void *ctx, const store_result *res)
     engine_reply r = {0};
     int64_t now = mono_ms();
     if (res->status == STORE_OK) {
-        if (!ls->exists || strcmp(ls->record.resource_version, res->lease.resource_version) != 0) {
+        if (!ls->exists || rv_newer(res->lease.resource_version, ls->record.resource_version)) {
             bool unseen = !ls->exists;
             adopt_record(ls, &res->lease, now);
             if (unseen)

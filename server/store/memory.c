@@ -31,7 +31,15 @@ typedef struct mem_store {
     int delivering; /* nesting depth of watch deliveries */
     bool available;
     int latency_ms;
+    int watch_delay_ms;
 } mem_store;
+
+/* A watch event on its way to the watches (store_memory_set_watch_delay). */
+typedef struct mem_delayed {
+    mem_store *m;
+    store_event_type type;
+    store_lease lease;
+} mem_delayed;
 
 typedef enum mem_op_kind { OP_GET, OP_CREATE, OP_UPDATE, OP_REMOVE, OP_WATCH_SYNC } mem_op_kind;
 
@@ -80,7 +88,7 @@ static void sweep_watches(mem_store *m)
     }
 }
 
-static void notify(mem_store *m, store_event_type type, const store_lease *l)
+static void notify_now(mem_store *m, store_event_type type, const store_lease *l)
 {
     m->delivering++;
     for (struct store_watch *w = m->watches; w; w = w->next)
@@ -88,6 +96,29 @@ static void notify(mem_store *m, store_event_type type, const store_lease *l)
             w->cb(w->ctx, type, l);
     m->delivering--;
     sweep_watches(m);
+}
+
+static void deliver_delayed(void *arg)
+{
+    mem_delayed *d = arg;
+    notify_now(d->m, d->type, &d->lease);
+    free(d);
+}
+
+static void notify(mem_store *m, store_event_type type, const store_lease *l)
+{
+    if (m->watch_delay_ms > 0) {
+        mem_delayed *d = malloc(sizeof *d);
+        if (d) {
+            d->m = m;
+            d->type = type;
+            d->lease = *l;
+            if (loop_timer_at(m->loop, mono_ms() + m->watch_delay_ms, deliver_delayed, d))
+                return;
+            free(d);
+        }
+    }
+    notify_now(m, type, l);
 }
 
 /* Reports the current state of everything w covers, then SYNCED. */
@@ -369,6 +400,11 @@ void store_memory_set_available(store *s, bool available)
     }
     m->delivering--;
     sweep_watches(m);
+}
+
+void store_memory_set_watch_delay(store *s, int ms)
+{
+    ((mem_store *)s)->watch_delay_ms = ms;
 }
 
 void store_memory_set_latency(store *s, int ms)

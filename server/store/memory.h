@@ -18,4 +18,8 @@ void store_memory_set_available(store *s, bool available);
  * a slow apiserver. Loop thread only. */
 void store_memory_set_latency(store *s, int ms);
 
+/* Delays the delivery of later watch events by ms (0: none), keeping their
+ * order, to model a watch that lags behind write responses. Loop thread only. */
+void store_memory_set_watch_delay(store *s, int ms);
+
 #endif

@@ -392,6 +392,48 @@ static void test_engine_volatile_store_holds_first_acquisition_for_a_grant(void 
     sink_free(a);
 }
 
+static void set_watch_delay(fixture *f, void *arg)
+{
+    store_memory_set_watch_delay(f->store, *(int *)arg);
+}
+
+/* The watch lags behind the answers to the engine's own writes: events older
+ * than the record the engine holds must not end a term as "superseded". */
+static void test_engine_lagging_watch_does_not_supersede_a_new_term(void **state)
+{
+    fixture *f = *state;
+    int delay = 300;
+    run_on_loop(f, set_watch_delay, &delay);
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for("lagging", "first"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    campaign(f, b, req_for("lagging", "second"));
+    resign(f, "lagging", "first");
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    int64_t epoch = b->events[j].epoch;
+    assert_int_equal(epoch, a->events[i].epoch + 1);
+    /* The late events (first's acquisition and release) arrive meanwhile. */
+    int64_t until = mono_ms() + 1000;
+    while (mono_ms() < until) {
+        engine_reply c = confirm(f, "lagging", "second", epoch);
+        if (c.code != ENGINE_OK)
+            fail_msg("the term ended: %s", c.message);
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(wait_kind(b, ENGINE_EVENT_LOST, 0) < 0);
+    assert_string_equal(get_holder(f, "lagging", false).holder, "second");
+    delay = 0;
+    run_on_loop(f, set_watch_delay, &delay);
+    resign(f, "lagging", "second");
+    assert_true(wait_closed(b, 5000));
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
 /* ---------- foreign writers, observed time ---------- */
 
 typedef struct put_arg {
@@ -739,6 +781,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_resume_after_validity_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_resign_during_renewal_still_releases, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_engine_lagging_watch_does_not_supersede_a_new_term,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_resume_on_other_replica_is_not_released_by_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_expiry_by_observed_time_ignores_renew_time,
