@@ -2,7 +2,7 @@
 # Sets up a fresh Debian machine and runs every test: unit, integration
 # (against a real kube-apiserver + etcd on loopback), interop (third-party
 # clients), chart; then the unit and integration suites again under
-# ASan+UBSan and the unit suite under TSan.
+# ASan+UBSan and under TSan, and the client library under valgrind.
 #
 # Usage: scripts/test.sh            everything
 #        KL_TEST_QUICK=1 scripts/test.sh   the plain build only (no sanitizer passes)
@@ -37,8 +37,17 @@ if [ -z "${KL_TEST_QUICK:-}" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     scripts/controlplane.sh run -- ctest --test-dir build-asan --output-on-failure -L 'unit|integration'
 
-  step "tests under TSan (unit)"
+  step "tests under TSan (unit, integration)"
   build build-tsan -DKL_SANITIZE=thread
-  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -L unit
+  TSAN_OPTIONS=halt_on_error=1 \
+    scripts/controlplane.sh run -- ctest --test-dir build-tsan --output-on-failure -L 'unit|integration'
+
+  step "the client library under valgrind (no errors, no leaks)"
+  vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect)
+  for t in build/tests/unit_test_client_*; do
+    "${vg[@]}" "$t" >/dev/null
+  done
+  KUBELEASED=$PWD/build/server/kubeleased KL_REPLICA=$PWD/build/examples/kl_replica \
+    KL_CLIENT_TEST_DEV=1 "${vg[@]}" build/tests/integration_test_client_election
 fi
 step "all tests passed"
