@@ -16,8 +16,7 @@
 
 /* Validates a decoded request of method id (its message type must be the
  * method's request type). */
-int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg,
-                         size_t msg_len);
+int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len);
 /* The namespace a request is about, NULL when it has none (ListLeases). */
 const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req);
 /* Copies a validated CampaignRequest into the engine's form. */

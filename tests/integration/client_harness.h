@@ -189,8 +189,8 @@ static inline pid_t h_spawn(char *const argv[], const char *log)
     return pid;
 }
 
-/* Starts kubeleased (--dev, or on the test control plane) on s->port (a free one when 0) and waits for
- * /readyz to answer 200 (10 s at most, else the test fails). */
+/* Starts kubeleased (--dev, or on the test control plane) on s->port (a free one when 0) and waits
+ * for /readyz to answer 200 (10 s at most, else the test fails). */
 static inline void h_server_start(struct server *s, int port)
 {
     char listen[64];
@@ -205,8 +205,8 @@ static inline void h_server_start(struct server *s, int port)
     snprintf(s->endpoint, sizeof(s->endpoint), "http://127.0.0.1:%d", port);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
     char *dev_argv[] = {(char *)bin, (char *)"--dev", (char *)"--listen", listen, NULL};
-    char *kube_argv[] = {(char *)bin, (char *)"--kubeconfig", h_kubeconfig, (char *)"--listen",
-                         listen, NULL};
+    char *kube_argv[] = {
+        (char *)bin, (char *)"--kubeconfig", h_kubeconfig, (char *)"--listen", listen, NULL};
     char **argv = h_kubeconfig[0] ? kube_argv : dev_argv;
     s->pid = h_spawn(argv, s->log);
     int64_t until = h_now_ms() + 10000;

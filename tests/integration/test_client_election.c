@@ -108,8 +108,7 @@ static void test_get_holder_of_missing_lease(void **state)
     kl_error err;
     char *holder = (char *)"x";
     int64_t epoch = 9;
-    assert_int_equal(kl_get_holder(c, h_ns, "never-created", &holder, &epoch, &err),
-                     KL_NOT_FOUND);
+    assert_int_equal(kl_get_holder(c, h_ns, "never-created", &holder, &epoch, &err), KL_NOT_FOUND);
     assert_null(holder);
     assert_int_equal(epoch, 0);
     kl_client_free(c);
@@ -385,8 +384,7 @@ static void test_wait_elected_timeout_cancels_the_election(void **state)
     kl_client *a = new_client(), *b = new_client();
     kl_error err;
     run_and_win(a, "timeout", "holder-a", NULL);
-    assert_int_equal(kl_run_election(b, h_ns, "timeout", "hopeful-b", LD, RD, RP, &err),
-                     KL_OK);
+    assert_int_equal(kl_run_election(b, h_ns, "timeout", "hopeful-b", LD, RD, RP, &err), KL_OK);
     int64_t t0 = h_now_ms();
     assert_int_equal(kl_wait_elected(b, h_ns, "timeout", 1, NULL, &err), KL_ERR_TIMEOUT);
     assert_true(h_now_ms() - t0 < 2000);

@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
-namespace {
+namespace
+{
 void on_holder(void *ctx, const char *holder, size_t len, int64_t epoch)
 {
     (void)ctx;
