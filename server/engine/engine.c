@@ -1145,7 +1145,7 @@ static void do_list(cmd *k)
     size_t n = 0, i = 0;
     for (unsigned b = 0; b < N_BUCKETS; b++)
         for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next)
-            n += ls->exists || ls->candidates;
+            n += ls->exists || ls->candidates || ls->watchers;
     engine_lease_status *rows = calloc(n ? n : 1, sizeof *rows);
     if (!rows) {
         reply_code(k, ENGINE_INTERNAL, "out of memory");
@@ -1154,7 +1154,7 @@ static void do_list(cmd *k)
     int64_t now = mono_ms();
     for (unsigned b = 0; b < N_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next) {
-            if (!ls->exists && !ls->candidates)
+            if (!ls->exists && !ls->candidates && !ls->watchers)
                 continue;
             engine_lease_status *row = &rows[i++];
             copy_str(row->ns, sizeof row->ns, ls->ns);

@@ -635,6 +635,20 @@ static void test_engine_renew_failure_ends_term_by_deadline(void **state)
     sink_free(a);
 }
 
+/* A ListLeases answer: the count and the first row. */
+typedef struct listed {
+    reply_box box;
+    engine_lease_status row;
+} listed;
+
+static void list_done(void *ctx, const engine_reply *r)
+{
+    listed *l = ctx;
+    if (r->n_leases > 0)
+        l->row = r->leases[0];
+    box_done(&l->box, r);
+}
+
 static void test_engine_holder_watch_current_state_then_changes(void **state)
 {
     fixture *f = *state;
@@ -644,6 +658,14 @@ static void test_engine_holder_watch_current_state_then_changes(void **state)
     int i = wait_kind(w, ENGINE_EVENT_HOLDER, 5000);
     assert_true(i >= 0);
     assert_false(w->events[i].exists);
+    /* Listed while it is watched, though it does not exist yet. */
+    listed l = {.box = BOX_INIT};
+    assert_int_equal(engine_list(f->engine, list_done, &l), 0);
+    box_wait(&l.box);
+    assert_int_equal(l.box.r.n_leases, 1);
+    assert_string_equal(l.row.name, "watched");
+    assert_int_equal(l.row.watchers, 1);
+    assert_int_equal(l.row.candidates, 0);
     campaign(f, a, req_for("watched", "watched-leader"));
     assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
     i = wait_kind(w, ENGINE_EVENT_HOLDER, 5000);
