@@ -633,6 +633,24 @@ static void retry_fire(void *arg)
     try_acquire(ls);
 }
 
+/* An acquisition whose candidate left while it was being written: nobody
+ * was told it was elected, so the Lease is given back at once, through the
+ * same release path as a term's. */
+static void release_unclaimed(lease_state *ls, const store_lease *rec)
+{
+    adopt_record(ls, rec, mono_ms());
+    term *t = ls->term ? NULL : calloc(1, sizeof *t);
+    if (!t)
+        return; /* out of memory (or a term exists): the Lease expires by itself */
+    copy_str(t->identity, sizeof t->identity, rec->holder);
+    copy_str(t->rv, sizeof t->rv, rec->resource_version);
+    t->epoch = rec->transitions;
+    t->renew_s = t->retry_s = t->lease_s = 2;
+    t->ending = t->release_wanted = true;
+    ls->term = t;
+    term_finish(ls);
+}
+
 static void acquire_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
@@ -645,23 +663,7 @@ static void acquire_done(void *ctx, const store_result *r)
     int64_t sent = ls->acq.sent_ms;
     if (r->status == STORE_OK) {
         if (!c || ls->term) {
-            /* The candidate left (or a term exists) while we wrote: give the
-             * Lease back at once; nobody was told it was elected. */
-            adopt_record(ls, &r->lease, mono_ms());
-            store_lease rel = ls->record;
-            rel.holder[0] = '\0';
-            rel.lease_duration_s = 1;
-            term *t = calloc(1, sizeof *t);
-            if (t && !ls->term) {
-                copy_str(t->identity, sizeof t->identity, r->lease.holder);
-                t->epoch = r->lease.transitions;
-                t->renew_s = t->retry_s = t->lease_s = 2;
-                t->ending = true;
-                ls->term = t;
-                ls->e->store->ops->update(ls->e->store, &rel, 1000, release_done, ls);
-            } else {
-                free(t);
-            }
+            release_unclaimed(ls, &r->lease);
             return;
         }
         term_start(ls, c, &r->lease, sent, resume);
@@ -1365,45 +1367,57 @@ void engine_free(engine *e)
     free(e);
 }
 
-uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_listener listener)
+/* Posts a stream command (campaign, watch) and returns its id, 0 on failure. */
+static uint64_t post_stream(engine *e, cmd *k, engine_listener listener)
 {
-    cmd *k = cmd_new(e, CMD_CAMPAIGN, req->ns, req->name, req->identity);
     if (!k)
         return 0;
-    k->req = *req;
     k->listener = listener;
     k->id = atomic_fetch_add(&e->next_id, 1);
     uint64_t id = k->id;
     return cmd_post(k) == 0 ? id : 0;
 }
 
-void engine_campaign_detach(engine *e, uint64_t campaign_id)
+/* Posts a command that names a stream by its id (detach, unwatch). */
+static void post_id(engine *e, cmd_kind kind, uint64_t id)
 {
-    cmd *k = cmd_new(e, CMD_DETACH, "", "", "");
+    cmd *k = cmd_new(e, kind, "", "", "");
     if (!k)
         return;
-    k->id = campaign_id;
+    k->id = id;
     cmd_post(k);
 }
 
-static int post_unary(engine *e, cmd_kind kind, const char *ns, const char *name,
-                      const char *identity, engine_done done, void *ctx, cmd **out)
+/* A unary command, not yet posted; NULL when out of memory. */
+static cmd *unary_cmd(engine *e, cmd_kind kind, const char *ns, const char *name,
+                      const char *identity, engine_done done, void *ctx)
 {
     cmd *k = cmd_new(e, kind, ns, name, identity);
-    if (!k)
-        return -1;
-    k->done = done;
-    k->ctx = ctx;
-    if (out)
-        *out = k;
-    return 0;
+    if (k) {
+        k->done = done;
+        k->ctx = ctx;
+    }
+    return k;
+}
+
+uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_listener listener)
+{
+    cmd *k = cmd_new(e, CMD_CAMPAIGN, req->ns, req->name, req->identity);
+    if (k)
+        k->req = *req;
+    return post_stream(e, k, listener);
+}
+
+void engine_campaign_detach(engine *e, uint64_t campaign_id)
+{
+    post_id(e, CMD_DETACH, campaign_id);
 }
 
 int engine_confirm(engine *e, const char *ns, const char *name, const char *identity, int64_t epoch,
                    engine_done done, void *ctx)
 {
-    cmd *k;
-    if (post_unary(e, CMD_CONFIRM, ns, name, identity, done, ctx, &k) != 0)
+    cmd *k = unary_cmd(e, CMD_CONFIRM, ns, name, identity, done, ctx);
+    if (!k)
         return -1;
     k->epoch = epoch;
     return cmd_post(k);
@@ -1412,17 +1426,15 @@ int engine_confirm(engine *e, const char *ns, const char *name, const char *iden
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
                   engine_done done, void *ctx)
 {
-    cmd *k;
-    if (post_unary(e, CMD_RESIGN, ns, name, identity, done, ctx, &k) != 0)
-        return -1;
-    return cmd_post(k);
+    cmd *k = unary_cmd(e, CMD_RESIGN, ns, name, identity, done, ctx);
+    return k ? cmd_post(k) : -1;
 }
 
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
                       engine_done done, void *ctx)
 {
-    cmd *k;
-    if (post_unary(e, CMD_GET, ns, name, "", done, ctx, &k) != 0)
+    cmd *k = unary_cmd(e, CMD_GET, ns, name, "", done, ctx);
+    if (!k)
         return -1;
     k->consistent = consistent;
     return cmd_post(k);
@@ -1430,30 +1442,18 @@ int engine_get_holder(engine *e, const char *ns, const char *name, bool consiste
 
 int engine_list(engine *e, engine_done done, void *ctx)
 {
-    cmd *k;
-    if (post_unary(e, CMD_LIST, "", "", "", done, ctx, &k) != 0)
-        return -1;
-    return cmd_post(k);
+    cmd *k = unary_cmd(e, CMD_LIST, "", "", "", done, ctx);
+    return k ? cmd_post(k) : -1;
 }
 
 uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener)
 {
-    cmd *k = cmd_new(e, CMD_WATCH, ns, name, "");
-    if (!k)
-        return 0;
-    k->listener = listener;
-    k->id = atomic_fetch_add(&e->next_id, 1);
-    uint64_t id = k->id;
-    return cmd_post(k) == 0 ? id : 0;
+    return post_stream(e, cmd_new(e, CMD_WATCH, ns, name, ""), listener);
 }
 
 void engine_unwatch(engine *e, uint64_t watch_id)
 {
-    cmd *k = cmd_new(e, CMD_UNWATCH, "", "", "");
-    if (!k)
-        return;
-    k->id = watch_id;
-    cmd_post(k);
+    post_id(e, CMD_UNWATCH, watch_id);
 }
 
 bool engine_ready(engine *e, char *why, size_t why_len)

@@ -434,6 +434,32 @@ static void test_engine_lagging_watch_does_not_supersede_a_new_term(void **state
     sink_free(b);
 }
 
+/* A candidate that leaves while its acquisition is being written was never
+ * told it won: the Lease is given back at once, and the next one takes it. */
+static void test_engine_acquisition_for_a_departed_candidate_is_released(void **state)
+{
+    fixture *f = *state;
+    int latency = 300;
+    run_on_loop(f, set_latency, &latency);
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for("departed", "gone-early"));
+    /* Standing by means synced: its acquisition (300 ms) is now in flight. */
+    assert_true(wait_kind(a, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    engine_campaign_detach(f->engine, a->id);
+    assert_true(wait_closed(a, 5000));
+    campaign(f, b, req_for("departed", "next"));
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, 2); /* after gone-early's unclaimed epoch 1 */
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 0) < 0);
+    latency = 0;
+    run_on_loop(f, set_latency, &latency);
+    resign(f, "departed", "next");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
 /* ---------- foreign writers, observed time ---------- */
 
 typedef struct put_arg {
@@ -805,6 +831,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_lagging_watch_does_not_supersede_a_new_term,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_acquisition_for_a_departed_candidate_is_released, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_resume_on_other_replica_is_not_released_by_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_expiry_by_observed_time_ignores_renew_time,
