@@ -666,23 +666,40 @@ static int finished_result(struct election *el, int for_elected, kl_error *err)
     return kl_seterr(err, el->result, "%s", el->message);
 }
 
-int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout_s,
-                    int64_t *lease_transitions, kl_error *err)
+/* The common start of the blocking waits: checks the arguments and the
+ * calling thread, then returns the election with c->mu held and a waiter
+ * counted (finish with el_release and unlocking), or NULL with *rc and err
+ * set and nothing held. */
+static struct election *el_wait_begin(kl_client *c, const char *ns, const char *lease,
+                                      const char *fn, int *rc, kl_error *err)
 {
-    int rc = check_common(c, ns, lease, err);
-    if (rc != KL_OK)
-        return rc;
-    if (client_on_io_thread(c))
-        return kl_seterr(err, KL_ERR_IN_CALLBACK,
-                         "kl_wait_elected cannot be called from a kubelease callback");
+    *rc = check_common(c, ns, lease, err);
+    if (*rc != KL_OK)
+        return NULL;
+    if (client_on_io_thread(c)) {
+        *rc =
+            kl_seterr(err, KL_ERR_IN_CALLBACK, "%s cannot be called from a kubelease callback", fn);
+        return NULL;
+    }
     pthread_mutex_lock(&c->mu);
     struct election *el = el_find(c, ns, lease);
     if (!el) {
         pthread_mutex_unlock(&c->mu);
-        return kl_seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s: call kl_run_election", ns,
-                         lease);
+        *rc = kl_seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s: call kl_run_election", ns,
+                        lease);
+        return NULL;
     }
     el->waiters++;
+    return el;
+}
+
+int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout_s,
+                    int64_t *lease_transitions, kl_error *err)
+{
+    int rc;
+    struct election *el = el_wait_begin(c, ns, lease, "kl_wait_elected", &rc, err);
+    if (!el)
+        return rc;
     int64_t until = timeout_s < 0 ? -1 : kl_now_ms() + (int64_t)timeout_s * 1000;
     for (;;) {
         int64_t now = kl_now_ms();
@@ -715,20 +732,10 @@ int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout
 
 static int wait_lost(kl_client *c, const char *ns, const char *lease, int timeout_ms, kl_error *err)
 {
-    int rc = check_common(c, ns, lease, err);
-    if (rc != KL_OK)
+    int rc;
+    struct election *el = el_wait_begin(c, ns, lease, "kl_wait_lost", &rc, err);
+    if (!el)
         return rc;
-    if (client_on_io_thread(c))
-        return kl_seterr(err, KL_ERR_IN_CALLBACK,
-                         "kl_wait_lost cannot be called from a kubelease callback");
-    pthread_mutex_lock(&c->mu);
-    struct election *el = el_find(c, ns, lease);
-    if (!el) {
-        pthread_mutex_unlock(&c->mu);
-        return kl_seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s: call kl_run_election", ns,
-                         lease);
-    }
-    el->waiters++;
     int64_t until = timeout_ms < 0 ? -1 : kl_now_ms() + timeout_ms;
     for (;;) {
         int64_t now = kl_now_ms();
