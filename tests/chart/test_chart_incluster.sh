@@ -61,8 +61,9 @@ printf '%s' "$RELNS" >"$sadir/namespace"
 
 # The container's arguments, as installed, listening on loopback instead.
 kapi GET "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL"; kexpect 200
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mapfile -t args < <(python3 - "$KWORK/out.json" "127.0.0.1:$port" <<'PY'
+# Port 0 (the kernel picks a free one, read back from --port-file), so
+# parallel tests never race for a port.
+mapfile -t args < <(python3 - "$KWORK/out.json" "127.0.0.1:0" <<'PY'
 import json, sys
 args = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]
 i = args.index("--listen")
@@ -79,13 +80,13 @@ note "starting kubeleased ${args[*]} --sa-dir $sadir"
   # Only what a pod would have: no kubeconfig, no stray KUBELEASED_* flags.
   for v in $(compgen -e); do case $v in KUBELEASED_* | KUBECONFIG) unset "$v" ;; esac; done
   export KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$api_port
-  exec "$KUBELEASED" "${args[@]}" --sa-dir "$sadir"
+  exec "$KUBELEASED" "${args[@]}" --sa-dir "$sadir" --port-file "$work/port"
 ) >"$work/kubeleased.log" 2>&1 &
 daemon_pid=$!
-URL=http://127.0.0.1:$port
 
 deadline=$((SECONDS + 30))
-until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/readyz")" = 200 ]; do
+until [ -s "$work/port" ] && URL=http://127.0.0.1:$(cat "$work/port") &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/readyz")" = 200 ]; do
   kill -0 "$daemon_pid" 2>/dev/null || { tail -n 30 "$work/kubeleased.log" >&2; fail "kubeleased exited before it was ready"; }
   [ $SECONDS -lt $deadline ] || { tail -n 30 "$work/kubeleased.log" >&2; fail "kubeleased was not ready within 30 s"; }
   sleep 0.1

@@ -1,5 +1,5 @@
 /* Test harness of the client integration tests: starts a real
- * `kubeleased --dev` on a free loopback port and waits until it is ready,
+ * `kubeleased --dev` on a loopback port the kernel picks and waits until it is ready,
  * stops, pauses and restarts it, and spawns kl_replica processes.
  * With $KUBELEASE_TEST_ENV (the test control plane) the service uses the real
  * apiserver instead (ServiceAccount kubeconfig, the test namespace).
@@ -8,18 +8,15 @@
 #ifndef KL_CLIENT_HARNESS_H
 #define KL_CLIENT_HARNESS_H
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,23 +115,6 @@ static inline void h_require_server(void)
     h_choose_store();
 }
 
-static inline int h_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    socklen_t len = sizeof(a);
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("free port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static size_t h_discard(char *p, size_t s, size_t n, void *u)
 {
     (void)p;
@@ -189,36 +169,59 @@ static inline pid_t h_spawn(char *const argv[], const char *log)
     return pid;
 }
 
-/* Starts kubeleased (--dev, or on the test control plane) on s->port (a free one when 0) and waits
- * for /readyz to answer 200 (10 s at most, else the test fails). */
+/* Reads the port kubeleased wrote to path (0 while it is not there yet). */
+static inline int h_read_port(const char *path)
+{
+    int port = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%d", &port) != 1)
+            port = 0;
+        fclose(f);
+    }
+    return port;
+}
+
+/* Starts kubeleased (--dev, or on the test control plane) and waits for
+ * /readyz to answer 200 (10 s at most, else the test fails). With port 0 the
+ * kernel picks a free one (read back from --port-file), so parallel tests
+ * never race for a port; a restart passes s->port to keep the endpoint the
+ * clients know. */
 static inline void h_server_start(struct server *s, int port)
 {
-    char listen[64];
+    char listen[64], port_file[300];
     const char *bin = getenv("KUBELEASED");
-    if (port == 0) {
-        port = h_free_port();
-        snprintf(s->log, sizeof(s->log), "%s/kl-test-server-%d-%d.log",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), port);
+    if (!s->log[0]) {
+        snprintf(s->log, sizeof(s->log), "%s/kl-test-server-%d.log",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
         unlink(s->log);
     }
-    s->port = port;
-    snprintf(s->endpoint, sizeof(s->endpoint), "http://127.0.0.1:%d", port);
+    snprintf(port_file, sizeof(port_file), "%s.port", s->log);
+    unlink(port_file);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-    char *dev_argv[] = {(char *)bin, (char *)"--dev", (char *)"--listen", listen, NULL};
-    char *kube_argv[] = {
-        (char *)bin, (char *)"--kubeconfig", h_kubeconfig, (char *)"--listen", listen, NULL};
+    char *dev_argv[] = {(char *)bin, (char *)"--dev",       (char *)"--listen",
+                        listen,      (char *)"--port-file", port_file,
+                        NULL};
+    char *kube_argv[] = {(char *)bin, (char *)"--kubeconfig", h_kubeconfig, (char *)"--listen",
+                         listen,      (char *)"--port-file",  port_file,    NULL};
     char **argv = h_kubeconfig[0] ? kube_argv : dev_argv;
     s->pid = h_spawn(argv, s->log);
+    s->port = 0;
     int64_t until = h_now_ms() + 10000;
-    while (h_http_get(s->endpoint, "/readyz") != 200) {
+    for (;;) {
         int st;
+        if (!s->port && (s->port = h_read_port(port_file)) != 0)
+            snprintf(s->endpoint, sizeof(s->endpoint), "http://127.0.0.1:%d", s->port);
+        if (s->port && h_http_get(s->endpoint, "/readyz") == 200)
+            break;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid || h_now_ms() > until) {
-            fprintf(stderr, "kubeleased did not become ready on %s\n", s->endpoint);
+            fprintf(stderr, "kubeleased did not become ready (port %d)\n", port);
             h_dump_log(s->log);
             exit(1);
         }
         h_sleep_ms(20);
     }
+    unlink(port_file);
 }
 
 static inline void h_server_signal(struct server *s, int sig)

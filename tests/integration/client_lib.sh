@@ -1,6 +1,7 @@
 # Shared by the process-level client tests (sourced, not run): starts a real
-# kubeleased (--dev, or on the test control plane) on a free loopback port and kl_replica processes, waits
-# for conditions, and cleans up every process it started.
+# kubeleased (--dev, or on the test control plane) on a loopback port the
+# kernel picks, and kl_replica processes; waits for conditions, and cleans up
+# every process it started.
 # The tests skip (exit 77) until $KUBELEASED's --help mentions --dev.
 
 KL_PIDS=()
@@ -45,36 +46,32 @@ kl_require_server() {
     kl_choose_store
 }
 
-kl_free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 30000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return
-        fi
-    done
-}
-
 # kl_mono_ms: CLOCK_MONOTONIC in milliseconds (the clock kl_replica logs in ns).
 kl_mono_ns() { "$KL_REPLICA" --print-monotonic; }
 
-# kl_start_server PORT: starts kubeleased --dev, sets KL_SERVER_PID, waits for
-# /readyz (10 s).
+# kl_start_server [PORT]: starts kubeleased, sets KL_SERVER_PID, KL_PORT and
+# KL_ENDPOINT, waits for /readyz (10 s). Without PORT the kernel picks a free
+# one (--listen :0, read back from --port-file), so parallel tests never race
+# for a port; a restart passes the port it had, to keep the replicas' endpoint.
 kl_start_server() {
-    local port=$1 i
-    "$KUBELEASED" "${KL_SERVER_ARGS[@]}" --listen "127.0.0.1:$port" >>"$KL_TMP/server.log" 2>&1 &
+    local port=${1:-0} i
+    rm -f "$KL_TMP/server.port"
+    "$KUBELEASED" "${KL_SERVER_ARGS[@]}" --listen "127.0.0.1:$port" --port-file "$KL_TMP/server.port" \
+        >>"$KL_TMP/server.log" 2>&1 &
     KL_SERVER_PID=$!
     KL_PIDS+=("$KL_SERVER_PID")
-    KL_ENDPOINT=http://127.0.0.1:$port
     for ((i = 0; i < 500; i++)); do
-        if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 0.5 "$KL_ENDPOINT/readyz") == 200 ]]; then
-            return 0
+        if [[ -s $KL_TMP/server.port ]]; then
+            KL_PORT=$(<"$KL_TMP/server.port")
+            KL_ENDPOINT=http://127.0.0.1:$KL_PORT
+            if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 0.5 "$KL_ENDPOINT/readyz") == 200 ]]; then
+                return 0
+            fi
         fi
         kill -0 "$KL_SERVER_PID" 2>/dev/null || break
         sleep 0.02
     done
-    echo "FAIL: kubeleased did not become ready on $KL_ENDPOINT"
+    echo "FAIL: kubeleased did not become ready (port $port)"
     cat "$KL_TMP/server.log"
     exit 1
 }

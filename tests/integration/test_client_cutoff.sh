@@ -15,7 +15,7 @@ SLACK_MS=${SLACK_MS:-300}
 iv=$KL_TMP/intervals
 : >"$iv"
 args=(--lease-duration 15 --renew-deadline 10 --retry-period 2 --intervals "$iv")
-kl_start_server "$(kl_free_port)"
+kl_start_server
 kl_start_replica a cutoff "${args[@]}"
 kl_wait_for 'grep -q "^start a " "$iv"' 10 || { echo "FAIL: a was not elected"; exit 1; }
 kl_start_replica b cutoff "${args[@]}"

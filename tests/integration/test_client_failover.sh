@@ -17,7 +17,7 @@ LIMIT_MS=${LIMIT_MS:-3500} # validity (2 s) + a generous round trip
 iv=$KL_TMP/intervals
 : >"$iv"
 args=(--lease-duration 15 --renew-deadline 10 --retry-period 2 --intervals "$iv")
-kl_start_server "$(kl_free_port)"
+kl_start_server
 kl_start_replica a failover "${args[@]}"
 kl_start_replica b failover "${args[@]}"
 kl_wait_for '[[ -n $(kl_open_leader "$iv") ]]' 10 || { echo "FAIL: nobody elected"; exit 1; }

@@ -28,8 +28,8 @@ want() { [[ " $FAULTS " == *" $1 "* ]]; }
 iv=$KL_TMP/intervals
 : >"$iv"
 args=(--lease-duration 5 --renew-deadline 4 --retry-period 1 --intervals "$iv")
-port=$(kl_free_port)
-kl_start_server "$port"
+kl_start_server
+port=$KL_PORT
 declare -A pid_of
 start() { # ID [extra args]
     local id=$1

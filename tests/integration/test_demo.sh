@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/demo.sh (the README's run command), without its setup and build
-# (KL_DEMO_SKIP_BUILD=1, this build's binaries) on a free port with its own
+# (KL_DEMO_SKIP_BUILD=1, this build's binaries) on a port the kernel picks, with its own
 # state directory: its narration must tell of an election (epoch 1), a
 # failover after SIGKILL with a larger epoch well under the 15 s lease
 # duration, a resignation handed off within milliseconds, and leave the
@@ -15,13 +15,14 @@ out=$OPS_TMP/demo.out
 stop_demo() { KL_DEMO_STATE=$state "$src/scripts/demo.sh" stop >/dev/null 2>&1 || true; }
 trap 'stop_demo; ops_cleanup' EXIT
 
-# A free port (the demo's default 8080 may be taken by something else).
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# Port 0: the kernel picks a free one (the demo's default 8080 may be taken),
+# and the demo reads it back from its state directory.
 rc=0
-KL_DEMO_SKIP_BUILD=1 KL_DEMO_PORT=$port KL_DEMO_STATE=$state KL_DEMO_TIMEOUT=30 \
+KL_DEMO_SKIP_BUILD=1 KL_DEMO_PORT=0 KL_DEMO_STATE=$state KL_DEMO_TIMEOUT=30 \
     KUBELEASED=$KUBELEASED KL_REPLICA=$KL_REPLICA timeout 120 "$src/scripts/demo.sh" >"$out" 2>&1 || rc=$?
 cat "$out"
 ((rc == 0)) || fail "demo.sh exited $rc"
+port=$(<"$state/port")
 
 grep -Eq '^[0-9:.]{12}  ELECTED: replica-[abc] leads with epoch 1\.' "$out" || fail "no election with epoch 1 narrated"
 line=$(grep -E '^[0-9:.]{12}  FAILOVER: ' "$out") || fail "no failover narrated"
