@@ -461,8 +461,12 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     if (strcmp(o->method, "GET") != 0)
         SET(CURLOPT_CUSTOMREQUEST, o->method);
     struct curl_slist *h;
+    char content_type[96] = "";
+    if (o->body)
+        snprintf(content_type, sizeof content_type, "Content-Type: %s",
+                 o->content_type ? o->content_type : "application/json");
     const char *hdrs[] = {"Accept: application/json",
-                          "Expect:", o->body ? "Content-Type: application/json" : NULL};
+                          "Expect:", content_type[0] ? content_type : NULL};
     for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
         if (!hdrs[i])
             continue;

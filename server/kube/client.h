@@ -41,9 +41,10 @@ typedef void (*kube_headers_fn)(void *ctx, long http_code);
 typedef int (*kube_data_fn)(void *ctx, const char *data, size_t len);
 
 typedef struct kube_request_opts {
-    const char *method; /* "GET", "POST", "PUT", "DELETE" */
-    const char *path;   /* "/apis/..." with the query string; appended to the server */
-    const char *body;   /* copied; NULL for none */
+    const char *method;       /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+    const char *path;         /* "/apis/..." with the query string; appended to the server */
+    const char *body;         /* copied; NULL for none */
+    const char *content_type; /* of the body; NULL: application/json */
     size_t body_len;
     int timeout_ms;             /* whole request; 0: no limit (watches) */
     kube_headers_fn on_headers; /* with on_data: a streaming request */

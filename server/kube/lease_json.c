@@ -295,32 +295,50 @@ static bool bounded(const char *s, size_t cap)
     return memchr(s, 0, cap) != NULL;
 }
 
-char *kube_lease_encode(const store_lease *l, bool with_rv, size_t *len)
+/* Adds name: value, or name: null when the value is unset and nulls is set
+ * (a merge patch deletes a field it sets to null). */
+static bool add_string(cJSON *o, const char *name, const char *value, bool nulls)
+{
+    if (value)
+        return cJSON_AddStringToObject(o, name, value) != NULL;
+    return !nulls || cJSON_AddNullToObject(o, name) != NULL;
+}
+
+static bool add_number(cJSON *o, const char *name, double value, bool set, bool nulls)
+{
+    if (set)
+        return cJSON_AddNumberToObject(o, name, value) != NULL;
+    return !nulls || cJSON_AddNullToObject(o, name) != NULL;
+}
+
+/* The object (patch false) or a JSON merge patch (patch true) for l. */
+static char *encode(const store_lease *l, bool with_rv, bool patch, size_t *len)
 {
     char acq[KUBE_MICROTIME_LEN], ren[KUBE_MICROTIME_LEN];
     char *text = NULL;
     if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
         !bounded(l->holder, sizeof l->holder) ||
         !bounded(l->resource_version, sizeof l->resource_version) || l->transitions < 0 ||
-        l->transitions > INT32_MAX || l->lease_duration_s < 0)
+        l->transitions > INT32_MAX || l->lease_duration_s < 0 || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
         (l->renew_time_us && kube_microtime_format(l->renew_time_us, ren) != 0))
         return NULL;
     cJSON *root = cJSON_CreateObject(), *md, *spec;
-    if (!root || !cJSON_AddStringToObject(root, "apiVersion", "coordination.k8s.io/v1") ||
-        !cJSON_AddStringToObject(root, "kind", "Lease") ||
+    if (!root ||
+        (!patch && (!cJSON_AddStringToObject(root, "apiVersion", "coordination.k8s.io/v1") ||
+                    !cJSON_AddStringToObject(root, "kind", "Lease"))) ||
         !(md = cJSON_AddObjectToObject(root, "metadata")) ||
-        !cJSON_AddStringToObject(md, "name", l->name) ||
-        !cJSON_AddStringToObject(md, "namespace", l->ns) ||
+        (!patch && (!cJSON_AddStringToObject(md, "name", l->name) ||
+                    !cJSON_AddStringToObject(md, "namespace", l->ns))) ||
         (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
         !(spec = cJSON_AddObjectToObject(root, "spec")) ||
         !cJSON_AddStringToObject(spec, "holderIdentity", l->holder) ||
-        (l->lease_duration_s > 0 &&
-         !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", l->lease_duration_s)) ||
+        !add_number(spec, "leaseDurationSeconds", l->lease_duration_s, l->lease_duration_s > 0,
+                    patch) ||
         !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)l->transitions) ||
-        (l->acquire_time_us && !cJSON_AddStringToObject(spec, "acquireTime", acq)) ||
-        (l->renew_time_us && !cJSON_AddStringToObject(spec, "renewTime", ren)))
+        !add_string(spec, "acquireTime", l->acquire_time_us ? acq : NULL, patch) ||
+        !add_string(spec, "renewTime", l->renew_time_us ? ren : NULL, patch))
         goto done;
     text = cJSON_PrintUnformatted(root);
     if (text && len)
@@ -328,6 +346,16 @@ char *kube_lease_encode(const store_lease *l, bool with_rv, size_t *len)
 done:
     cJSON_Delete(root);
     return text;
+}
+
+char *kube_lease_encode(const store_lease *l, bool with_rv, size_t *len)
+{
+    return encode(l, with_rv, false, len);
+}
+
+char *kube_lease_merge_patch(const store_lease *l, size_t *len)
+{
+    return encode(l, true, true, len);
 }
 
 /* ---- LeaseList ------------------------------------------------------------- */

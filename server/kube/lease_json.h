@@ -49,6 +49,17 @@ int kube_lease_from_json(const struct cJSON *obj, store_lease *out, char *err, s
  * value cannot be encoded or memory runs out. */
 char *kube_lease_encode(const store_lease *lease, bool with_rv, size_t *len);
 
+/* Encodes the JSON merge patch (RFC 7386) that makes a Lease's spec equal
+ * lease's, on the condition that its resourceVersion is still
+ * lease->resource_version (the apiserver answers 409 Conflict otherwise):
+ * {"metadata":{"resourceVersion":...},"spec":{...}}, with unset fields
+ * written as null so that they are removed. Everything else in the object
+ * (labels, annotations, owner references, spec fields this version does not
+ * know) is left as other writers set it. Returns a malloc'd NUL-terminated
+ * text with *len set, or NULL when the resourceVersion is empty, a value
+ * cannot be encoded, or memory runs out. */
+char *kube_lease_merge_patch(const store_lease *lease, size_t *len);
+
 /* A decoded LeaseList. Items that cannot be decoded are counted in n_bad
  * (the first reason in bad_reason) and left out. */
 typedef struct kube_lease_list {
@@ -67,7 +78,7 @@ void kube_lease_list_clear(kube_lease_list *l);
 typedef enum kube_verb {
     KUBE_VERB_GET,
     KUBE_VERB_CREATE,
-    KUBE_VERB_UPDATE,
+    KUBE_VERB_UPDATE, /* a conditional merge patch (kube_lease_merge_patch) */
     KUBE_VERB_DELETE,
     KUBE_VERB_LIST
 } kube_verb;

@@ -186,7 +186,7 @@ static const char *op_name(kube_verb v)
     case KUBE_VERB_CREATE:
         return "create";
     case KUBE_VERB_UPDATE:
-        return "update";
+        return "patch";
     case KUBE_VERB_DELETE:
         return "delete";
     case KUBE_VERB_LIST:
@@ -237,13 +237,14 @@ static void op_done(void *ctx, const kube_response *r)
 }
 
 static void op_start(kube_op *op, const char *method, const char *path, const char *body,
-                     size_t body_len, int timeout_ms)
+                     size_t body_len, const char *content_type, int timeout_ms)
 {
     kube_request_opts o = {
         .method = method,
         .path = path,
         .body = body,
         .body_len = body_len,
+        .content_type = content_type,
         .timeout_ms = timeout_ms > 0 ? timeout_ms : LIST_TIMEOUT_MS,
         .on_done = op_done,
         .ctx = op,
@@ -275,31 +276,37 @@ static void kube_get(store *s, const char *ns, const char *name, int timeout_ms,
         return;
     char path[512];
     snprintf(path, sizeof path, LEASES_PATH "/%s", ns, name);
-    op_start(op, "GET", path, NULL, 0, timeout_ms);
+    op_start(op, "GET", path, NULL, 0, NULL, timeout_ms);
 }
 
+/* Create is a POST of the whole object; update is a JSON merge patch of the
+ * spec, conditional on the resourceVersion, so that labels, annotations and
+ * fields other writers set survive (a PUT would replace them). */
 static void write_lease(kube_store *ks, kube_verb verb, const store_lease *lease, int timeout_ms,
                         store_cb cb, void *ctx)
 {
     kube_op *op = op_new(ks, verb, lease->ns, lease->name, cb, ctx);
     if (!op || !check_names(op, lease->ns, lease->name))
         return;
-    if (verb == KUBE_VERB_UPDATE && !lease->resource_version[0]) {
+    bool create = verb == KUBE_VERB_CREATE;
+    if (!create && !lease->resource_version[0]) {
         op_fail(op, STORE_INVALID, "update without a resourceVersion");
         return;
     }
     size_t len;
-    char *body = kube_lease_encode(lease, verb == KUBE_VERB_UPDATE, &len);
+    char *body =
+        create ? kube_lease_encode(lease, false, &len) : kube_lease_merge_patch(lease, &len);
     if (!body) {
         op_fail(op, STORE_INVALID, "the Lease cannot be encoded (a value is out of range)");
         return;
     }
     char path[512];
-    if (verb == KUBE_VERB_CREATE)
+    if (create)
         snprintf(path, sizeof path, LEASES_PATH, lease->ns);
     else
         snprintf(path, sizeof path, LEASES_PATH "/%s", lease->ns, lease->name);
-    op_start(op, verb == KUBE_VERB_CREATE ? "POST" : "PUT", path, body, len, timeout_ms);
+    op_start(op, create ? "POST" : "PATCH", path, body, len,
+             create ? NULL : "application/merge-patch+json", timeout_ms);
     free(body);
 }
 
@@ -334,9 +341,9 @@ static void kube_remove(store *s, const char *ns, const char *name, const char *
                          "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
                          "\"preconditions\":{\"resourceVersion\":\"%s\"}}",
                          rv);
-        op_start(op, "DELETE", path, body, (size_t)n, timeout_ms);
+        op_start(op, "DELETE", path, body, (size_t)n, NULL, timeout_ms);
     } else {
-        op_start(op, "DELETE", path, NULL, 0, timeout_ms);
+        op_start(op, "DELETE", path, NULL, 0, NULL, timeout_ms);
     }
 }
 

@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-LEASE_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+LEASE_VERBS = {"get", "list", "watch", "create", "patch"}
 
 
 class Fail(Exception):

@@ -1,8 +1,11 @@
 /* Fuzzes the Lease codec: decode never crashes; whatever decodes and encodes
- * again decodes to the same Lease; MicroTime round-trips. */
+ * again decodes to the same Lease; its merge patch is valid JSON; MicroTime
+ * round-trips. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "kube/lease_json.h"
 
@@ -22,6 +25,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 memcmp(&l, &again, sizeof l) != 0)
                 abort();
             free(json);
+        }
+        /* The update's merge patch is valid JSON, and only ever conditional. */
+        char *patch = kube_lease_merge_patch(&l, &len);
+        if (patch) {
+            cJSON *p = cJSON_ParseWithLength(patch, len);
+            if (!p || !l.resource_version[0])
+                abort();
+            cJSON_Delete(p);
+            free(patch);
         }
     }
     kube_lease_list list;

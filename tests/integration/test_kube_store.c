@@ -1,8 +1,9 @@
 /* The kube store against the real control plane (tests/controlplane), with
  * the ServiceAccount's credentials: create/get/update/remove with their
- * conflicts, watches (named and namespace-wide), an apiserver restart in the
- * middle of a watch, the in-cluster configuration path, and a token re-read
- * after a 401. Skipped (77) without $KUBELEASE_TEST_ENV. */
+ * conflicts, updates that keep others' labels and annotations, watches
+ * (named and namespace-wide), an apiserver restart in the middle of a watch,
+ * the in-cluster configuration path, and a token re-read after a 401.
+ * Skipped (77) without $KUBELEASE_TEST_ENV. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -439,6 +440,93 @@ static void test_kube_store_crud_and_conflicts(void **state)
     destroy_store(s);
 }
 
+/* A request to the apiserver as the ServiceAccount, with the curl tool;
+ * the response body goes to out. Returns the HTTP status (0 on failure). */
+static int sa_request(const char *method, const char *path, const char *merge_patch, char *out,
+                      size_t out_len)
+{
+    char token[4096] = "", p[700], cmd[8192];
+    snprintf(p, sizeof p, "%s/token", sa_dir);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    size_t n = fread(token, 1, sizeof token - 1, f);
+    fclose(f);
+    token[n] = 0;
+    token[strcspn(token, "\r\n")] = 0;
+    snprintf(cmd, sizeof cmd,
+             "curl -s -A kubelease-test -w '\\n%%{http_code}' --cacert '%s/ca.crt' -H "
+             "'Authorization: Bearer %s' "
+             "-X %s %s%s%s 'https://%s:%s%s'",
+             sa_dir, token, method,
+             merge_patch ? "-H 'Content-Type: application/merge-patch+json' --data-binary '" : "",
+             merge_patch ? merge_patch : "", merge_patch ? "'" : "", svc_host, svc_port, path);
+    FILE *pp = popen(cmd, "r");
+    assert_non_null(pp);
+    n = fread(out, 1, out_len - 1, pp);
+    out[n] = 0;
+    pclose(pp);
+    char *nl = strrchr(out, '\n');
+    if (!nl)
+        return 0;
+    *nl = 0;
+    return atoi(nl + 1);
+}
+
+/* Updates are conditional merge patches of the spec: labels and annotations
+ * that others put on the Lease survive a renewal and a release, and a
+ * release removes the times and the duration. */
+static void test_kube_store_update_keeps_metadata(void **state)
+{
+    (void)state;
+    store *s = sa_store();
+    char name[64], path[256], body[16384];
+    snprintf(name, sizeof name, "kt-meta-%d", (int)getpid());
+    snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
+    store_lease l = lease_named(name, "replica-a", 1);
+    store_result r = op(s, fn_create, &l, NULL);
+    if (r.status != STORE_OK)
+        fail_msg("create: %s %s", store_status_name(r.status), r.message);
+    assert_int_equal(sa_request("PATCH", path,
+                                "{\"metadata\":{\"labels\":{\"team\":\"kv\"},"
+                                "\"annotations\":{\"example.com/owner\":\"ops\"}}}",
+                                body, sizeof body),
+                     200);
+
+    /* A write with the resourceVersion from before the label is a conflict. */
+    store_lease u = r.lease;
+    u.renew_time_us = wall_us();
+    r = op(s, fn_update, &u, NULL);
+    assert_int_equal(r.status, STORE_CONFLICT);
+
+    r = op(s, fn_get, &l, NULL);
+    assert_int_equal(r.status, STORE_OK);
+    u = r.lease;
+    u.renew_time_us = wall_us();
+    r = op(s, fn_update, &u, NULL);
+    if (r.status != STORE_OK)
+        fail_msg("renewal: %s %s", store_status_name(r.status), r.message);
+    assert_int_equal(r.lease.renew_time_us, u.renew_time_us);
+
+    u = r.lease;
+    u.holder[0] = 0;
+    u.lease_duration_s = 0;
+    u.acquire_time_us = u.renew_time_us = 0;
+    r = op(s, fn_update, &u, NULL);
+    if (r.status != STORE_OK)
+        fail_msg("release: %s %s", store_status_name(r.status), r.message);
+    assert_string_equal(r.lease.holder, "");
+    assert_int_equal(r.lease.lease_duration_s, 0);
+    assert_int_equal(r.lease.acquire_time_us, 0);
+    assert_int_equal(r.lease.renew_time_us, 0);
+    assert_int_equal(r.lease.transitions, 1);
+
+    assert_int_equal(sa_request("GET", path, NULL, body, sizeof body), 200);
+    if (!strstr(body, "\"team\":\"kv\"") || !strstr(body, "\"example.com/owner\":\"ops\""))
+        fail_msg("labels or annotations lost by the store's writes: %s", body);
+    assert_null(strstr(body, "renewTime"));
+    destroy_store(s);
+}
+
 static void test_kube_store_namespace_watch(void **state)
 {
     (void)state;
@@ -735,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_kube_store_config_errors),
         cmocka_unit_test(test_kube_store_tls_and_credential_variants),
         cmocka_unit_test(test_kube_store_crud_and_conflicts),
+        cmocka_unit_test(test_kube_store_update_keeps_metadata),
         cmocka_unit_test(test_kube_store_namespace_watch),
         cmocka_unit_test(test_kube_store_in_cluster_and_token_reread_after_401),
         cmocka_unit_test(test_kube_store_latency_figures),

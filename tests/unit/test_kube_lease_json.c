@@ -166,6 +166,50 @@ static void test_lease_encode_round_trip(void **state)
     assert_null(kube_lease_encode(&in, false, NULL));
 }
 
+/* The update is a merge patch: only resourceVersion and spec, with unset
+ * fields as null (removed), so labels and annotations are never touched. */
+static void test_lease_merge_patch(void **state)
+{
+    (void)state;
+    store_lease in = {0};
+    strcpy(in.ns, "default");
+    strcpy(in.name, "demo");
+    strcpy(in.holder, "replica-a");
+    strcpy(in.resource_version, "42");
+    in.lease_duration_s = 15;
+    in.transitions = 3;
+    in.acquire_time_us = mt("2026-11-29T14:00:00.5Z");
+    in.renew_time_us = mt("2026-11-29T14:00:01Z");
+    size_t len;
+    char *json = kube_lease_merge_patch(&in, &len);
+    assert_non_null(json);
+    assert_int_equal(len, strlen(json));
+    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\"},\"spec\":{"
+                              "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":15,"
+                              "\"leaseTransitions\":3,"
+                              "\"acquireTime\":\"2026-11-29T14:00:00.500000Z\","
+                              "\"renewTime\":\"2026-11-29T14:00:01.000000Z\"}}");
+    free(json);
+
+    /* A release: no holder, unset duration and times are removed (null). */
+    in.holder[0] = 0;
+    in.lease_duration_s = 0;
+    in.acquire_time_us = in.renew_time_us = 0;
+    json = kube_lease_merge_patch(&in, NULL);
+    assert_non_null(json);
+    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\"},\"spec\":{"
+                              "\"holderIdentity\":\"\",\"leaseDurationSeconds\":null,"
+                              "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
+    free(json);
+
+    /* Without a resourceVersion the patch would be unconditional: refused. */
+    in.resource_version[0] = 0;
+    assert_null(kube_lease_merge_patch(&in, NULL));
+    strcpy(in.resource_version, "42");
+    in.transitions = -1;
+    assert_null(kube_lease_merge_patch(&in, NULL));
+}
+
 static void round_trip(const char *in, const char *want)
 {
     int64_t us;
@@ -351,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_lease_decode_sparse_ignores_unknown_fields),
         cmocka_unit_test(test_lease_decode_rejects_bad_input),
         cmocka_unit_test(test_lease_encode_round_trip),
+        cmocka_unit_test(test_lease_merge_patch),
         cmocka_unit_test(test_microtime_round_trips_six_digits),
         cmocka_unit_test(test_microtime_rejects_malformed),
         cmocka_unit_test(test_status_decode_and_mapping),
