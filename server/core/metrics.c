@@ -335,6 +335,9 @@ void metrics_init(void)
                     "Campaigns (leader and standbys) connected to this replica.", NULL, 0);
     metrics_declare("kubelease_watchers", METRICS_GAUGE,
                     "Holder watch streams connected to this replica.", NULL, 0);
+    metrics_declare("kubelease_leases_followed", METRICS_GAUGE,
+                    "Leases this replica follows (one store watch each); idle ones are forgotten.",
+                    NULL, 0);
     metrics_declare("kubelease_leader", METRICS_GAUGE,
                     "1 while this replica holds the lease for one of its candidates.", NULL, 0);
     metrics_declare("kubelease_terms_started_total", METRICS_COUNTER,

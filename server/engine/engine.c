@@ -76,6 +76,14 @@ typedef struct term {
     char rv[STORE_RV_MAX];
 } term;
 
+/* GetHolder waiting for a watch to sync, or for a consistent read. */
+struct pending_get {
+    struct pending_get *prev, *next; /* engine.gets: freed if the engine goes first */
+    lease_state *ls;
+    engine_done done;
+    void *ctx;
+};
+
 struct lease_state {
     lease_state *hash_next;
     engine *e;
@@ -101,6 +109,7 @@ struct lease_state {
     int64_t expiry_due_ms;
     loop_timer *tick_timer; /* keep-alive to standbys */
     loop_timer *retry_timer;
+    int64_t idle_since_ms; /* when the sweep first found it idle; 0: in use */
 };
 
 struct engine {
@@ -108,6 +117,8 @@ struct engine {
     store *store;
     int64_t max_grant_ms;
     bool volatile_store;
+    int64_t idle_forget_ms;
+    loop_timer *sweep_timer; /* runs while any lease is followed */
     int64_t started_ms;
     lease_state *leases[N_BUCKETS];
     candidate *campaigns[N_BUCKETS];
@@ -116,8 +127,8 @@ struct engine {
     atomic_bool reachable;
     atomic_int unsynced;
     atomic_bool stopping;
-    int n_candidates, n_watchers; /* engine thread only, mirrored in metrics */
-    struct pending_get *gets;     /* consistent reads in flight */
+    int n_candidates, n_watchers, n_leases; /* engine thread only, mirrored in metrics */
+    struct pending_get *gets;               /* consistent reads in flight */
 };
 
 static void lease_labels(const lease_state *ls, char *out, size_t n);
@@ -202,6 +213,7 @@ static lease_state *lease_find(engine *e, const char *ns, const char *name)
 }
 
 static void on_watch(void *ctx, store_event_type type, const store_lease *lease);
+static void ensure_sweep(engine *e);
 
 static lease_state *lease_get(engine *e, const char *ns, const char *name)
 {
@@ -223,6 +235,8 @@ static lease_state *lease_get(engine *e, const char *ns, const char *name)
     unsigned h = hash_str2(ns, name);
     ls->hash_next = e->leases[h];
     e->leases[h] = ls;
+    metrics_set("kubelease_leases_followed", "", ++e->n_leases);
+    ensure_sweep(e);
     return ls;
 }
 
@@ -903,6 +917,89 @@ static void ensure_tick(lease_state *ls, int32_t period_s)
             loop_timer_at(ls->e->loop, mono_ms() + (int64_t)period_s * 1000, tick_fire, ls);
 }
 
+/* ---------- forgetting idle leases ---------- */
+
+/* Nothing here depends on the lease: no campaign, watch, term, acquisition
+ * or read in flight. Its cached record only serves GetHolder, and a fresh
+ * watch rebuilds it (observed time restarts then, which only delays an
+ * expiry judgement: the safe side). */
+static bool lease_idle(const lease_state *ls)
+{
+    if (ls->candidates || ls->watchers || ls->term || ls->writing)
+        return false;
+    for (const pending_get *p = ls->e->gets; p; p = p->next)
+        if (p->ls == ls)
+            return false;
+    return true;
+}
+
+/* Stops what runs for an unused lease_state and frees it (the caller has
+ * unlinked it, or is freeing the whole engine). */
+static void lease_drop(lease_state *ls)
+{
+    engine *e = ls->e;
+    loop_timer_cancel(e->loop, ls->expiry_timer);
+    loop_timer_cancel(e->loop, ls->tick_timer);
+    loop_timer_cancel(e->loop, ls->retry_timer);
+    e->store->ops->unwatch(e->store, ls->watch);
+    free(ls);
+}
+
+static void lease_forget(lease_state *ls)
+{
+    engine *e = ls->e;
+    for (lease_state **p = &e->leases[hash_str2(ls->ns, ls->name)]; *p; p = &(*p)->hash_next) {
+        if (*p == ls) {
+            *p = ls->hash_next;
+            break;
+        }
+    }
+    if (!ls->synced)
+        atomic_fetch_sub(&e->unsynced, 1);
+    char labels[LABELS_MAX];
+    lease_labels(ls, labels, sizeof labels);
+    metrics_remove("kubelease_leader", labels);
+    metrics_set("kubelease_leases_followed", "", --e->n_leases);
+    log_event(LOG_DEBUG, "lease_forgotten", "ns=%s lease=%s idle_ms=%lld", ls->ns, ls->name,
+              (long long)(mono_ms() - ls->idle_since_ms));
+    lease_drop(ls);
+}
+
+static void sweep_fire(void *arg)
+{
+    engine *e = arg;
+    e->sweep_timer = NULL;
+    int64_t now = mono_ms();
+    for (unsigned b = 0; b < N_BUCKETS; b++) {
+        for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
+            next = ls->hash_next;
+            if (!lease_idle(ls))
+                ls->idle_since_ms = 0;
+            else if (!ls->idle_since_ms)
+                ls->idle_since_ms = now;
+            else if (now - ls->idle_since_ms >= e->idle_forget_ms)
+                lease_forget(ls);
+        }
+    }
+    ensure_sweep(e);
+}
+
+/* Sweeps every half idle period while any lease is followed, so an idle
+ * lease is forgotten between one and one and a half idle periods after its
+ * last use. */
+static void ensure_sweep(engine *e)
+{
+    if (e->sweep_timer || atomic_load(&e->stopping))
+        return;
+    for (unsigned b = 0; b < N_BUCKETS; b++) {
+        if (e->leases[b]) {
+            e->sweep_timer =
+                loop_timer_at(e->loop, mono_ms() + e->idle_forget_ms / 2, sweep_fire, e);
+            return;
+        }
+    }
+}
+
 /* ---------- commands posted from other threads ---------- */
 
 typedef enum cmd_kind {
@@ -1067,14 +1164,6 @@ static void fill_holder_reply(lease_state *ls, engine_reply *r, int64_t now)
     r->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
 }
 
-/* GetHolder waiting for a watch to sync, or for a consistent read. */
-struct pending_get {
-    struct pending_get *prev, *next; /* engine.gets: freed if the engine goes first */
-    lease_state *ls;
-    engine_done done;
-    void *ctx;
-};
-
 static void get_done(void *ctx, const store_result *res)
 {
     pending_get *p = ctx;
@@ -1113,6 +1202,7 @@ static void do_get(cmd *k)
         reply_code(k, ENGINE_INTERNAL, "out of memory");
         return;
     }
+    ls->idle_since_ms = 0; /* a read is a use: a polled lease stays followed */
     if (ls->synced && !k->consistent) {
         engine_reply r = {0};
         if (!ls->exists) {
@@ -1318,6 +1408,8 @@ engine *engine_new(const engine_config *cfg)
     e->store = cfg->store;
     e->max_grant_ms = cfg->max_grant_ms;
     e->volatile_store = cfg->volatile_store;
+    e->idle_forget_ms =
+        cfg->idle_forget_ms > 0 ? cfg->idle_forget_ms : ENGINE_IDLE_FORGET_MS_DEFAULT;
     e->started_ms = mono_ms();
     atomic_init(&e->next_id, 1);
     atomic_init(&e->reachable, true);
@@ -1349,6 +1441,7 @@ void engine_free(engine *e)
         next = p->next;
         free(p);
     }
+    loop_timer_cancel(e->loop, e->sweep_timer);
     for (unsigned b = 0; b < N_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
             next = ls->hash_next;
@@ -1357,11 +1450,7 @@ void engine_free(engine *e)
             while (ls->watchers)
                 watcher_close(e, ls->watchers);
             term_free(ls, false);
-            loop_timer_cancel(e->loop, ls->expiry_timer);
-            loop_timer_cancel(e->loop, ls->tick_timer);
-            loop_timer_cancel(e->loop, ls->retry_timer);
-            e->store->ops->unwatch(e->store, ls->watch);
-            free(ls);
+            lease_drop(ls);
         }
     }
     free(e);

@@ -55,7 +55,14 @@ typedef struct engine_config {
      * acting on it, so no Lease is created before the longest validity it
      * could have granted has passed (the campaign's grant) since start-up. */
     bool volatile_store;
+    /* A Lease nobody here campaigns on, watches or reads for this long (ms)
+     * is forgotten: its state is freed and its store watch stopped, so that
+     * memory and apiserver watches follow the leases in use rather than
+     * every name ever asked about. 0: ENGINE_IDLE_FORGET_MS_DEFAULT. */
+    int64_t idle_forget_ms;
 } engine_config;
+
+#define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
 
 /* A campaign as requested; strings are copied. Validate first
  * (engine_validate_campaign). */

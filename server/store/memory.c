@@ -302,6 +302,14 @@ static void mem_remove(store *s, const char *ns, const char *name, const char *r
     submit((mem_store *)s, op);
 }
 
+int store_memory_watch_count(store *s)
+{
+    int n = 0;
+    for (const struct store_watch *w = ((mem_store *)s)->watches; w; w = w->next)
+        n += !w->dead;
+    return n;
+}
+
 static store_watch *mem_watch(store *s, const char *ns, const char *name, store_watch_cb cb,
                               void *ctx)
 {

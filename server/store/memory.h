@@ -22,4 +22,7 @@ void store_memory_set_latency(store *s, int ms);
  * order, to model a watch that lags behind write responses. Loop thread only. */
 void store_memory_set_watch_delay(store *s, int ms);
 
+/* How many watches are open (not yet stopped). Loop thread only. */
+int store_memory_watch_count(store *s);
+
 #endif

@@ -82,6 +82,7 @@ expect_eq "kubelease_terms_started_total{$L}" 1
 expect_eq "kubelease_elections_active" 1
 expect_eq "kubelease_candidates" 2
 expect_eq "kubelease_watchers" 1
+expect_ge "kubelease_leases_followed" 1
 expect_eq 'kubelease_rpc_streams_open{method="Campaign"}' 2
 expect_eq 'kubelease_rpc_streams_open{method="WatchHolder"}' 1
 expect_ge 'kubelease_rpc_requests_total{method="Confirm",code="ok"}' 1
@@ -127,14 +128,14 @@ ops_start kube --kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig"
 ops_replica k1 "$klease" --namespace "$ns" "${fast[@]}"
 ops_wait 20 grep -q ' LEADER ' "$OPS_TMP/k1.out" || fail "replica k1 was not elected through the apiserver"
 # At least one renewal (an update) after the create.
-ops_wait 10 bash -c "curl -sf '$OPS_URL/metrics' | grep -q '^kubelease_apiserver_requests_total{verb=\"update\",code=\"200\"}'" ||
+ops_wait 10 bash -c "curl -sf '$OPS_URL/metrics' | grep -q '^kubelease_apiserver_requests_total{verb=\"patch\",code=\"200\"}'" ||
     fail "no successful apiserver update counted"
 check_metrics kube
 expect_ge 'kubelease_apiserver_requests_total{verb="create",code="201"}' 1
-expect_ge 'kubelease_apiserver_requests_total{verb="update",code="200"}' 1
+expect_ge 'kubelease_apiserver_requests_total{verb="patch",code="200"}' 1
 expect_ge 'kubelease_apiserver_requests_total{verb="list",code="200"}' 1
 expect_ge 'kubelease_apiserver_request_duration_seconds_count{verb="create"}' 1
-expect_ge 'kubelease_apiserver_request_duration_seconds_count{verb="update"}' 1
+expect_ge 'kubelease_apiserver_request_duration_seconds_count{verb="patch"}' 1
 grep -q 'kubelease_apiserver_request_duration_seconds_bucket{verb="watch"' <<<"$M" &&
     fail "watch streams must not feed the latency histogram"
 expect_eq "kubelease_leader{namespace=\"$ns\",lease=\"$klease\"}" 1

@@ -392,6 +392,85 @@ static void test_engine_volatile_store_holds_first_acquisition_for_a_grant(void 
     sink_free(a);
 }
 
+static void count_watches(fixture *f, void *arg)
+{
+    *(int *)arg = store_memory_watch_count(f->store);
+}
+
+static int watches_of(fixture *f)
+{
+    int n = -1;
+    run_on_loop(f, count_watches, &n);
+    return n;
+}
+
+static size_t listed_count(engine *e)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_list(e, box_done, &b), 0);
+    box_wait(&b);
+    return b.r.n_leases;
+}
+
+/* A lease nobody campaigns on, watches or reads any more is forgotten after
+ * the idle period (its store watch stopped); one in use is kept, and a
+ * forgotten lease is followed again on the next read. */
+static void test_engine_forgets_idle_leases(void **state)
+{
+    (void)state;
+    loop *l = loop_new();
+    fixture *f = calloc(1, sizeof *f);
+    f->loop = l;
+    f->store = store_memory_new(l);
+    f->ns = "default";
+    engine_config cfg = {.loop = l, .store = f->store, .idle_forget_ms = 300};
+    f->engine = engine_new(&cfg);
+    pthread_create(&f->thread, NULL, engine_thread, f->engine);
+
+    sink *a = sink_new(), *w = sink_new();
+    campaign(f, a, req_for("idle-held", "a"));
+    int elected = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(elected >= 0);
+    int64_t epoch = a->events[elected].epoch;
+    uint64_t wid = engine_watch(f->engine, "default", "idle-watched", listener_of(w));
+    assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 5000) >= 0);
+    assert_int_equal(get_holder(f, "idle-read", false).code, ENGINE_NOT_FOUND);
+    assert_int_equal(watches_of(f), 3);
+
+    /* The read-only lease goes; the held and the watched ones stay. */
+    int64_t until = mono_ms() + 5000;
+    while (watches_of(f) > 2 && mono_ms() < until) {
+        assert_int_equal(wait_kind(a, ENGINE_EVENT_LOST, 50), -1);
+        assert_int_equal(confirm(f, "idle-held", "a", epoch).code, ENGINE_OK);
+    }
+    assert_int_equal(watches_of(f), 2);
+    assert_int_equal(listed_count(f->engine), 2);
+
+    /* Released and unwatched: both are forgotten too. */
+    resign(f, "idle-held", "a");
+    assert_true(wait_closed(a, 5000));
+    engine_unwatch(f->engine, wid);
+    assert_true(wait_closed(w, 5000));
+    until = mono_ms() + 5000;
+    while (watches_of(f) > 0 && mono_ms() < until) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(watches_of(f), 0);
+    assert_int_equal(listed_count(f->engine), 0);
+
+    /* A forgotten lease is followed again on demand, from the store. */
+    engine_reply r = get_holder(f, "idle-held", false);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_true(r.exists);
+    assert_string_equal(r.holder, "");
+    assert_int_equal(r.epoch, 1);
+    assert_int_equal(watches_of(f), 1);
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(w);
+}
+
 static void set_watch_delay(fixture *f, void *arg)
 {
     store_memory_set_watch_delay(f->store, *(int *)arg);
@@ -848,6 +927,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_get_holder_not_found_vs_no_holder, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_stop_keeps_held_leases, setup, teardown),
+        cmocka_unit_test(test_engine_forgets_idle_leases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
