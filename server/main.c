@@ -75,9 +75,11 @@ static const flag flags[] = {
     {"namespaces", FLAG_STRING, OPT(namespaces), 0, 0, "NS,NS", "all",
      "serve only these namespaces; requests for others get permission_denied"},
     {"max-connections", FLAG_LONG, OPT(max_connections), 1, 1000000, "N", "1024",
-     "most simultaneous client connections"},
+     "most simultaneous client connections; RPCs on connections over it are refused with "
+     "resource_exhausted (probes and metrics are still answered)"},
     {"max-per-ip", FLAG_LONG, OPT(max_per_ip), 0, 1000000, "N", "0",
-     "most simultaneous connections from one IP address (0: no limit)"},
+     "most simultaneous connections from one IP address (0: no limit); RPCs over it are "
+     "refused as for --max-connections"},
     {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
      "largest request body accepted (larger: resource_exhausted)"},
     {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",

@@ -43,6 +43,7 @@
 #define STREAM_IDLE_TIMEOUT_S   30           /* a stream whose peer takes nothing for this long */
 #define RESUME_EVERY_MS         1000         /* every suspended stream is resumed this often */
 #define CONNECTION_MEMORY       16384
+#define PEER_BUCKETS            256
 
 typedef struct frame {
     struct frame *next;
@@ -85,7 +86,8 @@ typedef struct stream {
     bool aborted;     /* the peer does not keep up: close without end frame */
     bool suspended;
     rpc_code end_code;
-    int fd; /* the connection's socket, for noticing a peer that left */
+    int64_t deadline_ms; /* Connect-Timeout-Ms; 0: none */
+    int fd;              /* the connection's socket, for noticing a peer that left */
     frame *head, *tail;
     size_t off, queued;
     struct stream *prev, *next;
@@ -104,6 +106,7 @@ typedef struct req {
     size_t len, cap;
     bool too_large;
     bool responded;
+    bool close; /* answer with Connection: close */
     call *call;
     stream *stream;
 } req;
@@ -128,6 +131,12 @@ struct http_server {
     int n_streams;
     pthread_t timer;
     bool timer_started;
+
+    /* Connection limits (see "connection limits" below); conn_mu guards them. */
+    pthread_mutex_t conn_mu;
+    unsigned max_conns, max_per_ip; /* the configured (soft) limits */
+    unsigned n_conns;
+    struct peer *peers[PEER_BUCKETS];
 };
 
 /* ---------- small helpers ---------- */
@@ -164,8 +173,8 @@ static rpc_code code_of(engine_code c)
     return RPC_UNKNOWN;
 }
 
-static enum MHD_Result queue(struct MHD_Connection *conn, int status, const char *content_type,
-                             void *body, size_t len)
+static enum MHD_Result queue_response(struct MHD_Connection *conn, int status,
+                                      const char *content_type, void *body, size_t len, bool close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -174,9 +183,17 @@ static enum MHD_Result queue(struct MHD_Connection *conn, int status, const char
     }
     if (content_type)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (close)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result queue(struct MHD_Connection *conn, int status, const char *content_type,
+                             void *body, size_t len)
+{
+    return queue_response(conn, status, content_type, body, len, false);
 }
 
 static enum MHD_Result queue_text(struct MHD_Connection *conn, int status, const char *text)
@@ -206,8 +223,8 @@ static enum MHD_Result unary_error(struct MHD_Connection *conn, req *q, rpc_code
         return MHD_NO;
     q->responded = true;
     account(q, code);
-    return queue(conn, status ? status : rpc_code_http_status(code), "application/json", body,
-                 strlen(body));
+    return queue_response(conn, status ? status : rpc_code_http_status(code), "application/json",
+                          body, strlen(body), q->close);
 }
 
 /* An end-of-stream frame as the whole body of a stream response: how
@@ -232,7 +249,7 @@ static enum MHD_Result stream_error(struct MHD_Connection *conn, req *q, rpc_cod
         return MHD_NO;
     q->responded = true;
     account(q, code);
-    return queue(conn, MHD_HTTP_OK, rpc_content_type(q->codec, true), f, len);
+    return queue_response(conn, MHD_HTTP_OK, rpc_content_type(q->codec, true), f, len, q->close);
 }
 
 static enum MHD_Result rpc_error(struct MHD_Connection *conn, req *q, rpc_code code,
@@ -763,6 +780,8 @@ static enum MHD_Result stream_start(http_server *s, struct MHD_Connection *conn,
     st->codec = q->codec;
     st->engine_open = true;
     st->fd = -1;
+    if (q->timeout_ms >= 0)
+        st->deadline_ms = now_ms() + q->timeout_ms;
     struct MHD_Response *resp = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_response_free);
     if (!resp) {
@@ -784,6 +803,8 @@ static enum MHD_Result stream_start(http_server *s, struct MHD_Connection *conn,
         s->streams->prev = st;
     s->streams = st;
     s->n_streams++;
+    if (st->deadline_ms)
+        pthread_cond_signal(&s->wake); /* the timer thread learns the new deadline */
     engine_listener l = {stream_on_event, stream_on_close, st};
     if (q->method->id == RPC_METHOD_CAMPAIGN) {
         engine_campaign_req c;
@@ -808,6 +829,144 @@ static enum MHD_Result stream_start(http_server *s, struct MHD_Connection *conn,
 }
 
 /* ---------- routing ---------- */
+
+/* ---------- connection limits ----------
+ *
+ * libmicrohttpd enforces its limits by closing a connection as it is
+ * accepted, which a client can only report as "connection reset". So the
+ * configured limits (--max-connections, --max-per-ip) are enforced here
+ * instead: a connection accepted over them gets a Connect resource_exhausted
+ * error naming the limit on its RPCs, and is closed after the answer.
+ * Probes, scrapes and the status page are still answered on it, so an
+ * overloaded replica still tells the kubelet and Prometheus what is going
+ * on. libmicrohttpd's own limits sit a little higher (limit_headroom), as the
+ * last line of defence. */
+
+typedef struct peer {
+    struct peer *next;
+    int family;
+    uint8_t addr[16];
+    unsigned conns;
+} peer;
+
+/* Per-connection state (MHD's socket context). */
+typedef struct conn_state {
+    peer *peer;     /* NULL when the address is unknown or memory ran out */
+    char over[160]; /* why RPCs are refused on this connection; "" when they are not */
+} conn_state;
+
+static unsigned limit_headroom(unsigned limit)
+{
+    return limit / 8 > 8 ? limit / 8 : 8;
+}
+
+static bool peer_key(const struct sockaddr *sa, int *family, uint8_t addr[16])
+{
+    memset(addr, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        memcpy(addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+    } else {
+        return false;
+    }
+    *family = sa->sa_family;
+    return true;
+}
+
+static unsigned peer_hash(const uint8_t addr[16])
+{
+    unsigned h = 2166136261u;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ addr[i]) * 16777619u;
+    return h % PEER_BUCKETS;
+}
+
+/* s->conn_mu held. The peer of that address, created with no connections. */
+static peer *peer_get(http_server *s, const struct sockaddr *sa)
+{
+    int family;
+    uint8_t addr[16];
+    if (!sa || !peer_key(sa, &family, addr))
+        return NULL;
+    peer **head = &s->peers[peer_hash(addr)];
+    for (peer *p = *head; p; p = p->next)
+        if (p->family == family && memcmp(p->addr, addr, 16) == 0)
+            return p;
+    peer *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->family = family;
+    memcpy(p->addr, addr, 16);
+    p->next = *head;
+    *head = p;
+    return p;
+}
+
+/* s->conn_mu held. */
+static void peer_put(http_server *s, peer *p)
+{
+    if (!p || --p->conns > 0)
+        return;
+    for (peer **pp = &s->peers[peer_hash(p->addr)]; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    free(p);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        conn_state *cs = calloc(1, sizeof *cs);
+        pthread_mutex_lock(&s->conn_mu);
+        s->n_conns++;
+        peer *p = ci ? peer_get(s, ci->client_addr) : NULL;
+        if (p)
+            p->conns++;
+        if (cs) {
+            cs->peer = p;
+            if (s->n_conns > s->max_conns)
+                snprintf(cs->over, sizeof cs->over,
+                         "kubeleased has %u connections open, over --max-connections %u: retry "
+                         "later or on another replica",
+                         s->n_conns, s->max_conns);
+            else if (s->max_per_ip && p && p->conns > s->max_per_ip)
+                snprintf(cs->over, sizeof cs->over,
+                         "%u connections open from this address, over --max-per-ip %u: close "
+                         "some or share one client",
+                         p->conns, s->max_per_ip);
+        } else {
+            peer_put(s, p);
+        }
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = cs;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_state *cs = *socket_context;
+        pthread_mutex_lock(&s->conn_mu);
+        s->n_conns--;
+        if (cs)
+            peer_put(s, cs->peer);
+        pthread_mutex_unlock(&s->conn_mu);
+        free(cs);
+        *socket_context = NULL;
+    }
+}
+
+/* Why RPCs are refused on this connection, or NULL. */
+static const char *connection_over_limit(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const conn_state *cs = ci ? ci->socket_context : NULL;
+    return cs && cs->over[0] ? cs->over : NULL;
+}
 
 static bool namespace_served(const http_server *s, const char *ns)
 {
@@ -877,6 +1036,11 @@ static enum MHD_Result begin_rpc(http_server *s, struct MHD_Connection *conn, re
                            : "application/proto or application/json");
         q->codec = RPC_CODEC_JSON;
         return unary_error(conn, q, RPC_INVALID_ARGUMENT, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, msg);
+    }
+    const char *over = connection_over_limit(conn);
+    if (over) {
+        q->close = true;
+        return rpc_error(conn, q, RPC_RESOURCE_EXHAUSTED, over);
     }
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -1194,6 +1358,20 @@ static void *timer_main(void *arg)
             else if (k->deadline_ms && k->deadline_ms < wake)
                 wake = k->deadline_ms;
         }
+        /* A stream past its Connect-Timeout-Ms ends with deadline_exceeded;
+         * for a campaign that is a departure, not a resignation (a term in
+         * progress ends when its last grant runs out). */
+        for (stream *st = s->streams; st; st = st->next) {
+            if (!st->deadline_ms || st->ended || st->aborted)
+                continue;
+            if (st->deadline_ms <= now) {
+                stream_detach_locked(s, st);
+                stream_end_locked(st, RPC_DEADLINE_EXCEEDED, "Connect-Timeout-Ms passed");
+                stream_wake_locked(st);
+            } else if (st->deadline_ms < wake) {
+                wake = st->deadline_ms;
+            }
+        }
         if (now >= next_resume) {
             for (stream *st = s->streams; st; st = st->next) {
                 if (st->suspended && !st->aborted && peer_left(st)) {
@@ -1317,6 +1495,9 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
             s->namespaces[i] = strdup(cfg->namespaces[i]);
     }
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
+    s->max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
+    s->max_per_ip = cfg->max_per_ip;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1329,14 +1510,16 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
     if (v6)
         flags |= MHD_USE_IPv6;
     unsigned threads = cfg->threads ? cfg->threads : DEFAULT_THREADS;
-    unsigned max_conn = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
+    unsigned hard_max = s->max_conns + limit_headroom(s->max_conns);
+    unsigned hard_per_ip = s->max_per_ip ? s->max_per_ip + limit_headroom(s->max_per_ip) : 0;
     unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
+        MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
                  errno ? strerror(errno) : "libmicrohttpd refused to start");
@@ -1457,5 +1640,13 @@ void http_server_stop(http_server *s)
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->drained);
     pthread_mutex_destroy(&s->mu);
+    /* Every connection was closed with the daemon, and with it its peer. */
+    for (unsigned b = 0; b < PEER_BUCKETS; b++) {
+        for (peer *p = s->peers[b], *next; p; p = next) {
+            next = p->next;
+            free(p);
+        }
+    }
+    pthread_mutex_destroy(&s->conn_mu);
     free(s);
 }

@@ -542,47 +542,106 @@ static void test_thousand_connections_opened_and_dropped(void **state)
     assert_int_equal(total, 1000);
 }
 
+/* Sends GET /livez on fd (kept alive) and waits for the "ok" answer. */
+static bool livez_on(int fd)
+{
+    const char *get = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(fd, get, strlen(get));
+    char buf[512];
+    size_t got = 0;
+    while (got < sizeof buf - 1) {
+        ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+        buf[got] = '\0';
+        if (strstr(buf, "\r\n\r\nok\n"))
+            return true;
+    }
+    return false;
+}
+
+#define PER_IP      3
+#define PER_IP_HARD (PER_IP + 8) /* the server's headroom: max(8, limit / 8) */
+
 static void test_namespaces_and_per_ip_limit(void **state)
 {
     (void)state;
     const char *extra[] = {"--namespaces", "team-a,team-b", "--max-per-ip", "3", NULL};
     server_start(&other, extra);
-    /* First, on a server nobody else has talked to: three connections are
-     * allowed (a kept-alive request proves each is accepted and counted);
-     * the fourth is closed at once. */
-    int held[3];
-    for (int i = 0; i < 3; i++) {
-        held[i] = connect_to(other.port);
-        const char *get = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
-        send_all(held[i], get, strlen(get));
-        char buf[512];
-        size_t got = 0;
-        while (got < sizeof buf - 1) {
-            ssize_t n = recv(held[i], buf + got, sizeof buf - 1 - got, 0);
-            if (n <= 0)
-                fail_msg("connection %d of 3 refused by --max-per-ip 3", i + 1);
-            got += (size_t)n;
-            buf[got] = '\0';
-            if (strstr(buf, "\r\n\r\nok\n"))
-                break;
-        }
+    /* On a server nobody else has talked to: three connections are served
+     * (a kept-alive request proves each is accepted and counted). */
+    int held[PER_IP_HARD];
+    int n_held = 0;
+    for (; n_held < PER_IP; n_held++) {
+        held[n_held] = connect_to(other.port);
+        if (!livez_on(held[n_held]))
+            fail_msg("connection %d of 3 refused by --max-per-ip 3", n_held + 1);
     }
+    /* The fourth gets a Connect error naming the limit on its RPC, and is
+     * closed after it (the request itself asks to keep it alive). */
     int fd = connect_to(other.port);
+    const char *body = "{\"namespace\":\"team-a\",\"name\":\"db\"}";
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "POST /kubelease.v1.LeaseService/GetHolder HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     strlen(body));
+    send_all(fd, head, (size_t)n);
+    send_all(fd, body, strlen(body));
+    response r = {0};
+    read_response(fd, &r);
+    close(fd);
+    expect(&r, 429, "\"resource_exhausted\"", "an RPC over --max-per-ip");
+    expect(&r, 429, "over --max-per-ip 3", "an RPC over --max-per-ip");
+    if (!strcasestr(r.headers, "\r\nConnection: close"))
+        fail_msg("the refused connection is not closed: %s", r.headers);
+    free(r.body);
+    /* A stream is refused the Connect way: HTTP 200 and an end-of-stream
+     * frame carrying the error. */
+    fd = connect_to(other.port);
+    const char *campaign = "{\"namespace\":\"team-a\",\"name\":\"db\",\"identity\":\"x\"}";
+    uint8_t env[5] = {0, 0, 0, 0, (uint8_t)strlen(campaign)};
+    n = snprintf(head, sizeof head,
+                 "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n"
+                 "Content-Type: application/connect+json\r\nContent-Length: %zu\r\n\r\n",
+                 sizeof env + strlen(campaign));
+    send_all(fd, head, (size_t)n);
+    send_all(fd, env, sizeof env);
+    send_all(fd, campaign, strlen(campaign));
+    read_response(fd, &r);
+    close(fd);
+    if (r.status != 200 || r.body_len < 5 || (uint8_t)r.body[0] != 0x02 ||
+        !strstr(r.body + 5, "resource_exhausted") || !strstr(r.body + 5, "over --max-per-ip 3"))
+        fail_msg("a stream over --max-per-ip: want 200 and an end-of-stream frame with "
+                 "resource_exhausted, got %d %s",
+                 r.status, r.body_len > 5 ? r.body + 5 : "");
+    free(r.body);
+    /* Probes are still answered over the limit, up to the hard limit,
+     * beyond which libmicrohttpd closes connections at once. */
+    for (; n_held < PER_IP_HARD; n_held++) {
+        held[n_held] = connect_to(other.port);
+        if (!livez_on(held[n_held]))
+            fail_msg("/livez on connection %d (hard limit %d) was not answered", n_held + 1,
+                     PER_IP_HARD);
+    }
+    fd = connect_to(other.port);
     struct pollfd p = {.fd = fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, 3000), 1);
     char c;
     assert_true(recv(fd, &c, 1, 0) <= 0);
     close(fd);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n_held; i++)
         close(held[i]);
-    /* Closed connections are counted until the server has cleaned them up. */
-    response r = {0};
+    /* Closed connections are counted until the server has cleaned them up
+     * (until then a new one is over the limit). */
+    memset(&r, 0, sizeof r);
     int64_t deadline = now_ms() + 5000;
     do {
         free(r.body);
         request(other.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json",
                 "{\"namespace\":\"team-c\",\"name\":\"db\"}", 35, &r);
-    } while (r.status == 0 && now_ms() < deadline);
+    } while ((r.status == 0 || r.status == 429) && now_ms() < deadline);
     expect(&r, 403, "\"permission_denied\"", "namespace not served");
     expect(&r, 403, "team-c", "namespace not served");
     free(r.body);
@@ -591,7 +650,7 @@ static void test_namespaces_and_per_ip_limit(void **state)
         free(r.body);
         request(other.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json",
                 "{\"namespace\":\"team-b\",\"name\":\"db\"}", 35, &r);
-    } while (r.status == 0 && now_ms() < deadline);
+    } while ((r.status == 0 || r.status == 429) && now_ms() < deadline);
     expect(&r, 404, "\"not_found\"", "namespace served");
     free(r.body);
     server_stop(&other);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -171,6 +172,38 @@ static void test_http_connect_timeout_ms_answers_deadline_exceeded(void **state)
     assert_int_equal(st, 200);
 }
 
+/* A server stream honours Connect-Timeout-Ms too: a holder watch that
+ * would run forever ends at its deadline with deadline_exceeded in the
+ * end-of-stream frame, after the current state. */
+static void test_http_stream_connect_timeout_ms_ends_the_stream(void **state)
+{
+    fixture *f = *state;
+    const char *req = "{\"namespace\":\"default\",\"name\":\"watched\"}";
+    char env[128];
+    size_t n = strlen(req);
+    env[0] = 0;
+    env[1] = env[2] = env[3] = 0;
+    env[4] = (char)n;
+    memcpy(env + 5, req, n);
+    body b;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long st = http(f, "/kubelease.v1.LeaseService/WatchHolder", "application/connect+json",
+                   "Connect-Timeout-Ms: 300", env, 5 + n, &b);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(st, 200);
+    /* The first frame is the current state (flags 0), the last the end. */
+    assert_true(b.len > 10);
+    assert_int_equal((unsigned char)b.data[0], 0);
+    size_t first = 5 + (((size_t)(unsigned char)b.data[3] << 8) | (unsigned char)b.data[4]);
+    assert_true(first + 5 < b.len);
+    assert_int_equal((unsigned char)b.data[first], 2);
+    assert_non_null(strstr(b.data + first + 5, "\"deadline_exceeded\""));
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    printf("the watch ended %ld ms after it began (Connect-Timeout-Ms: 300)\n", ms);
+    assert_true(ms >= 300);
+}
+
 static void test_http_probes_and_status_page(void **state)
 {
     fixture *f = *state;
@@ -238,6 +271,8 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_http_stream_connect_timeout_ms_ends_the_stream, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_http_connect_timeout_ms_answers_deadline_exceeded,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_probes_and_status_page, setup, teardown),
