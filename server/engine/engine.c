@@ -985,19 +985,11 @@ static void sweep_fire(void *arg)
 }
 
 /* Sweeps every half idle period while any lease is followed, so an idle
- * lease is forgotten between one and one and a half idle periods after its
- * last use. */
+ * lease is forgotten between one and two idle periods after its last use. */
 static void ensure_sweep(engine *e)
 {
-    if (e->sweep_timer || atomic_load(&e->stopping))
-        return;
-    for (unsigned b = 0; b < N_BUCKETS; b++) {
-        if (e->leases[b]) {
-            e->sweep_timer =
-                loop_timer_at(e->loop, mono_ms() + e->idle_forget_ms / 2, sweep_fire, e);
-            return;
-        }
-    }
+    if (!e->sweep_timer && e->n_leases > 0 && !atomic_load(&e->stopping))
+        e->sweep_timer = loop_timer_at(e->loop, mono_ms() + e->idle_forget_ms / 2, sweep_fire, e);
 }
 
 /* ---------- commands posted from other threads ---------- */
