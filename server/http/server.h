@@ -22,8 +22,8 @@ typedef struct http_config {
     const char *listen;              /* "ADDR:PORT" ("[::1]:8080" for IPv6); port 0: any */
     engine *engine;                  /* not owned */
     unsigned threads;                /* MHD thread pool size; 0: 2 */
-    unsigned max_connections;        /* 0: 1024 */
-    unsigned max_per_ip;             /* 0: no per-IP limit */
+    unsigned max_connections;        /* 0: 1024; RPCs over it: resource_exhausted */
+    unsigned max_per_ip;             /* 0: no per-IP limit; RPCs over it: resource_exhausted */
     size_t max_body_bytes;           /* request body cap; 0: 4096 */
     unsigned idle_timeout_s;         /* idle connections (not streams); 0: 60 */
     unsigned stream_user_timeout_ms; /* TCP_USER_TIMEOUT on streams; 0: 10000 */
