@@ -245,7 +245,9 @@ static void test_cancel_makes_wait_lost_return_promptly(void **state)
     assert_int_equal(w.rc, KL_OK);
     printf("kl_wait_lost returned %lld ms after kl_cancel_election\n",
            (long long)(w.returned_at - t0));
-    assert_true(w.returned_at - t0 < 200);
+    /* Well before the validity (at least two thirds of 1 s from t0) would
+     * have ended it, with room for valgrind and sanitizers. */
+    assert_true(w.returned_at - t0 < 500);
     kl_client_free(c);
 }
 
