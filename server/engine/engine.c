@@ -984,12 +984,14 @@ static void sweep_fire(void *arg)
     ensure_sweep(e);
 }
 
-/* Sweeps every half idle period while any lease is followed, so an idle
- * lease is forgotten between one and two idle periods after its last use. */
+/* Sweeps every eighth of the idle period while any lease is followed, so an
+ * idle lease is forgotten between one and one and an eighth idle periods
+ * after its last use. */
 static void ensure_sweep(engine *e)
 {
     if (!e->sweep_timer && e->n_leases > 0 && !atomic_load(&e->stopping))
-        e->sweep_timer = loop_timer_at(e->loop, mono_ms() + e->idle_forget_ms / 2, sweep_fire, e);
+        e->sweep_timer =
+            loop_timer_at(e->loop, mono_ms() + (e->idle_forget_ms + 7) / 8, sweep_fire, e);
 }
 
 /* ---------- commands posted from other threads ---------- */
