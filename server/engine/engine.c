@@ -204,6 +204,22 @@ static void lease_labels(const lease_state *ls, char *out, size_t n)
 
 /* ---------- lookup tables ---------- */
 
+static const char *const lost_reasons[] = {"unspecified", "resigned", "renew_failed",
+                                           "superseded",  "deleted",  "resume_failed",
+                                           "shutdown",    "expired"};
+#define N_LOST_REASONS (sizeof lost_reasons / sizeof lost_reasons[0])
+
+static const char *lost_reason_name(engine_lost_reason r)
+{
+    return (unsigned)r < N_LOST_REASONS ? lost_reasons[r] : "unknown";
+}
+
+/* The labels of kubelease_terms_lost_total: the lease's and the reason. */
+static void lost_labels(const char *lease, engine_lost_reason r, char *out, size_t n)
+{
+    snprintf(out, n, "%s,reason=\"%s\"", lease, lost_reason_name(r));
+}
+
 static lease_state *lease_find(engine *e, const char *ns, const char *name)
 {
     for (lease_state *ls = e->leases[hash_str2(ns, name)]; ls; ls = ls->hash_next)
@@ -386,18 +402,13 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     term *t = ls->term;
     if (!t || t->ending)
         return;
-    static const char *const reasons[] = {"unspecified", "resigned", "renew_failed",
-                                          "superseded",  "deleted",  "resume_failed",
-                                          "shutdown",    "expired"};
     log_event(reason == ENGINE_LOST_RESIGNED ? LOG_INFO : LOG_WARN, "term_lost",
               "ns=%s lease=%s identity=%s epoch=%lld reason=%s released=%d msg=%s", ls->ns,
-              ls->name, log_q(t->identity), (long long)t->epoch,
-              (unsigned)reason < 8 ? reasons[reason] : "unknown", (int)release, log_q(msg));
-    char labels[LABELS_MAX];
+              ls->name, log_q(t->identity), (long long)t->epoch, lost_reason_name(reason),
+              (int)release, log_q(msg));
+    char labels[LABELS_MAX], with_reason[LABELS_MAX + 64];
     lease_labels(ls, labels, sizeof labels);
-    char with_reason[LABELS_MAX + 64];
-    snprintf(with_reason, sizeof with_reason, "%s,reason=\"%s\"", labels,
-             (unsigned)reason < 8 ? reasons[reason] : "unknown");
+    lost_labels(labels, reason, with_reason, sizeof with_reason);
     metrics_add("kubelease_terms_lost_total", with_reason, 1);
     metrics_set("kubelease_leader", labels, 0);
     ls->vacant_ms = mono_ms();
@@ -956,9 +967,15 @@ static void lease_forget(lease_state *ls)
     }
     if (!ls->synced)
         atomic_fetch_sub(&e->unsynced, 1);
-    char labels[LABELS_MAX];
+    /* Its series go too, so that they follow the leases in use. */
+    char labels[LABELS_MAX], with_reason[LABELS_MAX + 64];
     lease_labels(ls, labels, sizeof labels);
     metrics_remove("kubelease_leader", labels);
+    metrics_remove("kubelease_terms_started_total", labels);
+    for (unsigned r = 0; r < N_LOST_REASONS; r++) {
+        lost_labels(labels, (engine_lost_reason)r, with_reason, sizeof with_reason);
+        metrics_remove("kubelease_terms_lost_total", with_reason);
+    }
     metrics_set("kubelease_leases_followed", "", --e->n_leases);
     log_event(LOG_DEBUG, "lease_forgotten", "ns=%s lease=%s idle_ms=%lld", ls->ns, ls->name,
               (long long)(mono_ms() - ls->idle_since_ms));

@@ -3,6 +3,7 @@
  * The engine runs on its own thread, as in kubeleased; the tests talk to it
  * through the public engine API and wait for events with timeouts. */
 #include "support/engine_harness.h"
+#include "core/metrics.h"
 #include "store/memory.h"
 
 static int setup(void **state)
@@ -404,6 +405,15 @@ static int watches_of(fixture *f)
     return n;
 }
 
+static bool metrics_has(const char *text)
+{
+    char *page = metrics_render(NULL);
+    assert_non_null(page);
+    bool has = strstr(page, text) != NULL;
+    free(page);
+    return has;
+}
+
 static size_t listed_count(engine *e)
 {
     reply_box b = BOX_INIT;
@@ -423,6 +433,7 @@ static void test_engine_forgets_idle_leases(void **state)
     f->loop = l;
     f->store = store_memory_new(l);
     f->ns = "default";
+    metrics_init(); /* the per-lease series follow the leases too */
     engine_config cfg = {.loop = l, .store = f->store, .idle_forget_ms = 300};
     f->engine = engine_new(&cfg);
     pthread_create(&f->thread, NULL, engine_thread, f->engine);
@@ -445,6 +456,8 @@ static void test_engine_forgets_idle_leases(void **state)
     }
     assert_int_equal(watches_of(f), 2);
     assert_int_equal(listed_count(f->engine), 2);
+    assert_true(
+        metrics_has("kubelease_terms_started_total{namespace=\"default\",lease=\"idle-held\"}"));
 
     /* Released and unwatched: both are forgotten too. */
     resign(f, "idle-held", "a");
@@ -458,6 +471,7 @@ static void test_engine_forgets_idle_leases(void **state)
     }
     assert_int_equal(watches_of(f), 0);
     assert_int_equal(listed_count(f->engine), 0);
+    assert_false(metrics_has("lease=\"idle-held\""));
 
     /* A forgotten lease is followed again on demand, from the store. */
     engine_reply r = get_holder(f, "idle-held", false);
@@ -469,6 +483,7 @@ static void test_engine_forgets_idle_leases(void **state)
     fixture_stop(f);
     sink_free(a);
     sink_free(w);
+    metrics_free_all();
 }
 
 static void set_watch_delay(fixture *f, void *arg)
