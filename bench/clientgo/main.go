@@ -5,7 +5,7 @@
 //
 // Usage: clientgo -kubeconfig SA.kubeconfig -admin-kubeconfig ADMIN.kubeconfig \
 //
-//	-namespace NS [-lease 15s -renew 10s -retry 2s -rounds 3 -standbys 20 -window 30s]
+//	-namespace NS [-lease 15s -renew 10s -retry 2s -rounds 3 -standbys 20 -window 60s]
 package main
 
 import (
@@ -36,7 +36,7 @@ var (
 	retry      = flag.Duration("retry", 2*time.Second, "retry period")
 	rounds     = flag.Int("rounds", 3, "measurements of each kind")
 	standbys   = flag.Int("standbys", 20, "standbys for the request count (0: skip)")
-	window     = flag.Duration("window", 30*time.Second, "how long to count requests")
+	window     = flag.Duration("window", 60*time.Second, "how long to count requests")
 )
 
 type candidate struct {
