@@ -75,7 +75,9 @@ typedef struct store_ops {
     void (*get)(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb, void *ctx);
     /* Creates the Lease; resource_version is ignored. */
     void (*create)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
-    /* Replaces the Lease if its resourceVersion still equals lease->resource_version. */
+    /* Writes lease's spec (holder, duration, times, transitions) if the Lease's
+     * resourceVersion still equals lease->resource_version (else CONFLICT);
+     * what else the object carries (labels, annotations) is kept. */
     void (*update)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
     /* Deletes the Lease (unconditionally when resource_version is NULL or ""). */
     void (*remove)(store *s, const char *ns, const char *name, const char *resource_version,
