@@ -1,6 +1,6 @@
 /* Test harness of the client integration tests: starts a real
- * `kubeleased --dev` on a loopback port the kernel picks and waits until it is ready,
- * stops, pauses and restarts it, and spawns kl_replica processes.
+ * `kubeleased --dev` on a loopback port the kernel picks and waits until it
+ * is ready, stops, pauses and restarts it, and spawns kl_replica processes.
  * With $KUBELEASE_TEST_ENV (the test control plane) the service uses the real
  * apiserver instead (ServiceAccount kubeconfig, the test namespace).
  * Tests using it exit 77 (skipped) until $KUBELEASED exists and its --help
