@@ -40,6 +40,19 @@ fail() {
 }
 pass() { printf 'ok: %s\n' "$*"; }
 
+# ops_control_plane: after a test's --dev part, exits 77 (skipped) without the
+# test control plane; otherwise exports its env file (KL_TEST_NAMESPACE, ...).
+ops_control_plane() {
+    if [[ -z ${KUBELEASE_TEST_ENV:-} ]]; then
+        echo "dev part passed; control-plane part skipped: KUBELEASE_TEST_ENV is unset"
+        exit 77
+    fi
+    set -a
+    # shellcheck disable=SC1091
+    source "$KUBELEASE_TEST_ENV/env"
+    set +a
+}
+
 ops_wait() {
     local deadline=$((SECONDS + $1))
     shift

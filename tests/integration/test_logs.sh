@@ -66,15 +66,9 @@ wait "$OPS_PID" || true
 grep -Eq 'level=(debug|info)' "$OPS_LOG" && fail "info lines at --log-level warn: $(grep -m1 level=info "$OPS_LOG")"
 pass "--log-level warn filters info lines"
 
-if [[ -z ${KUBELEASE_TEST_ENV:-} ]]; then
-    echo "dev part passed; control-plane part skipped: KUBELEASE_TEST_ENV is unset"
-    exit 77
-fi
+ops_control_plane
 
 # ---- real control plane, debug level ------------------------------------------------
-set -a
-source "$KUBELEASE_TEST_ENV/env"
-set +a
 OPS_PORT=0
 ops_start kube --kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig" --log-level debug
 lease=logs-$RANDOM$RANDOM

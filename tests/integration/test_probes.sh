@@ -37,15 +37,9 @@ expect "$OPS_URL/livez/x" "404 not found"
 kill -TERM "$OPS_PID"
 wait "$OPS_PID" || fail "kubeleased --dev did not exit 0 on SIGTERM"
 
-if [[ -z ${KUBELEASE_TEST_ENV:-} ]]; then
-    echo "dev part passed; control-plane part skipped: KUBELEASE_TEST_ENV is unset"
-    exit 77
-fi
+ops_control_plane
 
 # ---- real control plane --------------------------------------------------------
-set -a
-source "$KUBELEASE_TEST_ENV/env"
-set +a
 apiserver_stopped=""
 restore_apiserver() {
     if [[ -n $apiserver_stopped ]]; then

@@ -91,15 +91,9 @@ open_stream default sd-lease2 curl2
 ops_wait 10 stream_has curl2 elected || fail "the raw stream was not elected"
 stop_and_check INT curl2
 
-if [[ -z ${KUBELEASE_TEST_ENV:-} ]]; then
-    echo "dev part passed; control-plane part skipped: KUBELEASE_TEST_ENV is unset"
-    exit 77
-fi
+ops_control_plane
 
 # ---- real control plane: the Lease is kept, the replica resumes ---------------------
-set -a
-source "$KUBELEASE_TEST_ENV/env"
-set +a
 ns=$KL_TEST_NAMESPACE
 lease=shutdown-$RANDOM$RANDOM
 kube=(--kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig")
