@@ -70,6 +70,16 @@ if python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" defaults "$NS" "$w
   fail "the checker accepted cluster-mode output as the defaults"
 fi
 
+# The README's words on RBAC are what the chart grants, in both RBAC modes;
+# and the check can fail: a README that adds a verb is caught.
+python3 "$(dirname "${BASH_SOURCE[0]}")/check_readme_rbac.py" "$CHART/README.md" \
+  "$work/defaults.yaml" "$work/namespaced.yaml" "$work/cluster.yaml" || fail "the chart README's RBAC verbs are wrong"
+sed 's/get, list, watch, create and patch/get, list, watch, create, update and patch/' "$CHART/README.md" >"$work/README.wrong.md"
+cmp -s "$CHART/README.md" "$work/README.wrong.md" && fail "could not make a wrong README to check the checker"
+if python3 "$(dirname "${BASH_SOURCE[0]}")/check_readme_rbac.py" "$work/README.wrong.md" "$work/defaults.yaml" 2>/dev/null; then
+  fail "the RBAC check accepted a README that claims the update verb"
+fi
+
 # reject WHAT PATTERN ARGS...: helm must refuse to render, naming the problem.
 reject() {
   local what=$1 pattern=$2; shift 2
