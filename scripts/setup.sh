@@ -3,6 +3,7 @@
 # checks minimum versions. Idempotent: a second run installs nothing.
 #
 # Usage: scripts/setup.sh [--test]   (--test adds the test-only tools)
+#        scripts/setup.sh --list build|test   prints those packages, one a line
 set -euo pipefail
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -12,6 +13,15 @@ build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-d
             libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libyaml-dev)
 test_pkgs=(libcmocka-dev clang libclang-rt-14-dev clang-format valgrind prometheus chromium curl
            openssl procps psmisc python3 python3-yaml)
+
+if [ "${1:-}" = "--list" ]; then
+  case "${2:-}" in
+  build) printf '%s\n' "${build_pkgs[@]}" ;;
+  test) printf '%s\n' "${test_pkgs[@]}" ;;
+  *) die "usage: scripts/setup.sh --list build|test" ;;
+  esac
+  exit 0
+fi
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-}" = "--test" ] && pkgs+=("${test_pkgs[@]}")

@@ -2,7 +2,8 @@
 # Sets up a fresh Debian machine and runs every test: unit, integration
 # (against a real kube-apiserver + etcd on loopback), interop (third-party
 # clients), chart; then the unit and integration suites again under
-# ASan+UBSan and under TSan, and the client library under valgrind.
+# ASan+UBSan and under TSan, the client library under valgrind, and a short
+# run of every fuzzer (clang, libFuzzer).
 #
 # Usage: scripts/test.sh            everything
 #        KL_TEST_QUICK=1 scripts/test.sh   the plain build only (no sanitizer passes)
@@ -21,7 +22,7 @@ scripts/build-control-plane.sh >/dev/null
 # build DIR [cmake args...]
 build() {
   local dir=$1; shift
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKL_BUILD_TESTS=ON "$@" >/dev/null
   cmake --build "$dir" -j"$jobs" >/dev/null
 }
 
@@ -49,5 +50,22 @@ if [ -z "${KL_TEST_QUICK:-}" ]; then
   done
   KUBELEASED=$PWD/build/server/kubeleased KL_REPLICA=$PWD/build/examples/kl_replica \
     KL_CLIENT_TEST_DEV=1 "${vg[@]}" build/tests/integration_test_client_election
+
+  fuzz_s=${KL_FUZZ_SECONDS:-20}
+  step "fuzzers (clang, libFuzzer): built, then ${fuzz_s} s each from its corpus"
+  cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKL_BUILD_TESTS=ON -DKL_FUZZ=ON \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+  fuzzers=$(cd tests/fuzz && ls fuzz_*.c | sed 's/\.c$//')
+  # shellcheck disable=SC2086
+  cmake --build build-fuzz -j"$jobs" --target $fuzzers >/dev/null
+  for f in $fuzzers; do
+    # New inputs go to a scratch corpus; the checked-in one is only read.
+    scratch=$(mktemp -d)
+    "build-fuzz/tests/fuzz/$f" -max_total_time="$fuzz_s" -timeout=10 -print_final_stats=0 \
+      "$scratch" "tests/fuzz/corpus/$f" >"build-fuzz/$f.log" 2>&1 ||
+      { tail -n 40 "build-fuzz/$f.log"; rm -rf "$scratch"; echo "fuzzer $f failed (log: build-fuzz/$f.log)"; exit 1; }
+    rm -rf "$scratch"
+    printf '%s: %s\n' "$f" "$(grep -E "^Done [0-9]+ runs" "build-fuzz/$f.log" | tail -n 1)"
+  done
 fi
 step "all tests passed"
