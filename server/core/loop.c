@@ -1,7 +1,10 @@
-/* The engine's event loop: a binary heap of timers, a mutex-protected queue
- * of posted tasks, and one curl multi handle whose curl_multi_poll() is the
- * only place the loop thread sleeps. curl_multi_wakeup() interrupts it when
- * another thread posts a task. */
+/* The engine's event loop: a heap of timers embedded in their owners, a
+ * mutex-protected queue of posted tasks, and one curl multi handle whose
+ * curl_multi_poll() is the only place the loop thread sleeps.
+ * curl_multi_wakeup() interrupts it when another thread posts a task.
+ *
+ * Threads: the task queue (under mu) and the stop flag (atomic) are shared;
+ * everything else belongs to the thread running the loop. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -9,13 +12,9 @@
 
 #include "core/loop.h"
 
-struct loop_timer {
-    int64_t due_ms;
-    uint64_t seq; /* ties broken by creation order */
-    size_t index; /* position in the heap */
-    loop_fn fn;
-    void *arg;
-};
+#define POLL_MAX_MS 1000 /* the longest the loop sleeps without looking at the clock */
+
+enum { TIMER_IDLE, TIMER_PENDING /* in the heap */, TIMER_READY /* in the running pass */ };
 
 typedef struct loop_task {
     struct loop_task *next;
@@ -36,9 +35,12 @@ struct loop {
     pthread_mutex_t mu; /* guards the task queue */
     loop_task *head, *tail;
     loop_xfer *xfers;
-    loop_timer **heap;
-    size_t n_timers, cap_timers;
+    heap timers;
+    loop_timer *ready_head, *ready_tail; /* due timers of the pass running them */
     uint64_t next_seq;
+    loop_clock_fn clock;
+    void *clock_ctx;
+    _Atomic int64_t now_ms; /* written by the loop thread; any thread may read */
 };
 
 static int64_t clock_us(clockid_t id)
@@ -63,6 +65,12 @@ int64_t wall_us(void)
     return clock_us(CLOCK_REALTIME);
 }
 
+static int64_t mono_clock(void *ctx)
+{
+    (void)ctx;
+    return mono_ms();
+}
+
 loop *loop_new(void)
 {
     loop *l = calloc(1, sizeof *l);
@@ -75,6 +83,8 @@ loop *loop_new(void)
     }
     pthread_mutex_init(&l->mu, NULL);
     atomic_init(&l->stop, false);
+    heap_init(&l->timers);
+    loop_set_clock(l, NULL, NULL);
     return l;
 }
 
@@ -88,15 +98,29 @@ void loop_free(loop *l)
         curl_easy_cleanup(easy);
     }
     curl_multi_cleanup(l->multi);
-    for (size_t i = 0; i < l->n_timers; i++)
-        free(l->heap[i]);
-    free(l->heap);
     for (loop_task *t = l->head, *next; t; t = next) {
         next = t->next;
         free(t);
     }
     pthread_mutex_destroy(&l->mu);
     free(l);
+}
+
+void loop_set_clock(loop *l, loop_clock_fn fn, void *ctx)
+{
+    l->clock = fn ? fn : mono_clock;
+    l->clock_ctx = fn ? ctx : NULL;
+    loop_update_time(l);
+}
+
+int64_t loop_now(const loop *l)
+{
+    return atomic_load_explicit(&l->now_ms, memory_order_relaxed);
+}
+
+void loop_update_time(loop *l)
+{
+    atomic_store_explicit(&l->now_ms, l->clock(l->clock_ctx), memory_order_relaxed);
 }
 
 void loop_stop(loop *l)
@@ -126,83 +150,95 @@ int loop_post(loop *l, loop_fn fn, void *arg)
 
 /* --- timers: a min-heap on (due_ms, seq) --- */
 
-static int timer_before(const loop_timer *a, const loop_timer *b)
+#define TIMER_OF(n) ((loop_timer *)((char *)(n)-offsetof(loop_timer, node)))
+
+static bool timer_less(const heap_node *a, const heap_node *b)
 {
-    return a->due_ms < b->due_ms || (a->due_ms == b->due_ms && a->seq < b->seq);
+    const loop_timer *x = TIMER_OF(a), *y = TIMER_OF(b);
+    return x->due_ms < y->due_ms || (x->due_ms == y->due_ms && x->seq < y->seq);
 }
 
-static void heap_swap(loop *l, size_t i, size_t j)
+void loop_timer_init(loop *l, loop_timer *t)
 {
-    loop_timer *t = l->heap[i];
-    l->heap[i] = l->heap[j];
-    l->heap[j] = t;
-    l->heap[i]->index = i;
-    l->heap[j]->index = j;
+    *t = (loop_timer){.l = l, .state = TIMER_IDLE};
 }
 
-static void heap_up(loop *l, size_t i)
+static void ready_unlink(loop *l, loop_timer *t)
 {
-    while (i > 0 && timer_before(l->heap[i], l->heap[(i - 1) / 2])) {
-        heap_swap(l, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
+    if (t->ready_prev)
+        t->ready_prev->ready_next = t->ready_next;
+    else
+        l->ready_head = t->ready_next;
+    if (t->ready_next)
+        t->ready_next->ready_prev = t->ready_prev;
+    else
+        l->ready_tail = t->ready_prev;
+    t->ready_prev = t->ready_next = NULL;
 }
 
-static void heap_down(loop *l, size_t i)
+void loop_timer_stop(loop_timer *t)
 {
-    for (;;) {
-        size_t m = i, a = 2 * i + 1, b = 2 * i + 2;
-        if (a < l->n_timers && timer_before(l->heap[a], l->heap[m]))
-            m = a;
-        if (b < l->n_timers && timer_before(l->heap[b], l->heap[m]))
-            m = b;
-        if (m == i)
-            return;
-        heap_swap(l, i, m);
-        i = m;
-    }
+    if (t->state == TIMER_PENDING)
+        heap_remove(&t->l->timers, &t->node, timer_less);
+    else if (t->state == TIMER_READY)
+        ready_unlink(t->l, t);
+    t->state = TIMER_IDLE;
 }
 
-static void heap_remove(loop *l, size_t i)
+void loop_timer_start(loop_timer *t, int64_t due_ms, loop_fn fn, void *arg)
 {
-    l->n_timers--;
-    if (i == l->n_timers)
-        return;
-    l->heap[i] = l->heap[l->n_timers];
-    l->heap[i]->index = i;
-    heap_down(l, i);
-    heap_up(l, i);
-}
-
-loop_timer *loop_timer_at(loop *l, int64_t due_ms, loop_fn fn, void *arg)
-{
-    if (l->n_timers == l->cap_timers) {
-        size_t cap = l->cap_timers ? l->cap_timers * 2 : 64;
-        loop_timer **heap = realloc(l->heap, cap * sizeof *heap);
-        if (!heap)
-            return NULL;
-        l->heap = heap;
-        l->cap_timers = cap;
-    }
-    loop_timer *t = malloc(sizeof *t);
-    if (!t)
-        return NULL;
+    loop_timer_stop(t);
     t->due_ms = due_ms;
-    t->seq = l->next_seq++;
+    t->seq = t->l->next_seq++;
     t->fn = fn;
     t->arg = arg;
-    t->index = l->n_timers;
-    l->heap[l->n_timers++] = t;
-    heap_up(l, t->index);
-    return t;
+    t->state = TIMER_PENDING;
+    heap_insert(&t->l->timers, &t->node, timer_less);
 }
 
-void loop_timer_cancel(loop *l, loop_timer *t)
+bool loop_timer_active(const loop_timer *t)
 {
-    if (!t)
-        return;
-    heap_remove(l, t->index);
-    free(t);
+    return t->state != TIMER_IDLE;
+}
+
+int64_t loop_next_due(const loop *l)
+{
+    const heap_node *n = heap_min(&l->timers);
+    return n ? TIMER_OF(n)->due_ms : -1;
+}
+
+/* Runs the timers due at the loop's time. They are taken out of the heap
+ * first, so a callback that starts a timer due now (or earlier) runs it on
+ * the next pass, never in this one; one that stops a timer still waiting in
+ * this pass keeps it from running. */
+static unsigned run_timers(loop *l)
+{
+    loop_update_time(l);
+    heap_node *n;
+    int64_t now = loop_now(l);
+    while ((n = heap_min(&l->timers)) && TIMER_OF(n)->due_ms <= now) {
+        loop_timer *t = TIMER_OF(n);
+        heap_remove(&l->timers, n, timer_less);
+        t->state = TIMER_READY;
+        t->ready_prev = l->ready_tail;
+        t->ready_next = NULL;
+        if (l->ready_tail)
+            l->ready_tail->ready_next = t;
+        else
+            l->ready_head = t;
+        l->ready_tail = t;
+    }
+    unsigned ran = 0;
+    while (l->ready_head) {
+        loop_timer *t = l->ready_head;
+        ready_unlink(l, t);
+        t->state = TIMER_IDLE;
+        loop_fn fn = t->fn;
+        void *arg = t->arg;
+        fn(arg); /* may restart t, or free its owner */
+        ran++;
+    }
+    return ran;
 }
 
 /* --- libcurl transfers --- */
@@ -252,45 +288,14 @@ void loop_curl_remove(loop *l, CURL *easy)
     free(xfer_take(l, easy));
 }
 
-static void run_tasks(loop *l)
+static unsigned run_transfers(loop *l)
 {
-    pthread_mutex_lock(&l->mu);
-    loop_task *t = l->head;
-    l->head = l->tail = NULL;
-    pthread_mutex_unlock(&l->mu);
-    while (t) {
-        loop_task *next = t->next;
-        t->fn(t->arg);
-        free(t);
-        t = next;
-    }
-}
-
-/* Runs the timers due now; returns ms until the next one (capped). */
-static int run_timers(loop *l)
-{
-    int64_t now = mono_ms();
-    while (l->n_timers > 0 && l->heap[0]->due_ms <= now) {
-        loop_timer *t = l->heap[0];
-        heap_remove(l, 0);
-        loop_fn fn = t->fn;
-        void *arg = t->arg;
-        free(t);
-        fn(arg);
-        now = mono_ms();
-    }
-    if (l->n_timers == 0)
-        return 1000;
-    int64_t wait = l->heap[0]->due_ms - now;
-    return wait > 1000 ? 1000 : (int)wait;
-}
-
-static void run_transfers(loop *l)
-{
+    loop_update_time(l);
     int running = 0;
     curl_multi_perform(l->multi, &running);
     CURLMsg *msg;
     int left;
+    unsigned ran = 0;
     while ((msg = curl_multi_info_read(l->multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
@@ -301,29 +306,64 @@ static void run_transfers(loop *l)
             loop_xfer done = *x;
             free(x);
             done.done(done.arg, easy, result);
+            ran++;
         }
     }
+    return ran;
 }
 
-void loop_drain(loop *l)
+/* --- tasks and the loop itself --- */
+
+static unsigned run_tasks(loop *l)
 {
-    run_tasks(l);
-    run_transfers(l);
-    run_timers(l);
+    pthread_mutex_lock(&l->mu);
+    loop_task *t = l->head;
+    l->head = l->tail = NULL;
+    pthread_mutex_unlock(&l->mu);
+    /* Read after taking them: each task sees a time at or after its posting
+     * (a grant is never measured from before the request arrived). */
+    loop_update_time(l);
+    unsigned ran = 0;
+    while (t) {
+        loop_task *next = t->next;
+        t->fn(t->arg);
+        free(t);
+        t = next;
+        ran++;
+    }
+    return ran;
+}
+
+unsigned loop_drain(loop *l)
+{
+    unsigned ran = run_tasks(l);
+    ran += run_transfers(l);
+    ran += run_timers(l);
+    return ran;
+}
+
+/* How long the loop may sleep: until the next timer, at most POLL_MAX_MS. */
+static int poll_timeout(const loop *l)
+{
+    int64_t due = loop_next_due(l);
+    if (due < 0)
+        return POLL_MAX_MS;
+    int64_t wait = due - loop_now(l);
+    return wait <= 0 ? 0 : wait > POLL_MAX_MS ? POLL_MAX_MS : (int)wait;
 }
 
 void loop_run(loop *l)
 {
     while (!atomic_load(&l->stop)) {
-        run_tasks(l);
-        run_transfers(l);
-        int wait = run_timers(l);
+        loop_drain(l);
         if (atomic_load(&l->stop))
             break;
         pthread_mutex_lock(&l->mu);
         int pending = l->head != NULL;
         pthread_mutex_unlock(&l->mu);
-        if (!pending)
-            curl_multi_poll(l->multi, NULL, 0, wait, NULL);
+        if (!pending) {
+            loop_update_time(l); /* the timers' callbacks took time too */
+            curl_multi_poll(l->multi, NULL, 0, poll_timeout(l), NULL);
+        }
     }
 }

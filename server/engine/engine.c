@@ -64,8 +64,8 @@ typedef struct term {
     bool renewing;       /* a renewal is in flight */
     bool ending;         /* over: waiting for the renewal in flight, or releasing */
     bool release_wanted; /* write a release once no renewal is in flight */
-    loop_timer *renew_timer;
-    loop_timer *guard_timer; /* fires at granted_until / the renew deadline */
+    loop_timer renew_timer;
+    loop_timer guard_timer;  /* fires at granted_until / the renew deadline */
     int64_t renew_sent_ms;   /* send time of the renewal in flight */
     engine_done resign_done; /* a Resign waiting for the release to land */
     void *resign_ctx;
@@ -105,10 +105,10 @@ struct lease_state {
     candidate *candidates;
     watcher *watchers;
     term *term;
-    loop_timer *expiry_timer;
+    loop_timer expiry_timer;
     int64_t expiry_due_ms;
-    loop_timer *tick_timer; /* keep-alive to standbys */
-    loop_timer *retry_timer;
+    loop_timer tick_timer; /* keep-alive to standbys */
+    loop_timer retry_timer;
     int64_t idle_since_ms; /* when the sweep first found it idle; 0: in use */
 };
 
@@ -118,7 +118,7 @@ struct engine {
     int64_t max_grant_ms;
     bool volatile_store;
     int64_t idle_forget_ms;
-    loop_timer *sweep_timer; /* runs while any lease is followed */
+    loop_timer sweep_timer; /* runs while any lease is followed */
     int64_t started_ms;
     lease_state *leases[N_BUCKETS];
     candidate *campaigns[N_BUCKETS];
@@ -155,6 +155,13 @@ static unsigned hash_str2(const char *a, const char *b)
     for (; *b; b++)
         h = (h ^ (unsigned char)*b) * 16777619u;
     return h % N_BUCKETS;
+}
+
+/* The engine's time: its loop's (docs/design.md, rule 1: observed monotonic
+ * time, never a Lease's wall-clock timestamps). */
+static int64_t now_ms(const engine *e)
+{
+    return loop_now(e->loop);
 }
 
 static int64_t lease_timeout_ms(int32_t renew_s)
@@ -240,6 +247,9 @@ static lease_state *lease_get(engine *e, const char *ns, const char *name)
     if (!ls)
         return NULL;
     ls->e = e;
+    loop_timer_init(e->loop, &ls->expiry_timer);
+    loop_timer_init(e->loop, &ls->tick_timer);
+    loop_timer_init(e->loop, &ls->retry_timer);
     copy_str(ls->ns, sizeof ls->ns, ns);
     copy_str(ls->name, sizeof ls->name, name);
     ls->watch = e->store->ops->watch(e->store, ns, name, on_watch, ls);
@@ -278,7 +288,7 @@ static void notify_candidate(candidate *c)
 {
     lease_state *ls = c->ls;
     engine_event ev = {.kind = ENGINE_EVENT_CANDIDATE};
-    copy_str(ev.holder, sizeof ev.holder, live_holder(ls, mono_ms()));
+    copy_str(ev.holder, sizeof ev.holder, live_holder(ls, now_ms(ls->e)));
     ev.epoch = ls->exists ? ls->record.transitions : 0;
     send_event(&c->listener, &ev);
 }
@@ -295,7 +305,7 @@ static void notify_watchers(lease_state *ls, bool force)
 {
     if (!ls->synced)
         return;
-    const char *holder = live_holder(ls, mono_ms());
+    const char *holder = live_holder(ls, now_ms(ls->e));
     int64_t epoch = ls->exists ? ls->record.transitions : 0;
     for (watcher *w = ls->watchers; w; w = w->next) {
         if (!force && w->sent && w->last_exists == ls->exists && w->last_epoch == epoch &&
@@ -387,8 +397,8 @@ static void term_free(lease_state *ls, bool released)
         engine_reply r = {.code = ENGINE_OK, .released = released, .epoch = t->epoch};
         t->resign_done(t->resign_ctx, &r);
     }
-    loop_timer_cancel(ls->e->loop, t->renew_timer);
-    loop_timer_cancel(ls->e->loop, t->guard_timer);
+    loop_timer_stop(&t->renew_timer);
+    loop_timer_stop(&t->guard_timer);
     ls->term = NULL;
     free(t);
 }
@@ -411,13 +421,11 @@ static void term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     lost_labels(labels, reason, with_reason, sizeof with_reason);
     metrics_add("kubelease_terms_lost_total", with_reason, 1);
     metrics_set("kubelease_leader", labels, 0);
-    ls->vacant_ms = mono_ms();
+    ls->vacant_ms = now_ms(ls->e);
     if (t->owner)
         candidate_end(t->owner, reason, t->epoch, msg);
-    loop_timer_cancel(ls->e->loop, t->renew_timer);
-    t->renew_timer = NULL;
-    loop_timer_cancel(ls->e->loop, t->guard_timer);
-    t->guard_timer = NULL;
+    loop_timer_stop(&t->renew_timer);
+    loop_timer_stop(&t->guard_timer);
     t->ending = true;
     t->release_wanted = release;
     if (!t->renewing)
@@ -479,7 +487,7 @@ static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     if (r->status == STORE_OK)
-        adopt_record(ls, &r->lease, mono_ms());
+        adopt_record(ls, &r->lease, now_ms(ls->e));
     else
         log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
                   store_status_name(r->status), log_q(r->message));
@@ -493,8 +501,7 @@ static void guard_fire(void *arg)
 {
     lease_state *ls = arg;
     term *t = ls->term;
-    t->guard_timer = NULL;
-    int64_t now = mono_ms();
+    int64_t now = now_ms(ls->e);
     int64_t renew_deadline = t->renewed_sent_ms + (int64_t)t->renew_s * 1000;
     if (now >= renew_deadline) {
         term_end(ls, ENGINE_LOST_RENEW_FAILED,
@@ -513,8 +520,7 @@ static void term_schedule_guard(lease_state *ls)
     term *t = ls->term;
     int64_t renew_deadline = t->renewed_sent_ms + (int64_t)t->renew_s * 1000;
     int64_t due = t->granted_until_ms < renew_deadline ? t->granted_until_ms : renew_deadline;
-    loop_timer_cancel(ls->e->loop, t->guard_timer);
-    t->guard_timer = loop_timer_at(ls->e->loop, due, guard_fire, ls);
+    loop_timer_start(&t->guard_timer, due, guard_fire, ls);
 }
 
 static void renew_fire(void *arg);
@@ -522,8 +528,7 @@ static void renew_fire(void *arg);
 static void schedule_renew(lease_state *ls, int64_t due)
 {
     term *t = ls->term;
-    loop_timer_cancel(ls->e->loop, t->renew_timer);
-    t->renew_timer = loop_timer_at(ls->e->loop, due, renew_fire, ls);
+    loop_timer_start(&t->renew_timer, due, renew_fire, ls);
 }
 
 /* Tells the holder the term goes on. A heartbeat reports what remains of
@@ -535,7 +540,7 @@ static void heartbeat(lease_state *ls)
     term *t = ls->term;
     if (!t || !t->owner)
         return;
-    int64_t left = t->granted_until_ms - mono_ms();
+    int64_t left = t->granted_until_ms - now_ms(ls->e);
     engine_event ev = {.kind = ENGINE_EVENT_HEARTBEAT, .epoch = t->epoch};
     ev.valid_for_ms = left > 0 ? left : 0;
     send_event(&t->owner->listener, &ev);
@@ -548,7 +553,7 @@ static void renew_done(void *ctx, const store_result *r)
     int64_t sent = t->renew_sent_ms;
     /* A term is never freed while its renewal is in flight (term_end waits). */
     t->renewing = false;
-    int64_t now = mono_ms();
+    int64_t now = now_ms(ls->e);
     if (t->ending) {
         if (r->status == STORE_OK) {
             copy_str(t->rv, sizeof t->rv, r->lease.resource_version);
@@ -590,11 +595,10 @@ static void renew_fire(void *arg)
 {
     lease_state *ls = arg;
     term *t = ls->term;
-    t->renew_timer = NULL;
     /* A term whose stream is gone is not renewed: it ends at granted_until. */
     if (t->renewing || t->ending || !t->owner)
         return;
-    t->renew_sent_ms = mono_ms();
+    t->renew_sent_ms = now_ms(ls->e);
     t->renewing = true;
     store_lease rec = ls->record;
     copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
@@ -615,6 +619,8 @@ static void term_start(lease_state *ls, candidate *c, const store_lease *rec, in
         candidate_end(c, ENGINE_LOST_RENEW_FAILED, 0, "out of memory");
         return;
     }
+    loop_timer_init(ls->e->loop, &t->renew_timer);
+    loop_timer_init(ls->e->loop, &t->guard_timer);
     t->owner = c;
     copy_str(t->identity, sizeof t->identity, c->req.identity);
     t->epoch = rec->transitions;
@@ -624,7 +630,7 @@ static void term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     t->renewed_sent_ms = sent_ms;
     copy_str(t->rv, sizeof t->rv, rec->resource_version);
     ls->term = t;
-    int64_t now = mono_ms();
+    int64_t now = now_ms(ls->e);
     adopt_record(ls, rec, now);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = resumed};
     ev.valid_for_ms = term_grant(ls, now);
@@ -653,9 +659,7 @@ static void term_start(lease_state *ls, candidate *c, const store_lease *rec, in
 
 static void retry_fire(void *arg)
 {
-    lease_state *ls = arg;
-    ls->retry_timer = NULL;
-    try_acquire(ls);
+    try_acquire(arg);
 }
 
 /* An acquisition whose candidate left while it was being written: nobody
@@ -663,10 +667,12 @@ static void retry_fire(void *arg)
  * same release path as a term's. */
 static void release_unclaimed(lease_state *ls, const store_lease *rec)
 {
-    adopt_record(ls, rec, mono_ms());
+    adopt_record(ls, rec, now_ms(ls->e));
     term *t = ls->term ? NULL : calloc(1, sizeof *t);
     if (!t)
         return; /* out of memory (or a term exists): the Lease expires by itself */
+    loop_timer_init(ls->e->loop, &t->renew_timer);
+    loop_timer_init(ls->e->loop, &t->guard_timer);
     copy_str(t->identity, sizeof t->identity, rec->holder);
     copy_str(t->rv, sizeof t->rv, rec->resource_version);
     t->epoch = rec->transitions;
@@ -704,18 +710,17 @@ static void acquire_done(void *ctx, const store_result *r)
     }
     log_event(LOG_WARN, "acquire_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
               store_status_name(r->status), log_q(r->message));
-    if (!ls->retry_timer && c) {
+    if (!loop_timer_active(&ls->retry_timer) && c) {
         int64_t retry = (int64_t)c->req.retry_period_s * 1000;
-        ls->retry_timer = loop_timer_at(ls->e->loop, mono_ms() + retry, retry_fire, ls);
+        loop_timer_start(&ls->retry_timer, now_ms(ls->e) + retry, retry_fire, ls);
     }
 }
 
 static void expiry_fire(void *arg)
 {
     lease_state *ls = arg;
-    ls->expiry_timer = NULL;
     if (!ls->vacant_ms)
-        ls->vacant_ms = mono_ms();
+        ls->vacant_ms = now_ms(ls->e);
     notify_watchers(ls, false);
     notify_standbys(ls);
     try_acquire(ls);
@@ -726,11 +731,10 @@ static void schedule_expiry(lease_state *ls)
     if (!ls->exists || !ls->record.holder[0] || ls->term)
         return;
     int64_t due = ls->observed_ms + (int64_t)ls->record.lease_duration_s * 1000 + 1;
-    if (ls->expiry_timer && ls->expiry_due_ms == due)
+    if (loop_timer_active(&ls->expiry_timer) && ls->expiry_due_ms == due)
         return;
-    loop_timer_cancel(ls->e->loop, ls->expiry_timer);
     ls->expiry_due_ms = due;
-    ls->expiry_timer = loop_timer_at(ls->e->loop, due, expiry_fire, ls);
+    loop_timer_start(&ls->expiry_timer, due, expiry_fire, ls);
 }
 
 static void write_for(lease_state *ls, candidate *c, bool create, const store_lease *rec,
@@ -738,7 +742,7 @@ static void write_for(lease_state *ls, candidate *c, bool create, const store_le
 {
     ls->acq.campaign_id = c->id;
     ls->acq.resume = resume;
-    ls->acq.sent_ms = mono_ms();
+    ls->acq.sent_ms = now_ms(ls->e);
     ls->writing = true;
     int timeout = (int)lease_timeout_ms(c->req.renew_deadline_s);
     log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
@@ -761,7 +765,7 @@ static void try_acquire(lease_state *ls)
         c = c->next; /* resumes are handled when they arrive */
     if (!c)
         return;
-    int64_t now = mono_ms();
+    int64_t now = now_ms(ls->e);
     store_lease rec = {0};
     copy_str(rec.ns, sizeof rec.ns, ls->ns);
     copy_str(rec.name, sizeof rec.name, ls->name);
@@ -771,9 +775,8 @@ static void try_acquire(lease_state *ls)
     if (!ls->exists) {
         int64_t grant = e_grant_ms(ls->e, c->req.retry_period_s);
         if (ls->e->volatile_store && now < ls->e->started_ms + grant) {
-            if (!ls->retry_timer)
-                ls->retry_timer =
-                    loop_timer_at(ls->e->loop, ls->e->started_ms + grant, retry_fire, ls);
+            if (!loop_timer_active(&ls->retry_timer))
+                loop_timer_start(&ls->retry_timer, ls->e->started_ms + grant, retry_fire, ls);
             return;
         }
         rec.transitions = 1;
@@ -794,7 +797,7 @@ static void try_acquire(lease_state *ls)
  * take over a term another replica of the service was renewing. */
 static void try_resume(lease_state *ls, candidate *c)
 {
-    int64_t now = mono_ms();
+    int64_t now = now_ms(ls->e);
     term *t = ls->term;
     if (t && !t->ending && strcmp(t->identity, c->req.identity) == 0 &&
         t->epoch == c->req.resume_epoch && term_valid_for(ls->e, t, now) > 0) {
@@ -841,7 +844,7 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
 {
     lease_state *ls = ctx;
     engine *e = ls->e;
-    int64_t now = mono_ms();
+    int64_t now = now_ms(ls->e);
     if (log_enabled(LOG_DEBUG))
         log_event(LOG_DEBUG, "watch_event", "ns=%s lease=%s type=%d holder=%s epoch=%lld rv=%s",
                   ls->ns, ls->name, (int)type, lease ? log_q(lease->holder) : "-",
@@ -872,8 +875,7 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
             ls->exists = false;
             ls->transition_ms = now;
             memset(&ls->record, 0, sizeof ls->record);
-            loop_timer_cancel(e->loop, ls->expiry_timer);
-            ls->expiry_timer = NULL;
+            loop_timer_stop(&ls->expiry_timer);
             if (ls->term && !ls->term->ending)
                 term_end(ls, ENGINE_LOST_DELETED, "the Lease was deleted", false);
             notify_watchers(ls, false);
@@ -907,7 +909,6 @@ static void on_watch(void *ctx, store_event_type type, const store_lease *lease)
 static void tick_fire(void *arg)
 {
     lease_state *ls = arg;
-    ls->tick_timer = NULL;
     int32_t period = 0;
     for (candidate *c = ls->candidates; c; c = c->next) {
         if (ls->term && ls->term->owner == c)
@@ -917,15 +918,13 @@ static void tick_fire(void *arg)
             period = c->req.retry_period_s;
     }
     if (period)
-        ls->tick_timer =
-            loop_timer_at(ls->e->loop, mono_ms() + (int64_t)period * 1000, tick_fire, ls);
+        loop_timer_start(&ls->tick_timer, now_ms(ls->e) + (int64_t)period * 1000, tick_fire, ls);
 }
 
 static void ensure_tick(lease_state *ls, int32_t period_s)
 {
-    if (!ls->tick_timer)
-        ls->tick_timer =
-            loop_timer_at(ls->e->loop, mono_ms() + (int64_t)period_s * 1000, tick_fire, ls);
+    if (!loop_timer_active(&ls->tick_timer))
+        loop_timer_start(&ls->tick_timer, now_ms(ls->e) + (int64_t)period_s * 1000, tick_fire, ls);
 }
 
 /* ---------- forgetting idle leases ---------- */
@@ -949,9 +948,9 @@ static bool lease_idle(const lease_state *ls)
 static void lease_drop(lease_state *ls)
 {
     engine *e = ls->e;
-    loop_timer_cancel(e->loop, ls->expiry_timer);
-    loop_timer_cancel(e->loop, ls->tick_timer);
-    loop_timer_cancel(e->loop, ls->retry_timer);
+    loop_timer_stop(&ls->expiry_timer);
+    loop_timer_stop(&ls->tick_timer);
+    loop_timer_stop(&ls->retry_timer);
     e->store->ops->unwatch(e->store, ls->watch);
     free(ls);
 }
@@ -978,15 +977,14 @@ static void lease_forget(lease_state *ls)
     }
     metrics_set("kubelease_leases_followed", "", --e->n_leases);
     log_event(LOG_DEBUG, "lease_forgotten", "ns=%s lease=%s idle_ms=%lld", ls->ns, ls->name,
-              (long long)(mono_ms() - ls->idle_since_ms));
+              (long long)(now_ms(ls->e) - ls->idle_since_ms));
     lease_drop(ls);
 }
 
 static void sweep_fire(void *arg)
 {
     engine *e = arg;
-    e->sweep_timer = NULL;
-    int64_t now = mono_ms();
+    int64_t now = now_ms(e);
     for (unsigned b = 0; b < N_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
             next = ls->hash_next;
@@ -1006,9 +1004,8 @@ static void sweep_fire(void *arg)
  * after its last use. */
 static void ensure_sweep(engine *e)
 {
-    if (!e->sweep_timer && e->n_leases > 0 && !atomic_load(&e->stopping))
-        e->sweep_timer =
-            loop_timer_at(e->loop, mono_ms() + (e->idle_forget_ms + 7) / 8, sweep_fire, e);
+    if (!loop_timer_active(&e->sweep_timer) && e->n_leases > 0 && !atomic_load(&e->stopping))
+        loop_timer_start(&e->sweep_timer, now_ms(e) + (e->idle_forget_ms + 7) / 8, sweep_fire, e);
 }
 
 /* ---------- commands posted from other threads ---------- */
@@ -1134,7 +1131,7 @@ static void do_confirm(cmd *k)
         return;
     }
     engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
-    r.valid_for_ms = term_grant(ls, mono_ms());
+    r.valid_for_ms = term_grant(ls, now_ms(ls->e));
     if (r.valid_for_ms <= 0) {
         reply_code(k, ENGINE_FAILED_PRECONDITION, "the term could not be renewed in time");
         return;
@@ -1186,7 +1183,7 @@ static void get_done(void *ctx, const store_result *res)
     if (p->next)
         p->next->prev = p->prev;
     engine_reply r = {0};
-    int64_t now = mono_ms();
+    int64_t now = now_ms(ls->e);
     if (res->status == STORE_OK) {
         if (!ls->exists || rv_newer(res->lease.resource_version, ls->record.resource_version)) {
             bool unseen = !ls->exists;
@@ -1220,7 +1217,7 @@ static void do_get(cmd *k)
             r.code = ENGINE_NOT_FOUND;
             snprintf(r.message, sizeof r.message, "lease %.60s/%.150s not found", ls->ns, ls->name);
         } else {
-            fill_holder_reply(ls, &r, mono_ms());
+            fill_holder_reply(ls, &r, now_ms(ls->e));
         }
         k->done(k->ctx, &r);
         return;
@@ -1254,7 +1251,7 @@ static void do_list(cmd *k)
         reply_code(k, ENGINE_INTERNAL, "out of memory");
         return;
     }
-    int64_t now = mono_ms();
+    int64_t now = now_ms(e);
     for (unsigned b = 0; b < N_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next) {
             if (!ls->exists && !ls->candidates && !ls->watchers)
@@ -1421,7 +1418,8 @@ engine *engine_new(const engine_config *cfg)
     e->volatile_store = cfg->volatile_store;
     e->idle_forget_ms =
         cfg->idle_forget_ms > 0 ? cfg->idle_forget_ms : ENGINE_IDLE_FORGET_MS_DEFAULT;
-    e->started_ms = mono_ms();
+    loop_timer_init(e->loop, &e->sweep_timer);
+    e->started_ms = loop_now(e->loop);
     atomic_init(&e->next_id, 1);
     atomic_init(&e->reachable, true);
     atomic_init(&e->unsynced, 0);
@@ -1452,7 +1450,7 @@ void engine_free(engine *e)
         next = p->next;
         free(p);
     }
-    loop_timer_cancel(e->loop, e->sweep_timer);
+    loop_timer_stop(&e->sweep_timer);
     for (unsigned b = 0; b < N_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
             next = ls->hash_next;

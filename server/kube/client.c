@@ -31,8 +31,8 @@ struct kube_request {
     bool headers_delivered; /* on_headers has run */
     bool streaming_body;    /* 2xx streaming: data goes to on_data */
     bool too_big;
-    bool aborted;         /* on_data asked to stop */
-    loop_timer *dispatch; /* zero-delay timer handing data to the callbacks */
+    bool aborted;        /* on_data asked to stop */
+    loop_timer dispatch; /* zero-delay timer handing data to the callbacks */
     int64_t started_ms;
     struct timespec started; /* for the latency metric */
     const char *verb;        /* Kubernetes verb for the metrics (static) */
@@ -141,7 +141,7 @@ static void req_free(kube_request *r)
         c->reqs = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    loop_timer_cancel(c->l, r->dispatch);
+    loop_timer_stop(&r->dispatch);
     if (r->easy)
         curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
@@ -214,8 +214,8 @@ static void dispatch_fire(void *arg);
 
 static void schedule_dispatch(kube_request *r)
 {
-    if (!r->dispatch)
-        r->dispatch = loop_timer_at(r->c->l, mono_ms(), dispatch_fire, r);
+    if (!loop_timer_active(&r->dispatch))
+        loop_timer_start(&r->dispatch, loop_now(r->c->l), dispatch_fire, r);
 }
 
 static size_t on_header(char *line, size_t size, size_t n, void *arg)
@@ -259,7 +259,6 @@ static void finish(kube_request *r, CURLcode result);
 static void dispatch_fire(void *arg)
 {
     kube_request *r = arg;
-    r->dispatch = NULL;
     int rc = deliver(r);
     if (rc == DELIVER_STOP) {
         /* Timers run outside libcurl callbacks: the transfer can end here. */
@@ -351,8 +350,7 @@ static void on_done(void *arg, CURL *easy, CURLcode result)
 {
     kube_request *r = arg;
     (void)easy;
-    loop_timer_cancel(r->c->l, r->dispatch);
-    r->dispatch = NULL;
+    loop_timer_stop(&r->dispatch);
     long code = 0;
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
     if (code >= 200 && !r->headers_done) {
@@ -421,6 +419,7 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
         return NULL;
     r->c = c;
     r->o = *o;
+    loop_timer_init(c->l, &r->dispatch);
     r->started_ms = mono_ms();
     clock_gettime(CLOCK_MONOTONIC, &r->started);
     r->verb = verb_of(o->method, o->path);

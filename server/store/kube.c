@@ -45,7 +45,7 @@ struct kube_op {
     kube_op *prev, *next;
     kube_store *ks;
     kube_request *req;
-    loop_timer *timer; /* delivers a failure found before any request */
+    loop_timer timer; /* delivers a failure found before any request */
     kube_verb verb;
     store_cb cb;
     void *ctx;
@@ -63,7 +63,7 @@ struct store_watch {
     void *ctx;
     watch_state state;
     kube_request *req;
-    loop_timer *timer;
+    loop_timer timer;      /* the next attempt */
     char rv[STORE_RV_MAX]; /* resume point; "" means list first */
     bool broken;           /* BROKEN reported and not yet SYNCED again */
     bool need_relist;      /* 410 Gone seen on the current stream */
@@ -139,9 +139,7 @@ static void op_complete(kube_op *op)
 
 static void op_fail_fire(void *arg)
 {
-    kube_op *op = arg;
-    op->timer = NULL;
-    op_complete(op);
+    op_complete(arg);
 }
 
 static kube_op *op_new(kube_store *ks, kube_verb verb, const char *ns, const char *name,
@@ -151,6 +149,7 @@ static kube_op *op_new(kube_store *ks, kube_verb verb, const char *ns, const cha
     if (!op)
         return NULL;
     op->ks = ks;
+    loop_timer_init(ks->l, &op->timer);
     op->verb = verb;
     op->cb = cb;
     op->ctx = ctx;
@@ -168,14 +167,7 @@ static void op_fail(kube_op *op, store_status st, const char *msg)
 {
     op->res.status = st;
     snprintf(op->res.message, sizeof op->res.message, "%s", msg);
-    op->timer = loop_timer_at(op->ks->l, mono_ms(), op_fail_fire, op);
-    if (!op->timer) {
-        /* Out of memory: we cannot keep the promise of an asynchronous
-         * callback; drop the operation rather than call back synchronously. */
-        log_event(LOG_ERROR, "kube_op_dropped", "reason=%s", log_q("out of memory"));
-        op_unlink(op);
-        free(op);
-    }
+    loop_timer_start(&op->timer, loop_now(op->ks->l), op_fail_fire, op);
 }
 
 static const char *op_name(kube_verb v)
@@ -353,7 +345,7 @@ static void watch_free(store_watch *w)
 {
     kube_store *ks = w->ks;
     kube_client_cancel(ks->c, w->req);
-    loop_timer_cancel(ks->l, w->timer);
+    loop_timer_stop(&w->timer);
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -448,7 +440,6 @@ static void watch_start_stream(store_watch *w);
 static void retry_fire(void *arg)
 {
     store_watch *w = arg;
-    w->timer = NULL;
     enter(w);
     if (w->rv[0])
         watch_start_stream(w);
@@ -461,10 +452,7 @@ static void retry_fire(void *arg)
 static void watch_retry(store_watch *w, int delay_ms)
 {
     w->state = W_IDLE;
-    w->timer = loop_timer_at(w->ks->l, mono_ms() + delay_ms, retry_fire, w);
-    if (!w->timer)
-        log_event(LOG_ERROR, "kube_watch_stalled", "ns=%s name=%s reason=%s", w->ns, log_q(w->name),
-                  log_q("out of memory"));
+    loop_timer_start(&w->timer, loop_now(w->ks->l) + delay_ms, retry_fire, w);
 }
 
 /* The watch cannot go on: report BROKEN once, then retry with backoff. */
@@ -732,6 +720,7 @@ static store_watch *kube_watch(store *s, const char *ns, const char *name, store
     if (!w)
         return NULL;
     w->ks = ks;
+    loop_timer_init(ks->l, &w->timer);
     w->cb = cb;
     w->ctx = ctx;
     snprintf(w->ns, sizeof w->ns, "%s", ns ? ns : "");
@@ -750,10 +739,6 @@ static store_watch *kube_watch(store *s, const char *ns, const char *name, store
     }
     /* Start from the loop, not inside this call. */
     watch_retry(w, 0);
-    if (!w->timer) {
-        watch_free(w);
-        return NULL;
-    }
     return w;
 }
 
@@ -765,8 +750,7 @@ static void kube_unwatch(store *s, store_watch *w)
     w->closed = true;
     kube_client_cancel(w->ks->c, w->req);
     w->req = NULL;
-    loop_timer_cancel(w->ks->l, w->timer);
-    w->timer = NULL;
+    loop_timer_stop(&w->timer);
     if (w->depth == 0)
         watch_free(w);
 }
@@ -784,7 +768,7 @@ static void kube_destroy(store *s)
     while (ks->ops) {
         kube_op *op = ks->ops;
         kube_client_cancel(ks->c, op->req);
-        loop_timer_cancel(ks->l, op->timer);
+        loop_timer_stop(&op->timer);
         op_unlink(op);
         free(op);
     }

@@ -1,6 +1,8 @@
 /* The in-process store. Every operation takes effect in a task run on the
  * loop (never inside the call), then reports to its caller and finally to
- * the watches, in that order. */
+ * the watches, in that order. The injected latency and watch delay are loop
+ * timers, measured on the loop's clock; the store owns what they carry and
+ * frees it if destroyed first. Loop thread only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +24,14 @@ struct store_watch {
     bool sync_pending; /* the initial report is queued and refers to it */
 };
 
+typedef struct mem_op mem_op;
+
 typedef struct mem_store {
     store base;
     loop *loop;
     mem_entry *entries;
     struct store_watch *watches;
+    mem_op *delayed; /* operations and deliveries waiting on their timer */
     int64_t revision;
     int delivering; /* nesting depth of watch deliveries */
     bool available;
@@ -34,16 +39,19 @@ typedef struct mem_store {
     int watch_delay_ms;
 } mem_store;
 
-/* A watch event on its way to the watches (store_memory_set_watch_delay). */
-typedef struct mem_delayed {
-    mem_store *m;
-    store_event_type type;
-    store_lease lease;
-} mem_delayed;
+typedef enum mem_op_kind {
+    OP_GET,
+    OP_CREATE,
+    OP_UPDATE,
+    OP_REMOVE,
+    OP_WATCH_SYNC,
+    OP_DELIVER, /* a watch event on its way (store_memory_set_watch_delay) */
+} mem_op_kind;
 
-typedef enum mem_op_kind { OP_GET, OP_CREATE, OP_UPDATE, OP_REMOVE, OP_WATCH_SYNC } mem_op_kind;
-
-typedef struct mem_op {
+struct mem_op {
+    mem_op *prev, *next; /* in mem_store.delayed while its timer runs */
+    loop_timer timer;
+    bool delayed;
     mem_store *m;
     mem_op_kind kind;
     store_lease lease;
@@ -51,7 +59,8 @@ typedef struct mem_op {
     store_cb cb;
     void *ctx;
     struct store_watch *watch; /* OP_WATCH_SYNC */
-} mem_op;
+    store_event_type event;    /* OP_DELIVER */
+};
 
 const char *store_status_name(store_status s)
 {
@@ -98,24 +107,42 @@ static void notify_now(mem_store *m, store_event_type type, const store_lease *l
     sweep_watches(m);
 }
 
-static void deliver_delayed(void *arg)
+static void run_op(void *arg);
+
+/* Runs op after ms on the loop's clock; the store keeps it until then. */
+static void delay(mem_store *m, mem_op *op, int ms)
 {
-    mem_delayed *d = arg;
-    notify_now(d->m, d->type, &d->lease);
-    free(d);
+    op->prev = NULL;
+    op->next = m->delayed;
+    if (m->delayed)
+        m->delayed->prev = op;
+    m->delayed = op;
+    op->delayed = true;
+    loop_timer_init(m->loop, &op->timer);
+    loop_timer_start(&op->timer, loop_now(m->loop) + ms, run_op, op);
+}
+
+static void delayed_unlink(mem_store *m, mem_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        m->delayed = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
 }
 
 static void notify(mem_store *m, store_event_type type, const store_lease *l)
 {
     if (m->watch_delay_ms > 0) {
-        mem_delayed *d = malloc(sizeof *d);
+        mem_op *d = calloc(1, sizeof *d);
         if (d) {
             d->m = m;
-            d->type = type;
+            d->kind = OP_DELIVER;
+            d->event = type;
             d->lease = *l;
-            if (loop_timer_at(m->loop, mono_ms() + m->watch_delay_ms, deliver_delayed, d))
-                return;
-            free(d);
+            delay(m, d, m->watch_delay_ms);
+            return;
         }
     }
     notify_now(m, type, l);
@@ -159,6 +186,13 @@ static void run_op(void *arg)
     store_event_type ev = STORE_EVENT_PUT;
     bool changed = false;
 
+    if (op->delayed)
+        delayed_unlink(m, op);
+    if (op->kind == OP_DELIVER) {
+        notify_now(m, op->event, &op->lease);
+        free(op);
+        return;
+    }
     if (op->kind == OP_WATCH_SYNC) {
         op->watch->sync_pending = false;
         if (!op->watch->dead && m->available)
@@ -226,6 +260,7 @@ static void run_op(void *arg)
         }
         break;
     case OP_WATCH_SYNC:
+    case OP_DELIVER:
         break;
     }
     op->cb(op->ctx, &r);
@@ -236,8 +271,10 @@ static void run_op(void *arg)
 
 static void submit(mem_store *m, mem_op *op)
 {
-    if (m->latency_ms > 0 && loop_timer_at(m->loop, mono_ms() + m->latency_ms, run_op, op))
+    if (m->latency_ms > 0) {
+        delay(m, op, m->latency_ms);
         return;
+    }
     if (loop_post(m->loop, run_op, op) != 0)
         run_op(op); /* out of memory: complete now rather than never */
 }
@@ -357,6 +394,11 @@ static bool mem_reachable(store *s)
 static void mem_destroy(store *s)
 {
     mem_store *m = (mem_store *)s;
+    for (mem_op *op = m->delayed, *next; op; op = next) {
+        next = op->next;
+        loop_timer_stop(&op->timer);
+        free(op);
+    }
     for (mem_entry *e = m->entries, *next; e; e = next) {
         next = e->next;
         free(e);
