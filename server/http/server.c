@@ -28,11 +28,9 @@
 
 #include "core/log.h"
 #include "http/http_ops.h"
-#include "kubelease/v1/kubelease.pb-c.h"
 #include "rpc/connect.h"
-#include "rpc/json.h"
+#include "rpc/lease_service.h"
 #include "rpc/route.h"
-#include "rpc/validate.h"
 
 #define DEFAULT_THREADS         2
 #define DEFAULT_MAX_CONNECTIONS 1024
@@ -146,31 +144,6 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static rpc_code code_of(engine_code c)
-{
-    switch (c) {
-    case ENGINE_OK:
-        return RPC_OK;
-    case ENGINE_INVALID_ARGUMENT:
-        return RPC_INVALID_ARGUMENT;
-    case ENGINE_NOT_FOUND:
-        return RPC_NOT_FOUND;
-    case ENGINE_ALREADY_EXISTS:
-        return RPC_ALREADY_EXISTS;
-    case ENGINE_FAILED_PRECONDITION:
-        return RPC_FAILED_PRECONDITION;
-    case ENGINE_UNAVAILABLE:
-        return RPC_UNAVAILABLE;
-    case ENGINE_DEADLINE_EXCEEDED:
-        return RPC_DEADLINE_EXCEEDED;
-    case ENGINE_PERMISSION_DENIED:
-        return RPC_PERMISSION_DENIED;
-    case ENGINE_INTERNAL:
-        return RPC_INTERNAL;
-    }
-    return RPC_UNKNOWN;
 }
 
 static enum MHD_Result queue_response(struct MHD_Connection *conn, int status,
@@ -317,67 +290,6 @@ static void call_fail_locked(http_server *s, call *k, rpc_code code, const char 
                          (uint8_t *)body, body ? strlen(body) : 0);
 }
 
-/* Builds the response message of a successful engine reply. */
-static uint8_t *encode_reply(const call *k, const engine_reply *r, size_t *len)
-{
-    switch (k->method->id) {
-    case RPC_METHOD_CONFIRM: {
-        Kubelease__V1__ConfirmResponse m = KUBELEASE__V1__CONFIRM_RESPONSE__INIT;
-        m.epoch = r->epoch;
-        m.valid_for_ms = r->valid_for_ms;
-        return rpc_message_encode(k->codec, &m.base, len);
-    }
-    case RPC_METHOD_RESIGN: {
-        Kubelease__V1__ResignResponse m = KUBELEASE__V1__RESIGN_RESPONSE__INIT;
-        m.released = r->released;
-        return rpc_message_encode(k->codec, &m.base, len);
-    }
-    case RPC_METHOD_GET_HOLDER: {
-        Kubelease__V1__GetHolderResponse m = KUBELEASE__V1__GET_HOLDER_RESPONSE__INIT;
-        m.holder = (char *)r->holder;
-        m.epoch = r->epoch;
-        m.since_transition_ms = r->since_transition_ms;
-        return rpc_message_encode(k->codec, &m.base, len);
-    }
-    case RPC_METHOD_LIST_LEASES: {
-        Kubelease__V1__ListLeasesResponse m = KUBELEASE__V1__LIST_LEASES_RESPONSE__INIT;
-        Kubelease__V1__LeaseStatus *rows = NULL, **ptrs = NULL;
-        if (r->n_leases) {
-            rows = calloc(r->n_leases, sizeof *rows);
-            ptrs = calloc(r->n_leases, sizeof *ptrs);
-            if (!rows || !ptrs) {
-                free(rows);
-                free(ptrs);
-                return NULL;
-            }
-        }
-        for (size_t i = 0; i < r->n_leases; i++) {
-            const engine_lease_status *l = &r->leases[i];
-            Kubelease__V1__LeaseStatus *row = &rows[i];
-            kubelease__v1__lease_status__init(row);
-            row->namespace_ = (char *)l->ns;
-            row->name = (char *)l->name;
-            row->holder = (char *)l->holder;
-            row->epoch = l->epoch;
-            row->since_transition_ms = l->since_transition_ms;
-            row->valid_for_ms = l->valid_for_ms;
-            row->candidates = l->candidates;
-            row->watchers = l->watchers;
-            row->lease_duration_seconds = l->lease_duration_s;
-            ptrs[i] = row;
-        }
-        m.n_leases = r->n_leases;
-        m.leases = ptrs;
-        uint8_t *out = rpc_message_encode(k->codec, &m.base, len);
-        free(rows);
-        free(ptrs);
-        return out;
-    }
-    default:
-        return NULL;
-    }
-}
-
 /* The engine's answer (engine thread). */
 static void unary_done(void *ctx, const engine_reply *r)
 {
@@ -387,13 +299,13 @@ static void unary_done(void *ctx, const engine_reply *r)
     size_t len = 0;
     const char *ct = NULL;
     int status = 200;
-    rpc_code code = code_of(r->code);
+    rpc_code code = rpc_code_of_engine(r->code);
     if (!k->method) {
         char *html = NULL;
         if (http_ops_status_page(r, &html, &len, &ct) == 0)
             body = (uint8_t *)html;
     } else if (code == RPC_OK) {
-        body = encode_reply(k, r, &len);
+        body = rpc_reply_encode(k->method->id, k->codec, r, &len);
         ct = rpc_content_type(k->codec, false);
     }
     bool free_it;
@@ -416,25 +328,7 @@ static int unary_start_locked(http_server *s, call *k, const ProtobufCMessage *m
 {
     if (!k->method)
         return engine_list(s->engine, unary_done, k);
-    switch (k->method->id) {
-    case RPC_METHOD_CONFIRM: {
-        const Kubelease__V1__ConfirmRequest *r = (const void *)m;
-        return engine_confirm(s->engine, r->namespace_, r->name, r->identity, r->epoch, unary_done,
-                              k);
-    }
-    case RPC_METHOD_RESIGN: {
-        const Kubelease__V1__ResignRequest *r = (const void *)m;
-        return engine_resign(s->engine, r->namespace_, r->name, r->identity, unary_done, k);
-    }
-    case RPC_METHOD_GET_HOLDER: {
-        const Kubelease__V1__GetHolderRequest *r = (const void *)m;
-        return engine_get_holder(s->engine, r->namespace_, r->name, r->consistent, unary_done, k);
-    }
-    case RPC_METHOD_LIST_LEASES:
-        return engine_list(s->engine, unary_done, k);
-    default:
-        return -1;
-    }
+    return rpc_unary_start(s->engine, k->method->id, m, unary_done, k);
 }
 
 /* Suspends the request and hands it to the engine. */
@@ -571,63 +465,7 @@ static void stream_detach_locked(http_server *s, stream *st)
     if (!st->engine_open || st->detached || s->gone || !st->engine_id)
         return;
     st->detached = true;
-    if (st->method->id == RPC_METHOD_CAMPAIGN)
-        engine_campaign_detach(s->engine, st->engine_id);
-    else
-        engine_unwatch(s->engine, st->engine_id);
-}
-
-static ProtobufCMessage *event_message(const engine_event *ev, Kubelease__V1__CampaignEvent *ce,
-                                       void *storage, Kubelease__V1__HolderEvent *he)
-{
-    kubelease__v1__campaign_event__init(ce);
-    switch (ev->kind) {
-    case ENGINE_EVENT_CANDIDATE: {
-        Kubelease__V1__Candidate *m = storage;
-        kubelease__v1__candidate__init(m);
-        m->holder = (char *)ev->holder;
-        m->epoch = ev->epoch;
-        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_CANDIDATE;
-        ce->candidate = m;
-        return &ce->base;
-    }
-    case ENGINE_EVENT_ELECTED: {
-        Kubelease__V1__Elected *m = storage;
-        kubelease__v1__elected__init(m);
-        m->epoch = ev->epoch;
-        m->valid_for_ms = ev->valid_for_ms;
-        m->resumed = ev->resumed;
-        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED;
-        ce->elected = m;
-        return &ce->base;
-    }
-    case ENGINE_EVENT_HEARTBEAT: {
-        Kubelease__V1__Heartbeat *m = storage;
-        kubelease__v1__heartbeat__init(m);
-        m->epoch = ev->epoch;
-        m->valid_for_ms = ev->valid_for_ms;
-        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_HEARTBEAT;
-        ce->heartbeat = m;
-        return &ce->base;
-    }
-    case ENGINE_EVENT_LOST: {
-        Kubelease__V1__Lost *m = storage;
-        kubelease__v1__lost__init(m);
-        m->reason = (Kubelease__V1__LostReason)ev->reason;
-        m->epoch = ev->epoch;
-        m->message = (char *)ev->message;
-        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST;
-        ce->lost = m;
-        return &ce->base;
-    }
-    case ENGINE_EVENT_HOLDER:
-        kubelease__v1__holder_event__init(he);
-        he->exists = ev->exists;
-        he->holder = (char *)ev->holder;
-        he->epoch = ev->epoch;
-        return &he->base;
-    }
-    return NULL;
+    rpc_stream_detach(s->engine, st->method->id, st->engine_id);
 }
 
 /* Engine thread. */
@@ -635,17 +473,8 @@ static void stream_on_event(void *ctx, const engine_event *ev)
 {
     stream *st = ctx;
     http_server *s = st->srv;
-    Kubelease__V1__CampaignEvent ce;
-    Kubelease__V1__HolderEvent he;
-    union {
-        Kubelease__V1__Candidate c;
-        Kubelease__V1__Elected e;
-        Kubelease__V1__Heartbeat h;
-        Kubelease__V1__Lost l;
-    } storage;
-    ProtobufCMessage *m = event_message(ev, &ce, &storage, &he);
     size_t len = 0;
-    uint8_t *msg = m ? rpc_message_encode(st->codec, m, &len) : NULL;
+    uint8_t *msg = rpc_event_encode(st->codec, ev, &len);
     pthread_mutex_lock(&s->mu);
     if (!st->ended && !st->aborted) {
         if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
@@ -806,14 +635,7 @@ static enum MHD_Result stream_start(http_server *s, struct MHD_Connection *conn,
     if (st->deadline_ms)
         pthread_cond_signal(&s->wake); /* the timer thread learns the new deadline */
     engine_listener l = {stream_on_event, stream_on_close, st};
-    if (q->method->id == RPC_METHOD_CAMPAIGN) {
-        engine_campaign_req c;
-        rpc_campaign_req((const Kubelease__V1__CampaignRequest *)m, &c);
-        st->engine_id = engine_campaign(s->engine, &c, l);
-    } else {
-        const Kubelease__V1__WatchHolderRequest *r = (const void *)m;
-        st->engine_id = engine_watch(s->engine, r->namespace_, r->name, l);
-    }
+    st->engine_id = rpc_stream_start(s->engine, q->method->id, m, l);
     if (!st->engine_id) {
         st->engine_open = false;
         st->refs--;
