@@ -416,18 +416,15 @@ done:
     /* Shutdown order: stop accepting; stop the engine (Lost SHUTDOWN to
      * campaigns, watches closed, Leases kept); end what the engine left;
      * let streams write their end frames; then stop the daemon. */
-    if (srv) {
+    if (srv)
         http_server_quiesce(srv);
-        http_server_engine_stopped(srv);
-    }
     if (engine_started) {
         engine_stop(e);
         pthread_join(engine_tid, NULL);
     }
     engine_free(e);
     if (srv) {
-        http_server_engine_gone(srv);
-        int left = http_server_drain(srv, 3000);
+        int left = http_server_finish(srv, 3000);
         if (left)
             log_event(LOG_WARN, "shutdown_streams_left", "streams=%d", left);
         http_server_stop(srv);
