@@ -8,16 +8,15 @@
  * handled, or when the engine is gone without replying). They change only
  * through call_ref/call_unref.
  *
- * Locking: everything here runs under s->mu, taken by MHD threads, the
- * engine thread (call_done), the timer thread and the owner (shutdown). */
+ * Locking: s->mu guards a call from the moment it is shared (listed, or
+ * known to the engine); it is taken by MHD threads, the engine thread
+ * (call_done), the timer thread and the owner (shutdown). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "http/http_ops.h"
 #include "http/internal.h"
 #include "rpc/lease_service.h"
-
-#define SHUTTING_DOWN "the service is shutting down"
 
 struct http_call {
     http_server *srv;
@@ -182,7 +181,7 @@ enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, htt
         pthread_mutex_unlock(&s->mu);
         if (!q->method)
             return http_respond_text(conn, q, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
-        return http_respond_unary_error(conn, q, RPC_UNAVAILABLE, 0, SHUTTING_DOWN);
+        return http_respond_unary_error(conn, q, RPC_UNAVAILABLE, 0, HTTP_SHUTTING_DOWN);
     }
     k->suspended = true;
     MHD_suspend_connection(conn);
@@ -199,7 +198,7 @@ enum MHD_Result http_call_resumed(http_server *s, struct MHD_Connection *conn, h
     http_call *k = q->call;
     pthread_mutex_lock(&s->mu);
     if (!k->done && s->gone)
-        call_fail_locked(k, RPC_UNAVAILABLE, SHUTTING_DOWN);
+        call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
     if (!k->done) {
         k->suspended = true;
         MHD_suspend_connection(conn);
@@ -255,7 +254,7 @@ void http_calls_end_locked(http_server *s)
     while (s->calls) {
         http_call *k = s->calls;
         call_unlist(s, k);
-        call_fail_locked(k, RPC_UNAVAILABLE, SHUTTING_DOWN);
+        call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
         call_unref(k); /* the engine's: it will never reply */
     }
 }
@@ -263,5 +262,5 @@ void http_calls_end_locked(http_server *s)
 void http_calls_fail_locked(http_server *s)
 {
     for (http_call *k = s->calls; k; k = k->next)
-        call_fail_locked(k, RPC_UNAVAILABLE, SHUTTING_DOWN);
+        call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
 }

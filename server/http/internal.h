@@ -33,6 +33,9 @@
 #include "rpc/connect.h"
 #include "rpc/route.h"
 
+/* The message of whatever shutdown ends. */
+#define HTTP_SHUTTING_DOWN "the service is shutting down"
+
 typedef struct http_call http_call;     /* call.c */
 typedef struct http_stream http_stream; /* stream.c */
 typedef struct http_limits http_limits; /* conn_limit.c */

@@ -10,9 +10,10 @@
  * engine's (dropped in on_close, or when the engine is gone without calling
  * it). They change only through stream_ref/stream_unref.
  *
- * Locking: everything here runs under s->mu, taken by MHD threads (content
- * reader, completion), the engine thread (on_event, on_close), the timer
- * thread and the owner (shutdown). */
+ * Locking: s->mu guards a stream from the moment it is shared (listed, or
+ * known to MHD or the engine); it is taken by MHD threads (content reader,
+ * completion), the engine thread (on_event, on_close), the timer thread and
+ * the owner (shutdown). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,7 +29,6 @@
 
 #define STREAM_QUEUE_MAX      (256 * 1024) /* bytes a stream may have unsent */
 #define STREAM_IDLE_TIMEOUT_S 30           /* a stream whose peer takes nothing for this long */
-#define SHUTTING_DOWN         "the service is shutting down"
 
 typedef struct frame {
     struct frame *next;
@@ -240,7 +240,7 @@ static void stream_on_close(void *ctx)
     st->engine_open = false;
     if (!st->aborted)
         stream_end_locked(st, s->stopping ? RPC_UNAVAILABLE : RPC_OK,
-                          s->stopping ? SHUTTING_DOWN : NULL);
+                          s->stopping ? HTTP_SHUTTING_DOWN : NULL);
     stream_wake_locked(st);
     stream_unref(st); /* the engine's */
     pthread_mutex_unlock(&s->mu);
@@ -341,7 +341,7 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
         stream_unref(st); /* the request's: it never holds the stream */
         pthread_mutex_unlock(&s->mu);
         MHD_destroy_response(resp); /* the response's: frees st */
-        return http_respond_stream_error(conn, q, RPC_UNAVAILABLE, SHUTTING_DOWN);
+        return http_respond_stream_error(conn, q, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
     }
     stream_open_locked(s, st, m);
     pthread_mutex_unlock(&s->mu);
@@ -430,7 +430,7 @@ void http_streams_end_locked(http_server *s)
             st->engine_open = false;
             stream_unref(st); /* the engine's: it will never call on_close */
         }
-        stream_end_locked(st, RPC_UNAVAILABLE, SHUTTING_DOWN);
+        stream_end_locked(st, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
         stream_wake_locked(st);
     }
 }
