@@ -1,4 +1,4 @@
-/* kubeleased: flags, wiring, signals.
+/* kubeleased: flags and signals; service.c starts and stops the rest.
  *
  * Every flag can also be set as an environment variable KUBELEASED_<NAME>
  * (--max-body-bytes -> KUBELEASED_MAX_BODY_BYTES); the command line wins. A
@@ -18,12 +18,9 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "core/loop.h"
 #include "core/metrics.h"
 #include "engine/engine.h"
-#include "http/server.h"
-#include "store/kube.h"
-#include "store/store.h"
+#include "service.h"
 
 #define EXIT_USAGE 2
 
@@ -219,17 +216,22 @@ static int parse_args(options *o, int argc, char **argv)
     return 0;
 }
 
-/* Splits --namespaces into a NULL-terminated array (in place); checks each. */
-static char **split_namespaces(char *list)
+/* Splits --namespaces into a NULL-terminated array and checks each name.
+ * One allocation (free it once): the pointers, then the names they point
+ * into. NULL after saying what is wrong. */
+static char **split_namespaces(const char *list)
 {
     size_t n = 1;
-    for (char *p = list; *p; p++)
+    for (const char *p = list; *p; p++)
         n += *p == ',';
-    char **out = calloc(n + 1, sizeof *out);
-    if (!out)
+    char **out = calloc(1, (n + 1) * sizeof *out + strlen(list) + 1);
+    if (!out) {
+        fprintf(stderr, "kubeleased: out of memory\n");
         return NULL;
+    }
+    char *names = strcpy((char *)(out + n + 1), list);
     size_t k = 0;
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+    for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ",")) {
         char msg[256];
         if (engine_validate_lease_ref(tok, "x", msg, sizeof msg) != 0) {
             fprintf(stderr, "kubeleased: --namespaces: %s\n", msg);
@@ -244,6 +246,74 @@ static char **split_namespaces(char *list)
         return NULL;
     }
     return out;
+}
+
+/* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
+ * saying what is wrong. *namespaces (free it) backs cfg's namespaces. */
+static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces)
+{
+    if (log_parse_level(o->log_level, level) != 0) {
+        fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
+                o->log_level);
+        return -1;
+    }
+    if (o->dev && (o->kubeconfig || o->context || o->sa_dir)) {
+        fprintf(stderr, "kubeleased: --dev uses the in-memory store; drop --kubeconfig, "
+                        "--context and --sa-dir\n");
+        return -1;
+    }
+    char err[256];
+    if (http_listen_check(o->listen, err, sizeof err) != 0) {
+        fprintf(stderr, "kubeleased: --listen: %s\n", err);
+        return -1;
+    }
+    *namespaces = NULL;
+    if (o->namespaces) {
+        *namespaces = split_namespaces(o->namespaces);
+        if (!*namespaces)
+            return -1;
+    }
+    *cfg = (service_config){
+        .dev = o->dev,
+        .kube = {.kubeconfig = o->kubeconfig, .context = o->context, .sa_dir = o->sa_dir},
+        .max_grant_ms = o->max_grant_ms,
+        .http = {.listen = o->listen,
+                 .max_connections = (unsigned)o->max_connections,
+                 .max_per_ip = (unsigned)o->max_per_ip,
+                 .max_body_bytes = (size_t)o->max_body_bytes,
+                 .namespaces = (const char *const *)*namespaces},
+    };
+    return 0;
+}
+
+static void set_build_info(void)
+{
+    char v[64], labels[96];
+    metrics_label_escape(KL_VERSION_STRING, v, sizeof v);
+    snprintf(labels, sizeof labels, "version=\"%s\"", v);
+    metrics_set("kubelease_build_info", labels, 1);
+}
+
+/* SIGTERM and SIGINT are taken synchronously by this thread (sigwait):
+ * blocked here, before any thread starts, so that every thread inherits the
+ * mask. */
+static void block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* One descriptor per client connection: allow as many as we may. */
+static void raise_fd_limit(void)
+{
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
 }
 
 /* Writes the port to path atomically (a temp file renamed into place), so a
@@ -268,12 +338,6 @@ static int write_port_file(const char *path, unsigned port)
     return rc;
 }
 
-static void *engine_thread(void *arg)
-{
-    engine_run(arg);
-    return NULL;
-}
-
 int main(int argc, char **argv)
 {
     options o = {.listen = "0.0.0.0:8080",
@@ -292,111 +356,27 @@ int main(int argc, char **argv)
         printf("kubeleased %s\n", KL_VERSION_STRING);
         return 0;
     }
+    service_config cfg;
     log_level level;
-    if (log_parse_level(o.log_level, &level) != 0) {
-        fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
-                o.log_level);
-        return EXIT_USAGE;
-    }
-    if (o.dev && (o.kubeconfig || o.context || o.sa_dir)) {
-        fprintf(stderr, "kubeleased: --dev uses the in-memory store; drop --kubeconfig, "
-                        "--context and --sa-dir\n");
-        return EXIT_USAGE;
-    }
-    char lerr[256];
-    if (http_listen_check(o.listen, lerr, sizeof lerr) != 0) {
-        fprintf(stderr, "kubeleased: --listen: %s\n", lerr);
-        return EXIT_USAGE;
-    }
-    char *ns_copy = NULL;
     char **namespaces = NULL;
-    if (o.namespaces) {
-        ns_copy = strdup(o.namespaces);
-        namespaces = ns_copy ? split_namespaces(ns_copy) : NULL;
-        if (!namespaces) {
-            free(ns_copy);
-            return EXIT_USAGE;
-        }
-    }
+    if (configure(&o, &cfg, &level, &namespaces) != 0)
+        return EXIT_USAGE;
     log_set_level(level);
     metrics_init();
-    {
-        char v[64], labels[96];
-        metrics_label_escape(KL_VERSION_STRING, v, sizeof v);
-        snprintf(labels, sizeof labels, "version=\"%s\"", v);
-        metrics_set("kubelease_build_info", labels, 1);
-    }
-
-    /* Signals are taken synchronously by this thread (sigwait); every other
-     * thread inherits the blocked mask. */
+    set_build_info();
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    /* One descriptor per client connection: allow as many as we may. */
-    struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-        nofile.rlim_cur = nofile.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &nofile);
-    }
+    block_signals(&sigs);
+    raise_fd_limit();
 
-    int rc = 1;
     char err[512];
-    loop *l = NULL;
-    store *st = NULL;
-    engine *e = NULL;
-    http_server *srv = NULL;
-    pthread_t engine_tid;
-    bool engine_started = false;
-
-    l = loop_new();
-    if (!l) {
-        fprintf(stderr, "kubeleased: out of memory\n");
-        goto done;
-    }
-    if (o.dev) {
-        st = store_memory_new(l);
-    } else {
-        store_kube_opts ko = {.kubeconfig = o.kubeconfig, .context = o.context, .sa_dir = o.sa_dir};
-        err[0] = '\0';
-        st = store_kube_new(l, &ko, err, sizeof err);
-        if (!st) {
-            fprintf(stderr, "kubeleased: %s\n", err[0] ? err : "cannot create the store");
-            rc = EXIT_USAGE;
-            goto done;
-        }
-    }
-    if (!st) {
-        fprintf(stderr, "kubeleased: out of memory\n");
-        goto done;
-    }
-    engine_config ec = {
-        .loop = l, .store = st, .max_grant_ms = o.max_grant_ms, .volatile_store = o.dev};
-    e = engine_new(&ec);
-    if (!e) {
-        fprintf(stderr, "kubeleased: out of memory\n");
-        goto done;
-    }
-    if (pthread_create(&engine_tid, NULL, engine_thread, e) != 0) {
-        fprintf(stderr, "kubeleased: cannot start the engine thread\n");
-        goto done;
-    }
-    engine_started = true;
-
-    http_config hc = {.listen = o.listen,
-                      .engine = e,
-                      .max_connections = (unsigned)o.max_connections,
-                      .max_per_ip = (unsigned)o.max_per_ip,
-                      .max_body_bytes = (size_t)o.max_body_bytes,
-                      .namespaces = (const char *const *)namespaces};
-    srv = http_server_start(&hc, err, sizeof err);
-    if (!srv) {
+    service *svc = NULL;
+    service_status st = service_start(&cfg, &svc, err, sizeof err);
+    int rc = st == SERVICE_BAD_CONFIG ? EXIT_USAGE : 1;
+    if (st != SERVICE_OK) {
         fprintf(stderr, "kubeleased: %s\n", err);
         goto done;
     }
-    if (o.port_file && write_port_file(o.port_file, (unsigned)http_server_port(srv)) != 0) {
+    if (o.port_file && write_port_file(o.port_file, (unsigned)service_port(svc)) != 0) {
         fprintf(stderr, "kubeleased: --port-file: cannot write %s: %s\n", o.port_file,
                 strerror(errno));
         goto done;
@@ -404,38 +384,17 @@ int main(int argc, char **argv)
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld",
-              KL_VERSION_STRING, log_q(o.listen), (unsigned)http_server_port(srv), st->kind,
-              log_q(o.namespaces ? o.namespaces : "all"), o.max_connections, o.max_body_bytes);
+              KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc),
+              service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
+              o.max_connections, o.max_body_bytes);
 
     int sig = 0;
     sigwait(&sigs, &sig);
     log_event(LOG_INFO, "shutdown", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
     rc = 0;
-
 done:
-    /* Shutdown order: stop accepting; stop the engine (Lost SHUTDOWN to
-     * campaigns, watches closed, Leases kept); end what the engine left;
-     * let streams write their end frames; then stop the daemon. */
-    if (srv) {
-        http_server_quiesce(srv);
-        http_server_engine_stopped(srv);
-    }
-    if (engine_started) {
-        engine_stop(e);
-        pthread_join(engine_tid, NULL);
-    }
-    engine_free(e);
-    if (srv) {
-        http_server_engine_gone(srv);
-        int left = http_server_drain(srv, 3000);
-        if (left)
-            log_event(LOG_WARN, "shutdown_streams_left", "streams=%d", left);
-        http_server_stop(srv);
-    }
-    store_free(st);
-    loop_free(l);
+    service_stop(svc); /* stops accepting, ends streams, keeps held Leases */
     free(namespaces);
-    free(ns_copy);
     if (rc == 0)
         log_event(LOG_INFO, "stopped", "%s", "");
     return rc;

@@ -6,7 +6,11 @@
  * useful without JS; the script then refreshes the table every 2 s by calling
  * the ListLeases RPC with JSON (the public API, no private endpoint) and
  * counts the times down between refreshes. Every value is HTML-escaped on
- * the server and set with textContent in the browser. */
+ * the server and set with textContent in the browser.
+ *
+ * Threads: the metrics hooks run on any thread (the open-stream gauges
+ * behind their own mutex); the status page is rendered on the engine thread.
+ * Nothing here touches libmicrohttpd. */
 #include "http/http_ops.h"
 
 #include <pthread.h>

@@ -6,8 +6,7 @@
  * suspended and resumed from the engine's callback. Streams are resumed at
  * least once a second so that a peer that went away is noticed.
  *
- * Threads: http_server_start/quiesce/engine_gone/drain/stop belong to the
- * owner (main), in this order at shutdown. */
+ * Threads: every function here belongs to the owner (server/service.c). */
 #ifndef KL_HTTP_SERVER_H
 #define KL_HTTP_SERVER_H
 
@@ -37,22 +36,21 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
 /* The bound port (useful with port 0). */
 uint16_t http_server_port(const http_server *s);
 
-/* Shutdown, step 1: stop accepting connections; requests that arrive on
- * open connections from now on are answered "unavailable". */
+/* Shutdown takes three steps around the engine's stop (the owner calls them
+ * in this order; server/service.c says why):
+ *
+ * 1. Stops accepting connections; requests that arrive on open connections
+ *    from now on are answered "unavailable", and the server calls no engine
+ *    function any more, so nothing new reaches the engine's queue. */
 void http_server_quiesce(http_server *s);
-/* Step 2, before engine_stop(): the server calls no engine function any
- * more (what it posted before runs before the engine's stop), so nothing is
- * left in the engine's queue when it stops. */
-void http_server_engine_stopped(http_server *s);
-/* Step 3, after engine_free() (which closes the streams the engine knew):
- * ends every call and stream the engine will never answer (unavailable) and
- * resumes them. */
-void http_server_engine_gone(http_server *s);
-/* Step 4: waits up to timeout_ms for every stream to have written its
- * end-of-stream frame. Returns the number of streams still open. */
-int http_server_drain(http_server *s, int timeout_ms);
-/* Step 5: resumes whatever is still suspended, stops the daemon, frees s.
- * NULL is a no-op. */
+/* 2. Once the engine thread has been joined and engine_free() has returned
+ *    (no engine callback can run any more): answers every call and ends
+ *    every stream the engine never finished ("unavailable"), then waits up
+ *    to timeout_ms for every stream to have written its end-of-stream frame.
+ *    Returns the number of streams still open. */
+int http_server_finish(http_server *s, int timeout_ms);
+/* 3. Closes the streams still open (without an end frame), resumes
+ *    whatever is suspended, stops the daemon, frees s. NULL is a no-op. */
 void http_server_stop(http_server *s);
 
 #endif

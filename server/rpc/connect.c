@@ -1,3 +1,7 @@
+/* The Connect protocol's pure parts: the code table (each code's wire name
+ * and HTTP status, one row per RPC_CODE_MAP entry: the one place where a
+ * Connect code becomes an HTTP status), error JSON, and the envelopes of
+ * streaming calls. No state, no locks; any thread. */
 #include "rpc/connect.h"
 
 #include <stdlib.h>

@@ -1,3 +1,6 @@
+/* The proto3 JSON mapping for any protobuf-c message, driven by its
+ * descriptors: messages to cJSON and back, errors naming the field. No
+ * state, no locks; any thread. */
 #include "rpc/json.h"
 
 #include <errno.h>
@@ -416,6 +419,29 @@ static int parse_bytes(jctx *c, const char *path, const cJSON *j, ProtobufCBinar
 static ProtobufCMessage *message_from_json(jctx *c, const ProtobufCMessageDescriptor *d,
                                            const cJSON *obj, const char *path);
 
+/* An enum value by name, or by number. */
+static int enum_from_json(jctx *c, const ProtobufCEnumDescriptor *ed, const cJSON *j, int *p,
+                          const char *path)
+{
+    if (cJSON_IsString(j)) {
+        const ProtobufCEnumValue *ev =
+            protobuf_c_enum_descriptor_get_value_by_name(ed, j->valuestring);
+        if (!ev)
+            return fail(c, path, "unknown %s value \"%.60s\"", ed->name, j->valuestring);
+        *p = ev->value;
+        return 0;
+    }
+    if (cJSON_IsNumber(j)) {
+        int64_t s = 0;
+        uint64_t u = 0;
+        if (parse_int(c, path, j, false, INT32_MIN, INT32_MAX, 0, &s, &u))
+            return -1;
+        *p = (int)s;
+        return 0;
+    }
+    return fail(c, path, "expected a %s name, got %s", ed->name, json_type_name(j));
+}
+
 /* Parses one value of field f into p (an element slot for repeated fields).
  * On failure nothing was allocated into p. */
 static int value_from_json(jctx *c, const ProtobufCFieldDescriptor *f, const cJSON *j, void *p,
@@ -468,24 +494,8 @@ static int value_from_json(jctx *c, const ProtobufCFieldDescriptor *f, const cJS
             return fail(c, path, "expected true or false, got %s", json_type_name(j));
         *(protobuf_c_boolean *)p = cJSON_IsTrue(j);
         return 0;
-    case PROTOBUF_C_TYPE_ENUM: {
-        const ProtobufCEnumDescriptor *ed = f->descriptor;
-        if (cJSON_IsString(j)) {
-            const ProtobufCEnumValue *ev =
-                protobuf_c_enum_descriptor_get_value_by_name(ed, j->valuestring);
-            if (!ev)
-                return fail(c, path, "unknown %s value \"%.60s\"", ed->name, j->valuestring);
-            *(int *)p = ev->value;
-            return 0;
-        }
-        if (cJSON_IsNumber(j)) {
-            if (parse_int(c, path, j, false, INT32_MIN, INT32_MAX, 0, &s, &u))
-                return -1;
-            *(int *)p = (int)s;
-            return 0;
-        }
-        return fail(c, path, "expected a %s name, got %s", ed->name, json_type_name(j));
-    }
+    case PROTOBUF_C_TYPE_ENUM:
+        return enum_from_json(c, f->descriptor, j, p, path);
     case PROTOBUF_C_TYPE_STRING: {
         if (!cJSON_IsString(j))
             return fail(c, path, "expected a string, got %s", json_type_name(j));

@@ -1,3 +1,6 @@
+/* The method table of kubelease.v1.LeaseService and the Connect codecs:
+ * Content-Types, and request and response bodies in protobuf or JSON. No
+ * state, no locks; any thread. */
 #include "rpc/route.h"
 
 #include <stdio.h>

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "rpc/json.h"
+#include "rpc/lease_service.h"
 #include "rpc/route.h"
-#include "rpc/validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

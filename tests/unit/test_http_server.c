@@ -70,12 +70,10 @@ static int setup(void **state)
 static void shutdown_fixture(fixture *f)
 {
     http_server_quiesce(f->srv);
-    http_server_engine_stopped(f->srv);
     engine_stop(f->e);
     pthread_join(f->tid, NULL);
     engine_free(f->e);
-    http_server_engine_gone(f->srv);
-    http_server_drain(f->srv, 3000);
+    http_server_finish(f->srv, 3000);
     http_server_stop(f->srv);
     store_free(f->st);
     loop_free(f->l);

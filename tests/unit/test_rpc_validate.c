@@ -12,8 +12,8 @@
 
 #include "kubelease/v1/kubelease.pb-c.h"
 #include "rpc/json.h"
+#include "rpc/lease_service.h"
 #include "rpc/route.h"
-#include "rpc/validate.h"
 
 static char long_name[300];
 

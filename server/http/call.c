@@ -1,0 +1,266 @@
+/* Unary calls (and the status page, a ListLeases rendered as HTML): the
+ * request is suspended, sent to the engine, and resumed with its answer
+ * when the engine replies, its Connect-Timeout-Ms passes or the engine goes
+ * away. An MHD thread never waits for the engine.
+ *
+ * A call has two references: the request's (dropped when MHD completes the
+ * request) and the engine's (dropped when the engine's reply has been
+ * handled, or when the engine is gone without replying). They change only
+ * through call_ref/call_unref.
+ *
+ * Locking: s->mu guards a call from the moment it is shared (listed, or
+ * known to the engine); it is taken by MHD threads, the engine thread
+ * (call_done), the timer thread and the owner (shutdown). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/http_ops.h"
+#include "http/internal.h"
+#include "rpc/lease_service.h"
+
+struct http_call {
+    http_server *srv;
+    int refs;
+    struct MHD_Connection *conn; /* NULL once the request is over */
+    const rpc_method *method;    /* NULL: the status page */
+    rpc_codec codec;
+    bool done;           /* the answer is set */
+    bool suspended;      /* conn is suspended: resume it once done */
+    bool listed;         /* in s->calls: the engine has not answered yet */
+    int64_t deadline_ms; /* 0: none */
+    http_call *prev, *next;
+    /* the answer */
+    int status;
+    rpc_code code;
+    const char *content_type;
+    uint8_t *body;
+    size_t len;
+};
+
+/* ---------- the call object ---------- */
+
+/* A new call holding the request's reference. */
+static http_call *call_new(http_server *s, struct MHD_Connection *conn, const http_req *q)
+{
+    http_call *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->srv = s;
+    k->refs = 1;
+    k->conn = conn;
+    k->method = q->method;
+    k->codec = q->codec;
+    if (q->timeout_ms >= 0)
+        k->deadline_ms = http_now_ms() + q->timeout_ms;
+    return k;
+}
+
+/* Both with s->mu held, or before the call is shared with anyone. */
+static void call_ref(http_call *k)
+{
+    k->refs++;
+}
+
+static void call_unref(http_call *k)
+{
+    if (--k->refs > 0)
+        return;
+    free(k->body);
+    free(k);
+}
+
+static void call_list(http_server *s, http_call *k)
+{
+    k->listed = true;
+    k->prev = NULL;
+    k->next = s->calls;
+    if (s->calls)
+        s->calls->prev = k;
+    s->calls = k;
+}
+
+static void call_unlist(http_server *s, http_call *k)
+{
+    if (!k->listed)
+        return;
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->calls = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    k->prev = k->next = NULL;
+    k->listed = false;
+}
+
+/* Sets the answer of a call that has none yet and resumes its connection.
+ * Takes body. */
+static void call_complete_locked(http_call *k, int status, rpc_code code, const char *content_type,
+                                 uint8_t *body, size_t len)
+{
+    if (k->done) {
+        free(body);
+        return;
+    }
+    k->done = true;
+    k->status = status;
+    k->code = code;
+    k->content_type = content_type;
+    k->body = body;
+    k->len = len;
+    if (k->suspended && k->conn) {
+        k->suspended = false;
+        MHD_resume_connection(k->conn);
+    }
+}
+
+static void call_fail_locked(http_call *k, rpc_code code, const char *message)
+{
+    char *body = rpc_error_json(code, message);
+    call_complete_locked(k, body ? rpc_code_http_status(code) : 500, code, "application/json",
+                         (uint8_t *)body, body ? strlen(body) : 0);
+}
+
+/* ---------- the engine's side ---------- */
+
+/* The engine's reply (engine thread). Encoded before taking s->mu. */
+static void call_done(void *ctx, const engine_reply *r)
+{
+    http_call *k = ctx;
+    http_server *s = k->srv;
+    uint8_t *body = NULL;
+    size_t len = 0;
+    const char *ct = NULL;
+    rpc_code code = rpc_code_of_engine(r->code);
+    if (!k->method) {
+        char *html = NULL;
+        if (http_ops_status_page(r, &html, &len, &ct) == 0)
+            body = (uint8_t *)html;
+    } else if (code == RPC_OK) {
+        body = rpc_reply_encode(k->method->id, k->codec, r, &len);
+        ct = rpc_content_type(k->codec, false);
+    }
+    pthread_mutex_lock(&s->mu);
+    call_unlist(s, k);
+    if (k->method && code != RPC_OK)
+        call_fail_locked(k, code, r->message);
+    else if (!body)
+        call_fail_locked(k, RPC_INTERNAL, "out of memory");
+    else
+        call_complete_locked(k, 200, RPC_OK, ct, body, len);
+    call_unref(k); /* the engine's */
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Hands k to the engine, which takes a reference until call_done. */
+static void call_send_locked(http_server *s, http_call *k, const ProtobufCMessage *m)
+{
+    call_list(s, k);
+    call_ref(k);
+    int rc = k->method ? rpc_unary_start(s->engine, k->method->id, m, call_done, k)
+                       : engine_list(s->engine, call_done, k);
+    if (rc != 0) {
+        call_unlist(s, k);
+        call_unref(k); /* the engine never calls back */
+        call_fail_locked(k, RPC_INTERNAL, "out of memory");
+    }
+}
+
+/* ---------- the request's side ---------- */
+
+enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                const ProtobufCMessage *m)
+{
+    http_call *k = call_new(s, conn, q);
+    if (!k)
+        return q->method ? http_respond_unary_error(conn, q, RPC_INTERNAL, 0, "out of memory")
+                         : MHD_NO;
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        call_unref(k);
+        pthread_mutex_unlock(&s->mu);
+        if (!q->method)
+            return http_respond_text(conn, q, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
+        return http_respond_unary_error(conn, q, RPC_UNAVAILABLE, 0, HTTP_SHUTTING_DOWN);
+    }
+    k->suspended = true;
+    MHD_suspend_connection(conn);
+    call_send_locked(s, k, m);
+    if (k->deadline_ms)
+        http_timer_wake_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    q->call = k;
+    return MHD_YES;
+}
+
+enum MHD_Result http_call_resumed(http_server *s, struct MHD_Connection *conn, http_req *q)
+{
+    http_call *k = q->call;
+    pthread_mutex_lock(&s->mu);
+    if (!k->done && s->gone)
+        call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+    if (!k->done) {
+        k->suspended = true;
+        MHD_suspend_connection(conn);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    uint8_t *body = k->body;
+    size_t len = k->len;
+    int status = k->status;
+    rpc_code code = k->code;
+    const char *ct = k->content_type;
+    k->body = NULL;
+    k->conn = NULL;
+    call_unref(k); /* the request's */
+    pthread_mutex_unlock(&s->mu);
+    q->call = NULL;
+    http_req_account(q, code);
+    return http_respond(conn, q, status, ct, body, len);
+}
+
+void http_call_request_done(http_server *s, http_req *q)
+{
+    http_call *k = q->call;
+    if (!k)
+        return;
+    /* The connection ended while the call waited (the daemon stopping). */
+    pthread_mutex_lock(&s->mu);
+    k->conn = NULL;
+    k->suspended = false;
+    call_unref(k); /* the request's */
+    pthread_mutex_unlock(&s->mu);
+    q->call = NULL;
+}
+
+/* ---------- timer and shutdown ---------- */
+
+int64_t http_calls_expire_locked(http_server *s, int64_t now, int64_t wake)
+{
+    for (http_call *k = s->calls; k; k = k->next) {
+        if (k->done || !k->deadline_ms)
+            continue;
+        if (k->deadline_ms <= now)
+            call_fail_locked(k, RPC_DEADLINE_EXCEEDED,
+                             "Connect-Timeout-Ms passed before the service could answer");
+        else if (k->deadline_ms < wake)
+            wake = k->deadline_ms;
+    }
+    return wake;
+}
+
+void http_calls_end_locked(http_server *s)
+{
+    while (s->calls) {
+        http_call *k = s->calls;
+        call_unlist(s, k);
+        call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+        call_unref(k); /* the engine's: it will never reply */
+    }
+}
+
+void http_calls_fail_locked(http_server *s)
+{
+    for (http_call *k = s->calls; k; k = k->next)
+        call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+}

@@ -1,0 +1,192 @@
+/* Private to server/http/: the server object, the state of one request, and
+ * the functions the files of the HTTP server call across files.
+ *
+ * Who runs where:
+ * - router.c, rpc.c, ops_routes.c and respond.c run on MHD threads, inside
+ *   the access handler of one connection. MHD runs one connection on one
+ *   thread at a time, so an http_req needs no lock.
+ * - call.c and stream.c hold what MHD threads, the engine thread (its
+ *   callbacks), the timer thread (timer.c) and the owner share: calls
+ *   waiting for the engine and open streams. s->mu guards them and the
+ *   stopping/gone flags. MHD_suspend_connection, MHD_resume_connection and
+ *   every engine call made by the server happen under s->mu, so a connection
+ *   is resumed only while it is known to be suspended (it cannot have been
+ *   closed), and no engine function is called once the engine is gone.
+ *   libmicrohttpd calls none of our callbacks while holding its own locks,
+ *   and the engine holds nothing while it runs callbacks, so the lock order
+ *   is simply s->mu -> (MHD, engine queue).
+ * - conn_limit.c has its own mutex, never held together with s->mu.
+ * - server.c (start, quiesce, finish, stop) belongs to the owner. */
+#ifndef KL_HTTP_INTERNAL_H
+#define KL_HTTP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "engine/engine.h"
+#include "http/server.h"
+#include "rpc/connect.h"
+#include "rpc/route.h"
+
+/* The message of whatever shutdown ends. */
+#define HTTP_SHUTTING_DOWN "the service is shutting down"
+
+typedef struct http_call http_call;     /* call.c */
+typedef struct http_stream http_stream; /* stream.c */
+typedef struct http_limits http_limits; /* conn_limit.c */
+
+struct http_server {
+    /* Set by http_server_start, read-only afterwards. */
+    struct MHD_Daemon *daemon;
+    engine *engine;
+    size_t max_body;
+    unsigned user_timeout_ms;
+    char **namespaces; /* NULL-terminated; NULL: all */
+    uint16_t port;
+    http_limits *limits;
+    int listen_fd; /* the owner's: after MHD_quiesce_daemon; -1 before */
+
+    pthread_mutex_t mu; /* guards everything below */
+    bool stopping;      /* no new engine requests: answer "unavailable" */
+    bool gone;          /* no engine calls at all */
+    http_call *calls;   /* waiting for the engine (call.c) */
+    http_stream *streams;
+    int n_streams;
+    pthread_cond_t drained; /* a stream's request ended */
+    pthread_cond_t wake;    /* the timer thread: a new deadline, or quit */
+    bool timer_quit;
+    bool timer_started;
+    pthread_t timer;
+};
+
+typedef enum http_req_kind { HTTP_REQ_RPC, HTTP_REQ_OTHER } http_req_kind;
+
+/* One request (MHD's req_cls), from its first header to its completion. */
+typedef struct http_req {
+    int64_t start_us;
+    http_req_kind kind;
+    const rpc_method *method; /* an RPC's, once routed; NULL: not counted as an RPC */
+    rpc_codec codec;
+    int64_t timeout_ms; /* Connect-Timeout-Ms; -1: none */
+    uint8_t *body;
+    size_t len, cap;
+    bool too_large;
+    bool responded; /* an answer is queued (or the stream started) */
+    bool close;     /* answer with Connection: close */
+    http_call *call;
+    http_stream *stream;
+} http_req;
+
+int64_t http_now_ms(void);
+
+/* --- router.c: the MHD access handler and request completion ----------- */
+
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                const char *method, const char *version, const char *upload_data,
+                                size_t *upload_data_size, void **req_cls);
+void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                       enum MHD_RequestTerminationCode toe);
+
+/* --- rpc.c: a Connect request's checks, then a call or a stream ---------- */
+
+/* The headers are in: routes the request and checks them. */
+enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http_req *q,
+                               const char *url, const char *method);
+/* The whole body is in: decodes, validates, dispatches. */
+enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, http_req *q);
+
+/* --- ops_routes.c: GET /livez, /readyz, /metrics and / ----------------- */
+
+enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,
+                               const char *url, const char *method);
+
+/* --- respond.c: answers (create -> queue -> destroy); each sets
+ * q->responded and honours q->close. Bodies are malloc'd and taken. ------ */
+
+enum MHD_Result http_respond(struct MHD_Connection *conn, http_req *q, int status,
+                             const char *content_type, void *body, size_t len);
+enum MHD_Result http_respond_text(struct MHD_Connection *conn, http_req *q, int status,
+                                  const char *text);
+/* A Connect error as the method wants it: unary, or an end-of-stream frame
+ * as the whole body of a stream (HTTP 200). Counted as the RPC's outcome. */
+enum MHD_Result http_respond_error(struct MHD_Connection *conn, http_req *q, rpc_code code,
+                                   const char *message);
+/* A unary Connect error; status 0: the code's own HTTP status. */
+enum MHD_Result http_respond_unary_error(struct MHD_Connection *conn, http_req *q, rpc_code code,
+                                         int status, const char *message);
+enum MHD_Result http_respond_stream_error(struct MHD_Connection *conn, http_req *q, rpc_code code,
+                                          const char *message);
+/* 405 with Allow: POST and a Connect error body; not counted as an RPC. */
+enum MHD_Result http_respond_post_only(struct MHD_Connection *conn, http_req *q,
+                                       const char *message);
+/* Counts a finished RPC (metrics, debug log). */
+void http_req_account(const http_req *q, rpc_code code);
+
+/* --- call.c: unary calls and the status page, waiting for the engine ---- */
+
+/* Suspends the request and sends it to the engine: q->method's request m,
+ * or for the status page (q->method NULL, m NULL) a ListLeases. */
+enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                const ProtobufCMessage *m);
+/* The access handler runs again after a resume: answer, or keep waiting. */
+enum MHD_Result http_call_resumed(http_server *s, struct MHD_Connection *conn, http_req *q);
+/* The request is over (answered, or its connection closed). */
+void http_call_request_done(http_server *s, http_req *q);
+/* s->mu held. Fails the calls past their deadline; returns the earliest
+ * deadline still to come, or wake if none comes sooner. */
+int64_t http_calls_expire_locked(http_server *s, int64_t now, int64_t wake);
+/* s->mu held, the engine gone: answers every call it never answered
+ * (unavailable) and drops its references. */
+void http_calls_end_locked(http_server *s);
+/* s->mu held, the daemon stopping: answers every call still waiting. */
+void http_calls_fail_locked(http_server *s);
+
+/* --- stream.c: server streams, their queues and suspend/resume --------- */
+
+enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                  const ProtobufCMessage *m);
+/* The stream's request is over; toe says how it ended. */
+void http_stream_request_done(http_server *s, http_req *q, enum MHD_RequestTerminationCode toe);
+/* s->mu held. Ends the streams past their Connect-Timeout-Ms; returns the
+ * earliest deadline still to come, or wake if none comes sooner. */
+int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake);
+/* s->mu held. Resumes every stream (a suspended one only learns so that its
+ * peer left), aborting those whose peer is gone. */
+void http_streams_poll_locked(http_server *s);
+/* s->mu held, the engine gone: ends every stream (unavailable) and drops the
+ * engine's references. */
+void http_streams_end_locked(http_server *s);
+/* s->mu held, the daemon stopping: aborts the streams without an end frame
+ * and resumes them all. */
+void http_streams_abort_locked(http_server *s);
+/* Waits up to timeout_ms for every stream's request to end; returns how
+ * many are left. */
+int http_streams_drain(http_server *s, int timeout_ms);
+
+/* --- timer.c: the thread behind deadlines and periodic resumes --------- */
+
+int http_timer_start(http_server *s);
+/* Stops and joins the thread; a no-op if it did not start. */
+void http_timer_stop(http_server *s);
+/* s->mu held: a new deadline was set. */
+void http_timer_wake_locked(http_server *s);
+
+/* --- conn_limit.c: --max-connections and --max-per-ip ------------------ */
+
+/* NULL when out of memory. max_conns > 0; max_per_ip 0: no limit. */
+http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip);
+void http_limits_free(http_limits *l);
+/* libmicrohttpd's own limit for a configured one: a little higher. */
+unsigned http_limits_hard(unsigned limit);
+/* MHD_OPTION_NOTIFY_CONNECTION, with cls the http_limits. */
+void http_limits_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code);
+/* Why RPCs are refused on this connection, or NULL. */
+const char *http_limits_over(struct MHD_Connection *conn);
+
+#endif

@@ -1,0 +1,93 @@
+/* Routing: libmicrohttpd's access handler and completion callback. A
+ * request under RPC_SERVICE_PREFIX is a Connect RPC (rpc.c); any other path
+ * is an operator endpoint (ops_routes.c). The body is collected here, up to
+ * --max-body-bytes; a call resumed by the engine comes back here to be
+ * answered (call.c).
+ *
+ * Threads: MHD threads. MHD runs one connection on one thread at a time, so
+ * the request's state needs no lock; call.c and stream.c lock what they
+ * share. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/internal.h"
+
+/* Appends upload data to the request body; past --max-body-bytes the body
+ * is dropped and the request marked too large. */
+static void append_body(http_server *s, http_req *q, const char *data, size_t n)
+{
+    if (q->too_large)
+        return;
+    if (q->len + n > s->max_body) {
+        q->too_large = true;
+        free(q->body);
+        q->body = NULL;
+        q->len = q->cap = 0;
+        return;
+    }
+    if (q->len + n > q->cap) {
+        size_t cap = q->cap ? q->cap : 512;
+        while (cap < q->len + n)
+            cap *= 2;
+        uint8_t *b = realloc(q->body, cap);
+        if (!b) {
+            q->too_large = true; /* answered as over the limit: nothing better to say */
+            return;
+        }
+        q->body = b;
+        q->cap = cap;
+    }
+    memcpy(q->body + q->len, data, n);
+    q->len += n;
+}
+
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                const char *method, const char *version, const char *upload_data,
+                                size_t *upload_data_size, void **req_cls)
+{
+    (void)version;
+    http_server *s = cls;
+    http_req *q = *req_cls;
+    if (!q) {
+        q = calloc(1, sizeof *q);
+        if (!q)
+            return MHD_NO;
+        q->start_us = mono_us();
+        q->timeout_ms = -1;
+        *req_cls = q;
+        if (strncmp(url, RPC_SERVICE_PREFIX, strlen(RPC_SERVICE_PREFIX)) == 0)
+            return http_rpc_begin(s, conn, q, url, method);
+        /* Answered once the request is complete, so that the connection
+         * can be kept alive (probes, scrapes). */
+        q->kind = HTTP_REQ_OTHER;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!q->responded)
+            append_body(s, q, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (q->call)
+        return http_call_resumed(s, conn, q);
+    if (q->responded)
+        return MHD_YES;
+    if (q->kind == HTTP_REQ_RPC)
+        return http_rpc_finish(s, conn, q);
+    return http_ops_route(s, conn, q, url, method);
+}
+
+void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                       enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    http_server *s = cls;
+    http_req *q = *req_cls;
+    if (!q)
+        return;
+    *req_cls = NULL;
+    http_stream_request_done(s, q, toe);
+    http_call_request_done(s, q);
+    free(q->body);
+    free(q);
+}

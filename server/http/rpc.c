@@ -1,0 +1,186 @@
+/* A Connect request, from its headers to a call or a stream: the checks an
+ * RPC passes before anything reaches the engine, each failing with a
+ * Connect error that says what to change.
+ *
+ * Headers (http_rpc_begin): the method exists and is POSTed, the
+ * Content-Type is one the method takes, the connection is within its limits,
+ * Content-Length is within --max-body-bytes, no compression, a well-formed
+ * Connect-Timeout-Ms. Body (http_rpc_finish): within the limit, exactly one
+ * envelope for a stream, decodes, validates (rpc/lease_service.c), is in a
+ * served namespace; then call.c or stream.c takes it.
+ *
+ * Threads: MHD threads, inside the access handler of the request's
+ * connection. No locks: only the request is touched. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http/internal.h"
+#include "rpc/lease_service.h"
+
+/* Parses Connect-Timeout-Ms: at most 10 digits. Returns 0 or -1. */
+static int parse_timeout(const char *v, int64_t *out)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n > 10)
+        return -1;
+    int64_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        t = t * 10 + (v[i] - '0');
+    }
+    *out = t;
+    return 0;
+}
+
+static const char *header(struct MHD_Connection *conn, const char *name)
+{
+    return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+/* The checks after the method is known to be POSTed with a good Content-Type. */
+static enum MHD_Result check_headers(http_server *s, struct MHD_Connection *conn, http_req *q)
+{
+    char msg[512];
+    bool is_stream = q->method->server_stream;
+    const char *over = http_limits_over(conn);
+    if (over) {
+        q->close = true;
+        return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, over);
+    }
+    const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+        snprintf(msg, sizeof msg, "request body of %.20s bytes exceeds the limit of %zu bytes", cl,
+                 s->max_body);
+        return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, msg);
+    }
+    /* No compression is offered; a compressed body would only fail to decode. */
+    const char *enc =
+        header(conn, is_stream ? "Connect-Content-Encoding" : MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (enc && strcasecmp(enc, "identity") != 0) {
+        snprintf(msg, sizeof msg, "compression \"%.40s\" is not supported: send identity", enc);
+        return http_respond_error(conn, q, RPC_UNIMPLEMENTED, msg);
+    }
+    const char *to = header(conn, "Connect-Timeout-Ms");
+    if (to && parse_timeout(to, &q->timeout_ms) != 0) {
+        snprintf(msg, sizeof msg, "Connect-Timeout-Ms: \"%.40s\" is not 1 to 10 digits", to);
+        return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
+    }
+    return MHD_YES; /* wait for the body */
+}
+
+enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http_req *q,
+                               const char *url, const char *method)
+{
+    char msg[512];
+    q->kind = HTTP_REQ_RPC;
+    q->method = rpc_method_find(url);
+    if (!q->method) {
+        snprintf(msg, sizeof msg, "no method %.200s in kubelease.v1.LeaseService",
+                 url + strlen(RPC_SERVICE_PREFIX));
+        /* An unknown path is an HTTP 404 whatever the code's own status. */
+        return http_respond_unary_error(conn, q, RPC_UNIMPLEMENTED, MHD_HTTP_NOT_FOUND, msg);
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+        snprintf(msg, sizeof msg, "%s needs POST, not %.20s", q->method->name, method);
+        q->method = NULL; /* not an RPC of that method: do not count it */
+        return http_respond_post_only(conn, q, msg);
+    }
+    bool is_stream = q->method->server_stream;
+    const char *ct = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (rpc_content_type_parse(ct, is_stream, &q->codec) != 0) {
+        snprintf(msg, sizeof msg, "unsupported Content-Type \"%.100s\" for %s: use %s",
+                 ct ? ct : "", q->method->name,
+                 is_stream ? "application/connect+proto or application/connect+json"
+                           : "application/proto or application/json");
+        q->codec = RPC_CODEC_JSON;
+        return http_respond_unary_error(conn, q, RPC_INVALID_ARGUMENT,
+                                        MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, msg);
+    }
+    return check_headers(s, conn, q);
+}
+
+/* A stream's request body is exactly one uncompressed envelope: its message
+ * into *msg (malloc'd, NULL when empty) and *len. Returns NULL, or why not. */
+static const char *unwrap_envelope(const http_server *s, const http_req *q, uint8_t **msg,
+                                   size_t *len)
+{
+    rpc_envelope_decoder d;
+    rpc_envelope_decoder_init(&d, s->max_body);
+    size_t used = 0;
+    rpc_envelope_status st = rpc_envelope_decoder_feed(&d, q->body, q->len, &used);
+    if (st != RPC_ENVELOPE_FRAME || used != q->len) {
+        rpc_envelope_decoder_free(&d);
+        return st == RPC_ENVELOPE_FRAME
+                   ? "the request must be exactly one envelope; found more bytes"
+                   : "the request must be one envelope: [flags][length u32][message]; "
+                     "it is truncated";
+    }
+    uint8_t flags = 0;
+    rpc_envelope_decoder_take(&d, &flags, msg, len);
+    rpc_envelope_decoder_free(&d);
+    if (flags != 0) {
+        free(*msg);
+        *msg = NULL;
+        return flags & RPC_FLAG_COMPRESSED ? "compressed requests are not supported"
+                                           : "the request envelope has unexpected flags";
+    }
+    return NULL;
+}
+
+static bool namespace_served(const http_server *s, const char *ns)
+{
+    if (!s->namespaces || !ns)
+        return true;
+    for (char **p = s->namespaces; *p; p++)
+        if (strcmp(*p, ns) == 0)
+            return true;
+    return false;
+}
+
+/* A decoded request: validated, then started. */
+static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                const ProtobufCMessage *m)
+{
+    char msg[512];
+    if (rpc_validate_request(q->method->id, m, msg, sizeof msg) != 0)
+        return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
+    const char *ns = rpc_request_namespace(q->method->id, m);
+    if (!namespace_served(s, ns)) {
+        snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased", ns);
+        return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);
+    }
+    if (q->method->server_stream)
+        return http_stream_start(s, conn, q, m);
+    if (q->timeout_ms == 0)
+        return http_respond_error(conn, q, RPC_DEADLINE_EXCEEDED, "Connect-Timeout-Ms is 0");
+    return http_call_start(s, conn, q, m);
+}
+
+enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, http_req *q)
+{
+    char msg[512];
+    if (q->too_large) {
+        snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", s->max_body);
+        return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, msg);
+    }
+    const uint8_t *data = q->body;
+    size_t len = q->len;
+    uint8_t *env = NULL;
+    if (q->method->server_stream) {
+        const char *why = unwrap_envelope(s, q, &env, &len);
+        if (why)
+            return http_respond_stream_error(conn, q, RPC_INVALID_ARGUMENT, why);
+        data = env;
+    }
+    ProtobufCMessage *m = rpc_message_decode(
+        q->codec, q->method->request, data ? data : (const uint8_t *)"", len, msg, sizeof msg);
+    free(env);
+    if (!m)
+        return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
+    enum MHD_Result ret = dispatch(s, conn, q, m);
+    protobuf_c_message_free_unpacked(m, NULL);
+    return ret;
+}

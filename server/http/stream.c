@@ -1,0 +1,464 @@
+/* Server streams (Campaign, WatchHolder): the engine's events become
+ * envelopes in a per-stream queue that MHD's content reader drains. When the
+ * queue is empty the connection is suspended; an event, the end of the
+ * stream or the timer (every second, to notice a peer that left) resumes
+ * it. Back-pressure: a peer that lets more than STREAM_QUEUE_MAX bytes pile
+ * up is treated as gone.
+ *
+ * A stream has three references: the request's (dropped when MHD completes
+ * the request), the response's (dropped when MHD destroys it) and the
+ * engine's (dropped in on_close, or when the engine is gone without calling
+ * it). They change only through stream_ref/stream_unref.
+ *
+ * Locking: s->mu guards a stream from the moment it is shared (listed, or
+ * known to MHD or the engine); it is taken by MHD threads (content reader,
+ * completion), the engine thread (on_event, on_close), the timer thread and
+ * the owner (shutdown). */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "http/http_ops.h"
+#include "http/internal.h"
+#include "rpc/lease_service.h"
+
+#define STREAM_QUEUE_MAX      (256 * 1024) /* bytes a stream may have unsent */
+#define STREAM_IDLE_TIMEOUT_S 30           /* a stream whose peer takes nothing for this long */
+
+typedef struct frame {
+    struct frame *next;
+    size_t len;
+    uint8_t data[];
+} frame;
+
+struct http_stream {
+    http_server *srv;
+    int refs;
+    struct MHD_Connection *conn; /* NULL once the request is over */
+    const rpc_method *method;
+    rpc_codec codec;
+    uint64_t engine_id;
+    bool engine_open; /* the engine may still call on_event/on_close */
+    bool detached;    /* we told the engine the peer is gone */
+    bool ended;       /* the end-of-stream frame is queued */
+    bool aborted;     /* the peer does not keep up: close without end frame */
+    bool suspended;
+    rpc_code end_code;
+    int64_t deadline_ms; /* Connect-Timeout-Ms; 0: none */
+    int fd;              /* the connection's socket, for noticing a peer that left */
+    frame *head, *tail;  /* the queue: envelopes not yet (fully) read by MHD */
+    size_t off;          /* bytes of head already read */
+    size_t queued;       /* bytes in the queue */
+    http_stream *prev, *next;
+};
+
+/* ---------- the stream object ---------- */
+
+static void queue_clear(http_stream *st)
+{
+    for (frame *f = st->head, *next; f; f = next) {
+        next = f->next;
+        free(f);
+    }
+    st->head = st->tail = NULL;
+    st->queued = st->off = 0;
+}
+
+/* A new stream holding the request's reference. */
+static http_stream *stream_new(http_server *s, struct MHD_Connection *conn, const http_req *q)
+{
+    http_stream *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->srv = s;
+    st->refs = 1;
+    st->conn = conn;
+    st->method = q->method;
+    st->codec = q->codec;
+    st->fd = -1;
+    if (q->timeout_ms >= 0)
+        st->deadline_ms = http_now_ms() + q->timeout_ms;
+    return st;
+}
+
+/* Both with s->mu held, or before the stream is shared with anyone. */
+static void stream_ref(http_stream *st)
+{
+    st->refs++;
+}
+
+static void stream_unref(http_stream *st)
+{
+    if (--st->refs > 0)
+        return;
+    queue_clear(st);
+    free(st);
+}
+
+static void stream_list(http_server *s, http_stream *st)
+{
+    st->prev = NULL;
+    st->next = s->streams;
+    if (s->streams)
+        s->streams->prev = st;
+    s->streams = st;
+    s->n_streams++;
+}
+
+static void stream_unlist(http_server *s, http_stream *st)
+{
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    st->prev = st->next = NULL;
+    s->n_streams--;
+    pthread_cond_broadcast(&s->drained);
+}
+
+static void stream_wake_locked(http_stream *st)
+{
+    if (st->suspended && st->conn) {
+        st->suspended = false;
+        MHD_resume_connection(st->conn);
+    }
+}
+
+/* Queues an envelope (header + msg). Returns -1 when out of memory. */
+static int stream_push_locked(http_stream *st, uint8_t flags, const uint8_t *msg, size_t len)
+{
+    frame *f = malloc(sizeof *f + RPC_ENVELOPE_HEADER + len);
+    if (!f)
+        return -1;
+    f->next = NULL;
+    f->len = RPC_ENVELOPE_HEADER + len;
+    rpc_envelope_header(flags, (uint32_t)len, f->data);
+    if (len)
+        memcpy(f->data + RPC_ENVELOPE_HEADER, msg, len);
+    if (st->tail)
+        st->tail->next = f;
+    else
+        st->head = f;
+    st->tail = f;
+    st->queued += f->len;
+    return 0;
+}
+
+/* Moves up to max queued bytes into buf; returns how many. */
+static size_t stream_pop_locked(http_stream *st, char *buf, size_t max)
+{
+    size_t n = 0;
+    while (st->head && n < max) {
+        frame *f = st->head;
+        size_t take = f->len - st->off;
+        if (take > max - n)
+            take = max - n;
+        memcpy(buf + n, f->data + st->off, take);
+        n += take;
+        st->off += take;
+        if (st->off == f->len) {
+            st->head = f->next;
+            if (!st->head)
+                st->tail = NULL;
+            st->queued -= f->len;
+            st->off = 0;
+            free(f);
+        }
+    }
+    return n;
+}
+
+/* Queues the end-of-stream frame (once). */
+static void stream_end_locked(http_stream *st, rpc_code code, const char *message)
+{
+    if (st->ended)
+        return;
+    st->ended = true;
+    st->end_code = code;
+    char *json = rpc_end_stream_json(code, message);
+    if (!json ||
+        stream_push_locked(st, RPC_FLAG_END_STREAM, (const uint8_t *)json, strlen(json)) != 0)
+        st->aborted = true; /* out of memory: close without a proper end */
+    free(json);
+}
+
+/* Tells the engine the peer is gone. */
+static void stream_detach_locked(http_server *s, http_stream *st)
+{
+    if (!st->engine_open || st->detached || s->gone || !st->engine_id)
+        return;
+    st->detached = true;
+    rpc_stream_detach(s->engine, st->method->id, st->engine_id);
+}
+
+/* ---------- the engine's side (engine thread) ---------- */
+
+static void stream_on_event(void *ctx, const engine_event *ev)
+{
+    http_stream *st = ctx;
+    http_server *s = st->srv;
+    size_t len = 0;
+    uint8_t *msg = rpc_event_encode(st->codec, ev, &len);
+    pthread_mutex_lock(&s->mu);
+    if (!st->ended && !st->aborted) {
+        if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
+            st->aborted = true;
+        } else if (ev->kind == ENGINE_EVENT_LOST) {
+            /* The campaign is over on the engine's side: on_close follows. */
+            st->detached = true;
+            stream_end_locked(st, RPC_OK, NULL);
+        } else if (st->queued > STREAM_QUEUE_MAX) {
+            /* The peer does not read: treat it as gone. */
+            log_event(LOG_WARN, "stream_overflow", "method=%s queued=%zu", st->method->name,
+                      st->queued);
+            st->aborted = true;
+        }
+        if (st->aborted) {
+            /* Closed without an end frame: nothing queued is sent. */
+            queue_clear(st);
+            stream_detach_locked(s, st);
+        }
+        stream_wake_locked(st);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(msg);
+}
+
+/* The engine is done with this stream: it drops its reference. */
+static void stream_on_close(void *ctx)
+{
+    http_stream *st = ctx;
+    http_server *s = st->srv;
+    pthread_mutex_lock(&s->mu);
+    st->engine_open = false;
+    if (!st->aborted)
+        stream_end_locked(st, s->stopping ? RPC_UNAVAILABLE : RPC_OK,
+                          s->stopping ? HTTP_SHUTTING_DOWN : NULL);
+    stream_wake_locked(st);
+    stream_unref(st); /* the engine's */
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---------- the response's side (MHD threads) ---------- */
+
+/* MHD's content reader: the next bytes of the response. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    http_stream *st = cls;
+    http_server *s = st->srv;
+    pthread_mutex_lock(&s->mu);
+    if (st->aborted) {
+        pthread_mutex_unlock(&s->mu);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = stream_pop_locked(st, buf, max);
+    if (n == 0 && st->ended) {
+        pthread_mutex_unlock(&s->mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    if (n == 0 && st->conn) {
+        st->suspended = true;
+        MHD_suspend_connection(st->conn);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return (ssize_t)n;
+}
+
+/* MHD destroyed the response: it drops its reference. */
+static void stream_response_free(void *cls)
+{
+    http_stream *st = cls;
+    http_server *s = st->srv;
+    pthread_mutex_lock(&s->mu);
+    stream_unref(st); /* the response's */
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void set_socket_options(http_server *s, http_stream *st, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    int fd = ci->connect_fd;
+    st->fd = fd;
+    int on = 1, idle = 5, intvl = 2, cnt = 3;
+    unsigned ut = s->user_timeout_ms;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
+    /* A stream is never idle for long (heartbeats, resumes); one whose peer
+     * takes nothing is closed after this. */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, STREAM_IDLE_TIMEOUT_S);
+}
+
+/* Lists st and starts its engine side; an end frame instead if the engine
+ * cannot take it. */
+static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCMessage *m)
+{
+    stream_list(s, st);
+    if (st->deadline_ms)
+        http_timer_wake_locked(s); /* the timer thread learns the new deadline */
+    stream_ref(st);                /* the engine's, until on_close */
+    st->engine_open = true;
+    engine_listener l = {stream_on_event, stream_on_close, st};
+    st->engine_id = rpc_stream_start(s->engine, st->method->id, m, l);
+    if (!st->engine_id) {
+        st->engine_open = false;
+        stream_unref(st); /* the engine never calls on_close */
+        stream_end_locked(st, RPC_INTERNAL, "out of memory");
+    }
+}
+
+enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                  const ProtobufCMessage *m)
+{
+    http_stream *st = stream_new(s, conn, q);
+    if (!st)
+        return http_respond_stream_error(conn, q, RPC_INTERNAL, "out of memory");
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_response_free);
+    if (!resp) {
+        stream_unref(st);
+        return http_respond_stream_error(conn, q, RPC_INTERNAL, "out of memory");
+    }
+    stream_ref(st); /* the response's, until stream_response_free */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rpc_content_type(q->codec, true));
+    set_socket_options(s, st, conn);
+
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        stream_unref(st); /* the request's: it never holds the stream */
+        pthread_mutex_unlock(&s->mu);
+        MHD_destroy_response(resp); /* the response's: frees st */
+        return http_respond_stream_error(conn, q, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+    }
+    stream_open_locked(s, st, m);
+    pthread_mutex_unlock(&s->mu);
+    http_ops_stream(q->method->name, +1);
+    q->stream = st;
+    q->responded = true;
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+void http_stream_request_done(http_server *s, http_req *q, enum MHD_RequestTerminationCode toe)
+{
+    http_stream *st = q->stream;
+    if (!st)
+        return;
+    pthread_mutex_lock(&s->mu);
+    st->conn = NULL;
+    st->suspended = false;
+    stream_detach_locked(s, st);
+    stream_unlist(s, st);
+    rpc_code code = st->ended ? st->end_code : RPC_CANCELED;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !st->ended)
+        code = RPC_CANCELED;
+    stream_unref(st); /* the request's */
+    pthread_mutex_unlock(&s->mu);
+    q->stream = NULL;
+    http_ops_stream(q->method->name, -1);
+    http_req_account(q, code);
+    if (log_enabled(LOG_DEBUG))
+        log_event(LOG_DEBUG, "stream_end", "method=%s toe=%d", q->method->name, (int)toe);
+}
+
+/* ---------- timer and shutdown ---------- */
+
+/* A suspended stream's client sends nothing after its request, so end of
+ * file or an error on its socket means it left. (MHD does not read a
+ * suspended connection, and a resumed one with nothing to send would only
+ * notice at the next write.) The stream is suspended, so MHD cannot have
+ * closed its socket. */
+static bool peer_left(const http_stream *st)
+{
+    if (st->fd < 0)
+        return false;
+    char c;
+    ssize_t n = recv(st->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return true;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
+{
+    /* A stream past its Connect-Timeout-Ms ends with deadline_exceeded; for
+     * a campaign that is a departure, not a resignation (a term in progress
+     * ends when its last grant runs out). */
+    for (http_stream *st = s->streams; st; st = st->next) {
+        if (!st->deadline_ms || st->ended || st->aborted)
+            continue;
+        if (st->deadline_ms <= now) {
+            stream_detach_locked(s, st);
+            stream_end_locked(st, RPC_DEADLINE_EXCEEDED, "Connect-Timeout-Ms passed");
+            stream_wake_locked(st);
+        } else if (st->deadline_ms < wake) {
+            wake = st->deadline_ms;
+        }
+    }
+    return wake;
+}
+
+void http_streams_poll_locked(http_server *s)
+{
+    for (http_stream *st = s->streams; st; st = st->next) {
+        if (st->suspended && !st->aborted && peer_left(st)) {
+            st->aborted = true;
+            stream_detach_locked(s, st);
+        }
+        stream_wake_locked(st);
+    }
+}
+
+void http_streams_end_locked(http_server *s)
+{
+    for (http_stream *st = s->streams; st; st = st->next) {
+        if (st->engine_open) {
+            st->engine_open = false;
+            stream_unref(st); /* the engine's: it will never call on_close */
+        }
+        stream_end_locked(st, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+        stream_wake_locked(st);
+    }
+}
+
+void http_streams_abort_locked(http_server *s)
+{
+    for (http_stream *st = s->streams; st; st = st->next) {
+        st->aborted = st->aborted || !st->ended;
+        stream_wake_locked(st);
+    }
+}
+
+int http_streams_drain(http_server *s, int timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (s->n_streams > 0) {
+        if (pthread_cond_timedwait(&s->drained, &s->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    int left = s->n_streams;
+    pthread_mutex_unlock(&s->mu);
+    return left;
+}

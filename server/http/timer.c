@@ -1,0 +1,82 @@
+/* The timer thread: fails unary calls and ends streams at their
+ * Connect-Timeout-Ms, and resumes every stream once a second so that a
+ * peer that left is noticed (call.c and stream.c do the work; this file only
+ * decides when).
+ *
+ * Locking: the thread holds s->mu except while it waits on s->wake, which
+ * whoever sets a new deadline signals (http_timer_wake_locked), and
+ * http_timer_stop to make it quit. */
+#include <time.h>
+
+#include "http/internal.h"
+
+#define RESUME_EVERY_MS 1000 /* every suspended stream is resumed this often */
+
+int64_t http_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits on s->wake (a CLOCK_MONOTONIC condition) until wake_ms at most. */
+static void wait_until_locked(http_server *s, int64_t wake_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t delta = wake_ms - http_now_ms();
+    if (delta < 1)
+        delta = 1;
+    ts.tv_sec += delta / 1000;
+    ts.tv_nsec += (delta % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+}
+
+static void *timer_main(void *arg)
+{
+    http_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    int64_t next_resume = http_now_ms() + RESUME_EVERY_MS;
+    while (!s->timer_quit) {
+        int64_t now = http_now_ms();
+        int64_t wake = http_calls_expire_locked(s, now, next_resume);
+        wake = http_streams_expire_locked(s, now, wake);
+        if (now >= next_resume) {
+            http_streams_poll_locked(s);
+            next_resume = now + RESUME_EVERY_MS;
+            if (next_resume < wake)
+                wake = next_resume;
+        }
+        wait_until_locked(s, wake);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int http_timer_start(http_server *s)
+{
+    if (pthread_create(&s->timer, NULL, timer_main, s) != 0)
+        return -1;
+    s->timer_started = true;
+    return 0;
+}
+
+void http_timer_stop(http_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->timer_quit = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    if (s->timer_started)
+        pthread_join(s->timer, NULL);
+    s->timer_started = false;
+}
+
+void http_timer_wake_locked(http_server *s)
+{
+    pthread_cond_signal(&s->wake);
+}

@@ -1,0 +1,312 @@
+/* kubelease.v1.LeaseService on the engine: requests validated and turned
+ * into engine calls, replies and events turned into messages. No state, no
+ * locks: every function works on its arguments only. */
+#include "rpc/lease_service.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kubelease/v1/kubelease.pb-c.h"
+
+/* ---------- status codes ---------- */
+
+/* engine_code -> Connect code: the one table of this boundary. */
+static const rpc_code engine_codes[] = {
+    [ENGINE_OK] = RPC_OK,
+    [ENGINE_INVALID_ARGUMENT] = RPC_INVALID_ARGUMENT,
+    [ENGINE_NOT_FOUND] = RPC_NOT_FOUND,
+    [ENGINE_ALREADY_EXISTS] = RPC_ALREADY_EXISTS,
+    [ENGINE_FAILED_PRECONDITION] = RPC_FAILED_PRECONDITION,
+    [ENGINE_UNAVAILABLE] = RPC_UNAVAILABLE,
+    [ENGINE_DEADLINE_EXCEEDED] = RPC_DEADLINE_EXCEEDED,
+    [ENGINE_PERMISSION_DENIED] = RPC_PERMISSION_DENIED,
+    [ENGINE_INTERNAL] = RPC_INTERNAL,
+};
+
+rpc_code rpc_code_of_engine(engine_code c)
+{
+    if ((unsigned)c >= sizeof engine_codes / sizeof engine_codes[0])
+        return RPC_UNKNOWN;
+    return engine_codes[c];
+}
+
+/* ---------- requests: validation ---------- */
+
+static int lease_ref(const char *ns, const char *name, char *msg, size_t msg_len)
+{
+    return engine_validate_lease_ref(ns, name, msg, msg_len);
+}
+
+static int lease_ref_identity(const char *ns, const char *name, const char *identity, char *msg,
+                              size_t msg_len)
+{
+    if (engine_validate_lease_ref(ns, name, msg, msg_len) != 0)
+        return -1;
+    return engine_validate_identity(identity, msg, msg_len);
+}
+
+/* A CampaignRequest in the engine's form. */
+static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaign_req *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->ns, sizeof out->ns, "%s", r->namespace_ ? r->namespace_ : "");
+    snprintf(out->name, sizeof out->name, "%s", r->name ? r->name : "");
+    snprintf(out->identity, sizeof out->identity, "%s", r->identity ? r->identity : "");
+    out->lease_duration_s = r->lease_duration_seconds;
+    out->renew_deadline_s = r->renew_deadline_seconds;
+    out->retry_period_s = r->retry_period_seconds;
+    out->resume_epoch = r->resume_epoch;
+}
+
+int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len)
+{
+    const rpc_method *m = rpc_method_get(id);
+    if (!m || !req || req->descriptor != m->request) {
+        snprintf(msg, msg_len, "internal: request of the wrong type");
+        return -1;
+    }
+    switch (id) {
+    case RPC_METHOD_CAMPAIGN: {
+        const Kubelease__V1__CampaignRequest *r = (const void *)req;
+        /* The lengths first, on the request's own strings: the engine's
+         * form has fixed-size buffers. */
+        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0)
+            return -1;
+        engine_campaign_req c;
+        campaign_req(r, &c);
+        return engine_validate_campaign(&c, msg, msg_len);
+    }
+    case RPC_METHOD_CONFIRM: {
+        const Kubelease__V1__ConfirmRequest *r = (const void *)req;
+        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0)
+            return -1;
+        if (r->epoch <= 0) {
+            snprintf(msg, msg_len, "epoch: %lld, must be the positive epoch of a term",
+                     (long long)r->epoch);
+            return -1;
+        }
+        return 0;
+    }
+    case RPC_METHOD_RESIGN: {
+        const Kubelease__V1__ResignRequest *r = (const void *)req;
+        return lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len);
+    }
+    case RPC_METHOD_GET_HOLDER: {
+        const Kubelease__V1__GetHolderRequest *r = (const void *)req;
+        return lease_ref(r->namespace_, r->name, msg, msg_len);
+    }
+    case RPC_METHOD_WATCH_HOLDER: {
+        const Kubelease__V1__WatchHolderRequest *r = (const void *)req;
+        return lease_ref(r->namespace_, r->name, msg, msg_len);
+    }
+    case RPC_METHOD_LIST_LEASES:
+        return 0;
+    case RPC_METHOD_COUNT:
+        break;
+    }
+    snprintf(msg, msg_len, "internal: unknown method");
+    return -1;
+}
+
+const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
+{
+    switch (id) {
+    case RPC_METHOD_CAMPAIGN:
+        return ((const Kubelease__V1__CampaignRequest *)req)->namespace_;
+    case RPC_METHOD_CONFIRM:
+        return ((const Kubelease__V1__ConfirmRequest *)req)->namespace_;
+    case RPC_METHOD_RESIGN:
+        return ((const Kubelease__V1__ResignRequest *)req)->namespace_;
+    case RPC_METHOD_GET_HOLDER:
+        return ((const Kubelease__V1__GetHolderRequest *)req)->namespace_;
+    case RPC_METHOD_WATCH_HOLDER:
+        return ((const Kubelease__V1__WatchHolderRequest *)req)->namespace_;
+    default:
+        return NULL;
+    }
+}
+
+/* ---------- unary calls ---------- */
+
+int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, engine_done done,
+                    void *ctx)
+{
+    switch (id) {
+    case RPC_METHOD_CONFIRM: {
+        const Kubelease__V1__ConfirmRequest *r = (const void *)req;
+        return engine_confirm(e, r->namespace_, r->name, r->identity, r->epoch, done, ctx);
+    }
+    case RPC_METHOD_RESIGN: {
+        const Kubelease__V1__ResignRequest *r = (const void *)req;
+        return engine_resign(e, r->namespace_, r->name, r->identity, done, ctx);
+    }
+    case RPC_METHOD_GET_HOLDER: {
+        const Kubelease__V1__GetHolderRequest *r = (const void *)req;
+        return engine_get_holder(e, r->namespace_, r->name, r->consistent, done, ctx);
+    }
+    case RPC_METHOD_LIST_LEASES:
+        return engine_list(e, done, ctx);
+    default:
+        return -1;
+    }
+}
+
+static uint8_t *list_leases_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__ListLeasesResponse m = KUBELEASE__V1__LIST_LEASES_RESPONSE__INIT;
+    Kubelease__V1__LeaseStatus *rows = NULL, **ptrs = NULL;
+    if (r->n_leases) {
+        rows = calloc(r->n_leases, sizeof *rows);
+        ptrs = calloc(r->n_leases, sizeof *ptrs);
+        if (!rows || !ptrs) {
+            free(rows);
+            free(ptrs);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < r->n_leases; i++) {
+        const engine_lease_status *l = &r->leases[i];
+        Kubelease__V1__LeaseStatus *row = &rows[i];
+        kubelease__v1__lease_status__init(row);
+        row->namespace_ = (char *)l->ns;
+        row->name = (char *)l->name;
+        row->holder = (char *)l->holder;
+        row->epoch = l->epoch;
+        row->since_transition_ms = l->since_transition_ms;
+        row->valid_for_ms = l->valid_for_ms;
+        row->candidates = l->candidates;
+        row->watchers = l->watchers;
+        row->lease_duration_seconds = l->lease_duration_s;
+        ptrs[i] = row;
+    }
+    m.n_leases = r->n_leases;
+    m.leases = ptrs;
+    uint8_t *out = rpc_message_encode(codec, &m.base, len);
+    free(rows);
+    free(ptrs);
+    return out;
+}
+
+uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    switch (id) {
+    case RPC_METHOD_CONFIRM: {
+        Kubelease__V1__ConfirmResponse m = KUBELEASE__V1__CONFIRM_RESPONSE__INIT;
+        m.epoch = r->epoch;
+        m.valid_for_ms = r->valid_for_ms;
+        return rpc_message_encode(codec, &m.base, len);
+    }
+    case RPC_METHOD_RESIGN: {
+        Kubelease__V1__ResignResponse m = KUBELEASE__V1__RESIGN_RESPONSE__INIT;
+        m.released = r->released;
+        return rpc_message_encode(codec, &m.base, len);
+    }
+    case RPC_METHOD_GET_HOLDER: {
+        Kubelease__V1__GetHolderResponse m = KUBELEASE__V1__GET_HOLDER_RESPONSE__INIT;
+        m.holder = (char *)r->holder;
+        m.epoch = r->epoch;
+        m.since_transition_ms = r->since_transition_ms;
+        return rpc_message_encode(codec, &m.base, len);
+    }
+    case RPC_METHOD_LIST_LEASES:
+        return list_leases_encode(codec, r, len);
+    default:
+        return NULL;
+    }
+}
+
+/* ---------- streams ---------- */
+
+uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
+                          engine_listener listener)
+{
+    switch (id) {
+    case RPC_METHOD_CAMPAIGN: {
+        engine_campaign_req c;
+        campaign_req((const Kubelease__V1__CampaignRequest *)req, &c);
+        return engine_campaign(e, &c, listener);
+    }
+    case RPC_METHOD_WATCH_HOLDER: {
+        const Kubelease__V1__WatchHolderRequest *r = (const void *)req;
+        return engine_watch(e, r->namespace_, r->name, listener);
+    }
+    default:
+        return 0;
+    }
+}
+
+void rpc_stream_detach(engine *e, rpc_method_id id, uint64_t engine_id)
+{
+    if (id == RPC_METHOD_CAMPAIGN)
+        engine_campaign_detach(e, engine_id);
+    else
+        engine_unwatch(e, engine_id);
+}
+
+/* Storage for the message of one event: the oneof member of a
+ * CampaignEvent, or a HolderEvent. */
+typedef struct event_msg {
+    Kubelease__V1__CampaignEvent campaign;
+    union {
+        Kubelease__V1__Candidate candidate;
+        Kubelease__V1__Elected elected;
+        Kubelease__V1__Heartbeat heartbeat;
+        Kubelease__V1__Lost lost;
+        Kubelease__V1__HolderEvent holder;
+    } u;
+} event_msg;
+
+/* Points the message at ev's fields (no copies). */
+static ProtobufCMessage *event_message(const engine_event *ev, event_msg *m)
+{
+    Kubelease__V1__CampaignEvent *ce = &m->campaign;
+    kubelease__v1__campaign_event__init(ce);
+    switch (ev->kind) {
+    case ENGINE_EVENT_CANDIDATE:
+        kubelease__v1__candidate__init(&m->u.candidate);
+        m->u.candidate.holder = (char *)ev->holder;
+        m->u.candidate.epoch = ev->epoch;
+        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_CANDIDATE;
+        ce->candidate = &m->u.candidate;
+        return &ce->base;
+    case ENGINE_EVENT_ELECTED:
+        kubelease__v1__elected__init(&m->u.elected);
+        m->u.elected.epoch = ev->epoch;
+        m->u.elected.valid_for_ms = ev->valid_for_ms;
+        m->u.elected.resumed = ev->resumed;
+        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED;
+        ce->elected = &m->u.elected;
+        return &ce->base;
+    case ENGINE_EVENT_HEARTBEAT:
+        kubelease__v1__heartbeat__init(&m->u.heartbeat);
+        m->u.heartbeat.epoch = ev->epoch;
+        m->u.heartbeat.valid_for_ms = ev->valid_for_ms;
+        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_HEARTBEAT;
+        ce->heartbeat = &m->u.heartbeat;
+        return &ce->base;
+    case ENGINE_EVENT_LOST:
+        kubelease__v1__lost__init(&m->u.lost);
+        /* engine_lost_reason has the values of kubelease.v1.LostReason. */
+        m->u.lost.reason = (Kubelease__V1__LostReason)ev->reason;
+        m->u.lost.epoch = ev->epoch;
+        m->u.lost.message = (char *)ev->message;
+        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST;
+        ce->lost = &m->u.lost;
+        return &ce->base;
+    case ENGINE_EVENT_HOLDER:
+        kubelease__v1__holder_event__init(&m->u.holder);
+        m->u.holder.exists = ev->exists;
+        m->u.holder.holder = (char *)ev->holder;
+        m->u.holder.epoch = ev->epoch;
+        return &m->u.holder.base;
+    }
+    return NULL;
+}
+
+uint8_t *rpc_event_encode(rpc_codec codec, const engine_event *ev, size_t *len)
+{
+    event_msg m;
+    const ProtobufCMessage *msg = event_message(ev, &m);
+    return msg ? rpc_message_encode(codec, msg, len) : NULL;
+}

@@ -1,0 +1,61 @@
+/* kubelease.v1.LeaseService on the engine: every mapping between the
+ * protobuf messages and the engine's calls, replies and events, in both
+ * directions, and the engine's status codes as Connect codes.
+ *
+ * Requests: validated here before anything reaches the engine (the engine's
+ * validators applied to each request type, plus the checks that only concern
+ * the wire, such as Confirm's epoch), then turned into engine calls.
+ * Replies and events: turned into the method's response message and encoded
+ * with the call's codec.
+ *
+ * Nothing here knows HTTP. Pure apart from the engine calls, which post to
+ * the engine thread and return at once; any thread. */
+#ifndef KL_RPC_LEASE_SERVICE_H
+#define KL_RPC_LEASE_SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "engine/engine.h"
+#include "rpc/connect.h"
+#include "rpc/route.h"
+
+/* Validates a decoded request of method id (its message type must be the
+ * method's request type). Returns 0, or -1 with a message naming the field
+ * in msg. */
+int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len);
+/* The namespace a request is about, NULL when it has none (ListLeases). */
+const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req);
+
+/* The Connect code of an engine status code; RPC_UNKNOWN for a value the
+ * table does not know. */
+rpc_code rpc_code_of_engine(engine_code c);
+
+/* Sends a validated unary request (Confirm, Resign, GetHolder, ListLeases)
+ * to the engine; done runs once on the engine thread with its reply.
+ * Returns 0, or -1 when out of memory or id is not a unary method (done is
+ * then never called). */
+int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, engine_done done,
+                    void *ctx);
+/* The response message of a successful reply to unary method id, encoded
+ * with codec: a malloc'd buffer of *len bytes (caller frees), NULL when out
+ * of memory. */
+uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len);
+
+/* Starts the engine side of a validated stream request (Campaign or
+ * WatchHolder) whose events go to listener. Returns the engine's id (> 0),
+ * or 0 when out of memory (listener untouched). */
+uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
+                          engine_listener listener);
+/* The peer of stream engine_id left: a campaign is detached (not resigned:
+ * the Lease is released only after the granted validity, docs/design.md,
+ * rule 3), a watch is dropped. */
+void rpc_stream_detach(engine *e, rpc_method_id id, uint64_t engine_id);
+/* The stream message of an engine event (a CampaignEvent, or a HolderEvent
+ * for ENGINE_EVENT_HOLDER), encoded with codec: malloc'd, *len bytes; NULL
+ * when out of memory. */
+uint8_t *rpc_event_encode(rpc_codec codec, const engine_event *ev, size_t *len);
+
+#endif
