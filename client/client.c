@@ -15,7 +15,7 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-char *kl_key(const char *ns, const char *lease)
+char *kl__key(const char *ns, const char *lease)
 {
     size_t n = strlen(ns) + strlen(lease) + 2;
     char *k = malloc(n);
@@ -30,17 +30,17 @@ void kl_client_options_init(kl_client_options *opts)
         memset(opts, 0, sizeof(*opts));
 }
 
-void client_wake(struct kl_client *c)
+void kl__client_wake(struct kl_client *c)
 {
     curl_multi_wakeup(c->multi);
 }
 
-int client_on_io_thread(struct kl_client *c)
+int kl__client_on_io_thread(struct kl_client *c)
 {
     return pthread_equal(pthread_self(), c->thread);
 }
 
-void client_wait_until(struct kl_client *c, int64_t abs_ms)
+void kl__client_wait_until(struct kl_client *c, int64_t abs_ms)
 {
     if (abs_ms < 0) {
         pthread_cond_wait(&c->cv, &c->mu);
@@ -60,14 +60,14 @@ static void collect_done(struct kl_client *c)
     while ((m = curl_multi_info_read(c->multi, &left))) {
         if (m->msg != CURLMSG_DONE)
             continue;
-        struct xfer *x = NULL;
+        struct kl__xfer *x = NULL;
         CURLcode rc = m->data.result;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
         curl_multi_remove_handle(c->multi, m->easy_handle);
-        if (x->kind == XFER_WATCH)
-            watch_xfer_done(c, x, rc);
+        if (x->kind == KL__XFER_WATCH)
+            kl__watch_xfer_done(c, x, rc);
         else
-            election_xfer_done(c, x, rc);
+            kl__election_xfer_done(c, x, rc);
     }
 }
 
@@ -77,12 +77,12 @@ static void *io_thread(void *arg)
 
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        int64_t now = kl_now_ms();
-        int64_t next = elections_process(c, now);
-        int64_t wnext = watches_process(c, now);
+        int64_t now = kl__now_ms();
+        int64_t next = kl__elections_process(c, now);
+        int64_t wnext = kl__watches_process(c, now);
         if (wnext < next)
             next = wnext;
-        if (c->stopping && elections_idle(c) && watches_idle(c))
+        if (c->stopping && kl__elections_idle(c) && kl__watches_idle(c))
             break;
         pthread_mutex_unlock(&c->mu);
 
@@ -90,18 +90,18 @@ static void *io_thread(void *arg)
         curl_multi_perform(c->multi, &running); /* runs the write callbacks */
         pthread_mutex_lock(&c->mu);
         collect_done(c);
-        now = kl_now_ms();
+        now = kl__now_ms();
         /* Transfers that just finished may have scheduled work: look again
          * at once rather than sleeping. */
-        next = elections_process(c, now);
-        wnext = watches_process(c, now);
+        next = kl__elections_process(c, now);
+        wnext = kl__watches_process(c, now);
         if (wnext < next)
             next = wnext;
-        if (c->stopping && elections_idle(c) && watches_idle(c))
+        if (c->stopping && kl__elections_idle(c) && kl__watches_idle(c))
             break;
         pthread_mutex_unlock(&c->mu);
 
-        int64_t wait = next == INT64_MAX ? 1000 : next - kl_now_ms();
+        int64_t wait = next == INT64_MAX ? 1000 : next - kl__now_ms();
         if (wait > 1000)
             wait = 1000;
         if (wait < 0)
@@ -113,8 +113,8 @@ static void *io_thread(void *arg)
     pthread_mutex_unlock(&c->mu);
     if (self_free) {
         pthread_detach(pthread_self());
-        elections_free_all(c);
-        watches_free_all(c);
+        kl__elections_free_all(c);
+        kl__watches_free_all(c);
         curl_multi_cleanup(c->multi);
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
@@ -135,24 +135,24 @@ kl_client *kl_client_new_opts(const char *endpoint, const kl_client_options *opt
     pthread_condattr_t ca;
     int have_mu = 0, have_cv = 0;
 
-    kl_clearerr(err);
+    kl__clearerr(err);
     if (!endpoint) {
         endpoint = getenv("KUBELEASE_ENDPOINT");
         if (!endpoint || !*endpoint)
-            endpoint = KL_DEFAULT_ENDPOINT;
+            endpoint = KL__DEFAULT_ENDPOINT;
     }
-    if (kl_check_endpoint(endpoint, err) != KL_OK)
+    if (kl__check_endpoint(endpoint, err) != KL_OK)
         return NULL;
     if (opts && (opts->connect_timeout_ms < 0 || opts->request_timeout_ms < 0 ||
                  opts->resign_timeout_ms < 0 || opts->max_backoff_ms < 0)) {
-        kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                  "opts: timeouts must be >= 0 milliseconds (0 = default)");
+        kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                   "opts: timeouts must be >= 0 milliseconds (0 = default)");
         return NULL;
     }
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc != CURLE_OK) {
-        kl_seterr(err, KL_ERR_INTERNAL, "curl_global_init failed: %s",
-                  curl_easy_strerror(curl_init_rc));
+        kl__seterr(err, KL_ERR_INTERNAL, "curl_global_init failed: %s",
+                   curl_easy_strerror(curl_init_rc));
         return NULL;
     }
     c = calloc(1, sizeof(*c));
@@ -197,12 +197,13 @@ kl_client *kl_client_new_opts(const char *endpoint, const kl_client_options *opt
     int trc = pthread_create(&c->thread, NULL, io_thread, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (trc != 0) {
-        kl_seterr(err, KL_ERR_INTERNAL, "cannot start the kubelease I/O thread: %s", strerror(trc));
+        kl__seterr(err, KL_ERR_INTERNAL, "cannot start the kubelease I/O thread: %s",
+                   strerror(trc));
         goto fail;
     }
     return c;
 nomem:
-    kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory creating the kubelease client");
+    kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory creating the kubelease client");
 fail:
     if (c) {
         if (c->multi)
@@ -223,9 +224,9 @@ void kl_client_free(kl_client *c)
         return;
     pthread_mutex_lock(&c->mu);
     c->stopping = 1;
-    elections_cancel_all(c);
-    watches_cancel_all(c);
-    if (client_on_io_thread(c)) {
+    kl__elections_cancel_all(c);
+    kl__watches_cancel_all(c);
+    if (kl__client_on_io_thread(c)) {
         /* From a callback: the I/O thread frees the client when it is done. */
         c->free_on_exit = 1;
         pthread_mutex_unlock(&c->mu);
@@ -233,10 +234,10 @@ void kl_client_free(kl_client *c)
     }
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    client_wake(c);
+    kl__client_wake(c);
     pthread_join(c->thread, NULL);
-    elections_free_all(c);
-    watches_free_all(c);
+    kl__elections_free_all(c);
+    kl__watches_free_all(c);
     curl_multi_cleanup(c->multi);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);

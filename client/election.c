@@ -1,7 +1,7 @@
 /* Elections: the Campaign stream, term confirmation (the leadership deadline,
  * safety rule 2), resumption after a broken connection, and resignation.
  *
- * Every field of struct election is protected by the client's mutex. The
+ * Every field of struct kl__election is protected by the client's mutex. The
  * transfers (stream, confirm, resign) are created, added and removed only by
  * the I/O thread. */
 #include <stdio.h>
@@ -11,8 +11,8 @@
 #include "internal.h"
 #include "kubelease/v1/kubelease.pb-c.h"
 
-struct election {
-    struct election *next;
+struct kl__election {
+    struct kl__election *next;
     char *key; /* "ns/lease" */
     char *ns;
     char *name;
@@ -35,9 +35,9 @@ struct election {
     int retired;       /* on c->retired: replaced, freed by the last waiter */
 
     /* Driven by the I/O thread. */
-    struct xfer *stream;
-    struct xfer *confirm;
-    struct xfer *resign;
+    struct kl__xfer *stream;
+    struct kl__xfer *confirm;
+    struct kl__xfer *resign;
     int campaign_sent;    /* the service may know this campaign */
     int server_closed;    /* the service ended the campaign (Lost) */
     int attached;         /* the current stream reported Elected */
@@ -51,23 +51,23 @@ struct election {
 
 /* --- pure arithmetic ------------------------------------------------------ */
 
-int64_t kl_deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms)
+int64_t kl__deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms)
 {
     return valid_for_ms > 0 ? sent_ms + valid_for_ms : sent_ms;
 }
 
-int64_t kl_next_confirm_at(int64_t sent_ms, int64_t valid_for_ms)
+int64_t kl__next_confirm_at(int64_t sent_ms, int64_t valid_for_ms)
 {
     int64_t third = valid_for_ms / 3;
     return sent_ms + (third > 0 ? third : 1);
 }
 
-int64_t kl_remaining_ms(int64_t deadline_ms, int64_t now_ms)
+int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms)
 {
     return deadline_ms > now_ms ? deadline_ms - now_ms : 0;
 }
 
-int64_t kl_next_backoff(int64_t prev_ms, int64_t max_ms)
+int64_t kl__next_backoff(int64_t prev_ms, int64_t max_ms)
 {
     int64_t n = prev_ms <= 0 ? 50 : prev_ms * 2;
     return n > max_ms ? max_ms : n;
@@ -97,11 +97,11 @@ static const char *lost_reason_name(int reason)
 
 /* --- state changes (c->mu held) -------------------------------------------- */
 
-static void el_free(struct election *el)
+static void el_free(struct kl__election *el)
 {
-    xfer_free(el->stream);
-    xfer_free(el->confirm);
-    xfer_free(el->resign);
+    kl__xfer_free(el->stream);
+    kl__xfer_free(el->confirm);
+    kl__xfer_free(el->resign);
     free(el->key);
     free(el->ns);
     free(el->name);
@@ -110,9 +110,10 @@ static void el_free(struct election *el)
 }
 
 /* Ends the election (once): not leader any more, waiters wake up. */
-static void el_finish(struct kl_client *c, struct election *el, int result, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void el_finish(struct kl_client *c, struct election *el, int result, const char *fmt, ...)
+static void el_finish(struct kl_client *c, struct kl__election *el, int result, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+static void el_finish(struct kl_client *c, struct kl__election *el, int result, const char *fmt,
+                      ...)
 {
     va_list ap;
     if (el->finished)
@@ -124,13 +125,13 @@ static void el_finish(struct kl_client *c, struct election *el, int result, cons
     vsnprintf(el->message, sizeof(el->message), fmt, ap);
     va_end(ap);
     pthread_cond_broadcast(&c->cv);
-    client_wake(c);
+    kl__client_wake(c);
 }
 
 /* Reports the loss when the deadline passed without a fresher confirmation.
  * Called by the I/O thread's timer and by every user-facing check, so that a
  * stuck I/O thread cannot delay it. */
-static void el_check_deadline(struct kl_client *c, struct election *el, int64_t now)
+static void el_check_deadline(struct kl_client *c, struct kl__election *el, int64_t now)
 {
     if (!el->finished && el->leader && now >= el->deadline_ms)
         el_finish(c, el, KL_ERR_LOST,
@@ -142,7 +143,7 @@ static void el_check_deadline(struct kl_client *c, struct election *el, int64_t 
                                  : (el->confirm ? "the last confirmation got no answer" : ""));
 }
 
-static void set_problem(struct election *el, const char *text)
+static void set_problem(struct kl__election *el, const char *text)
 {
     size_t n = strlen(text);
     if (n >= sizeof(el->problem))
@@ -151,11 +152,11 @@ static void set_problem(struct election *el, const char *text)
     el->problem[n] = 0;
 }
 
-static void drop_xfer(struct kl_client *c, struct xfer **xp)
+static void drop_xfer(struct kl_client *c, struct kl__xfer **xp)
 {
     if (*xp) {
         curl_multi_remove_handle(c->multi, (*xp)->h);
-        xfer_free(*xp);
+        kl__xfer_free(*xp);
         *xp = NULL;
     }
 }
@@ -163,23 +164,23 @@ static void drop_xfer(struct kl_client *c, struct xfer **xp)
 /* The stream broke (or was dropped): schedule a reconnection. A leader whose
  * deadline has not passed will ask to resume its term; an unconfirmed term is
  * forgotten (a new campaign starts). */
-static void el_schedule_reconnect(struct kl_client *c, struct election *el, int64_t now)
+static void el_schedule_reconnect(struct kl_client *c, struct kl__election *el, int64_t now)
 {
     (void)c;
     el->attached = 0;
     el->next_confirm = 0;
     if (!el->leader)
         el->epoch = 0;
-    el->backoff_ms = kl_next_backoff(el->backoff_ms, c->opts.max_backoff_ms);
+    el->backoff_ms = kl__next_backoff(el->backoff_ms, c->opts.max_backoff_ms);
     el->reconnect_at = now + el->backoff_ms;
 }
 
-static void start_stream(struct kl_client *c, struct election *el)
+static void start_stream(struct kl_client *c, struct kl__election *el)
 {
     Kubelease__V1__CampaignRequest req = KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;
     size_t len = 0;
     uint8_t *body;
-    struct xfer *x;
+    struct kl__xfer *x;
 
     req.namespace_ = el->ns;
     req.name = el->name;
@@ -191,15 +192,15 @@ static void start_stream(struct kl_client *c, struct election *el)
         el->epoch = 0;
     req.resume_epoch = el->leader ? el->epoch : 0;
     el->resuming = req.resume_epoch != 0;
-    body = kl_pack(&req.base, &len);
-    x = body ? xfer_new(c, XFER_CAMPAIGN, "Campaign", body, len, 1, 0) : NULL;
+    body = kl__pack(&req.base, &len);
+    x = body ? kl__xfer_new(c, KL__XFER_CAMPAIGN, "Campaign", body, len, 1, 0) : NULL;
     if (!x) {
         el_finish(c, el, KL_ERR_NO_MEMORY, "out of memory opening the campaign for %s", el->key);
         return;
     }
     x->owner = el;
     if (curl_multi_add_handle(c->multi, x->h) != CURLM_OK) {
-        xfer_free(x);
+        kl__xfer_free(x);
         el_finish(c, el, KL_ERR_INTERNAL, "cannot start the campaign for %s", el->key);
         return;
     }
@@ -208,22 +209,22 @@ static void start_stream(struct kl_client *c, struct election *el)
     el->campaign_sent = 1;
 }
 
-static void start_confirm(struct kl_client *c, struct election *el, int64_t now)
+static void start_confirm(struct kl_client *c, struct kl__election *el, int64_t now)
 {
     Kubelease__V1__ConfirmRequest req = KUBELEASE__V1__CONFIRM_REQUEST__INIT;
     size_t len = 0;
     uint8_t *body;
-    struct xfer *x;
+    struct kl__xfer *x;
     long timeout = (long)el->retry_s * 1000;
 
     req.namespace_ = el->ns;
     req.name = el->name;
     req.identity = el->identity;
     req.epoch = el->epoch;
-    body = kl_pack(&req.base, &len);
-    x = body ? xfer_new(c, XFER_CONFIRM, "Confirm", body, len, 0, timeout) : NULL;
+    body = kl__pack(&req.base, &len);
+    x = body ? kl__xfer_new(c, KL__XFER_CONFIRM, "Confirm", body, len, 0, timeout) : NULL;
     if (!x || curl_multi_add_handle(c->multi, x->h) != CURLM_OK) {
-        xfer_free(x);
+        kl__xfer_free(x);
         el->next_confirm = now + 100; /* try again; the deadline still holds */
         return;
     }
@@ -234,20 +235,21 @@ static void start_confirm(struct kl_client *c, struct election *el, int64_t now)
     el->next_confirm = 0;
 }
 
-static void start_resign(struct kl_client *c, struct election *el, int64_t now)
+static void start_resign(struct kl_client *c, struct kl__election *el, int64_t now)
 {
     Kubelease__V1__ResignRequest req = KUBELEASE__V1__RESIGN_REQUEST__INIT;
     size_t len = 0;
     uint8_t *body;
-    struct xfer *x;
+    struct kl__xfer *x;
 
     req.namespace_ = el->ns;
     req.name = el->name;
     req.identity = el->identity;
-    body = kl_pack(&req.base, &len);
-    x = body ? xfer_new(c, XFER_RESIGN, "Resign", body, len, 0, c->opts.resign_timeout_ms) : NULL;
+    body = kl__pack(&req.base, &len);
+    x = body ? kl__xfer_new(c, KL__XFER_RESIGN, "Resign", body, len, 0, c->opts.resign_timeout_ms)
+             : NULL;
     if (!x || curl_multi_add_handle(c->multi, x->h) != CURLM_OK) {
-        xfer_free(x);
+        kl__xfer_free(x);
         el->resign_done = 1;
         return;
     }
@@ -264,7 +266,7 @@ static int64_t min64(int64_t a, int64_t b)
 /* A finished election: resign if the service may hold the campaign (the
  * stream stays open meanwhile, so the service sees a resignation, not a
  * broken stream), then close everything. */
-static int64_t el_wind_down(struct kl_client *c, struct election *el, int64_t now)
+static int64_t el_wind_down(struct kl_client *c, struct kl__election *el, int64_t now)
 {
     if (el->io_done)
         return INT64_MAX;
@@ -283,10 +285,10 @@ static int64_t el_wind_down(struct kl_client *c, struct election *el, int64_t no
     return INT64_MAX;
 }
 
-int64_t elections_process(struct kl_client *c, int64_t now)
+int64_t kl__elections_process(struct kl_client *c, int64_t now)
 {
     int64_t next = INT64_MAX;
-    for (struct election *el = c->elections; el; el = el->next) {
+    for (struct kl__election *el = c->elections; el; el = el->next) {
         el_check_deadline(c, el, now);
         if (el->finished) {
             next = min64(next, el_wind_down(c, el, now));
@@ -328,30 +330,30 @@ int64_t elections_process(struct kl_client *c, int64_t now)
     return next;
 }
 
-int elections_idle(struct kl_client *c)
+int kl__elections_idle(struct kl_client *c)
 {
-    for (struct election *el = c->elections; el; el = el->next)
+    for (struct kl__election *el = c->elections; el; el = el->next)
         if (!el->io_done)
             return 0;
     return 1;
 }
 
-void elections_cancel_all(struct kl_client *c)
+void kl__elections_cancel_all(struct kl_client *c)
 {
-    for (struct election *el = c->elections; el; el = el->next) {
+    for (struct kl__election *el = c->elections; el; el = el->next) {
         if (!el->finished)
             el->cancelled = 1;
         el_finish(c, el, KL_OK, "election for %s cancelled: the client was freed", el->key);
     }
 }
 
-void elections_free_all(struct kl_client *c)
+void kl__elections_free_all(struct kl_client *c)
 {
-    struct election *lists[2] = {c->elections, c->retired};
+    struct kl__election *lists[2] = {c->elections, c->retired};
     for (int i = 0; i < 2; i++) {
-        struct election *el = lists[i];
+        struct kl__election *el = lists[i];
         while (el) {
-            struct election *next = el->next;
+            struct kl__election *next = el->next;
             el_free(el);
             el = next;
         }
@@ -361,11 +363,12 @@ void elections_free_all(struct kl_client *c)
 
 /* --- transfers finishing and stream messages -------------------------------- */
 
-static void confirm_done(struct kl_client *c, struct election *el, struct xfer *x, CURLcode rc)
+static void confirm_done(struct kl_client *c, struct kl__election *el, struct kl__xfer *x,
+                         CURLcode rc)
 {
     kl_error e;
-    int64_t now = kl_now_ms();
-    int st = xfer_result(c, x, rc, "Confirm", &e);
+    int64_t now = kl__now_ms();
+    int st = kl__xfer_result(c, x, rc, "Confirm", &e);
 
     if (st == KL_OK) {
         Kubelease__V1__ConfirmResponse *r =
@@ -388,7 +391,7 @@ static void confirm_done(struct kl_client *c, struct election *el, struct xfer *
          * answer is a bug there, and trusting it could outlive the Lease. */
         if (valid > (int64_t)el->renew_s * 1000)
             valid = (int64_t)el->renew_s * 1000;
-        int64_t deadline = kl_deadline_after_confirm(x->sent_ms, valid);
+        int64_t deadline = kl__deadline_after_confirm(x->sent_ms, valid);
         if (valid <= 0 || deadline <= now) {
             el->next_confirm = now + 100;
             return;
@@ -398,7 +401,7 @@ static void confirm_done(struct kl_client *c, struct election *el, struct xfer *
         el->leader = 1;
         el->ever_leader = 1;
         el->problem[0] = 0;
-        el->next_confirm = kl_next_confirm_at(x->sent_ms, valid);
+        el->next_confirm = kl__next_confirm_at(x->sent_ms, valid);
         pthread_cond_broadcast(&c->cv);
         return;
     }
@@ -414,19 +417,19 @@ static void confirm_done(struct kl_client *c, struct election *el, struct xfer *
     el->next_confirm = now + 200;
 }
 
-void election_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc)
+void kl__election_xfer_done(struct kl_client *c, struct kl__xfer *x, CURLcode rc)
 {
-    struct election *el = x->owner;
-    int64_t now = kl_now_ms();
+    struct kl__election *el = x->owner;
+    int64_t now = kl__now_ms();
     kl_error e;
 
     switch (x->kind) {
-    case XFER_CONFIRM:
+    case KL__XFER_CONFIRM:
         el->confirm = NULL;
         if (!el->finished)
             confirm_done(c, el, x, rc);
         break;
-    case XFER_RESIGN:
+    case KL__XFER_RESIGN:
         el->resign = NULL;
         el->resign_done = 1;
         break;
@@ -435,7 +438,7 @@ void election_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc)
             el->stream = NULL;
         if (el->finished)
             break;
-        int st = xfer_result(c, x, rc, "Campaign", &e);
+        int st = kl__xfer_result(c, x, rc, "Campaign", &e);
         if (st == KL_ERR_INVALID_ARGUMENT || st == KL_ERR_PERMISSION_DENIED ||
             st == KL_ERR_PROTOCOL || st == KL_ERR_ALREADY_RUNNING) {
             /* Retrying cannot help: end the election with the reason. */
@@ -447,10 +450,10 @@ void election_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc)
         el_schedule_reconnect(c, el, now);
         break;
     }
-    xfer_free(x);
+    kl__xfer_free(x);
 }
 
-static void on_event(struct kl_client *c, struct election *el, Kubelease__V1__CampaignEvent *ev)
+static void on_event(struct kl_client *c, struct kl__election *el, Kubelease__V1__CampaignEvent *ev)
 {
     /* The service answers: the next reconnection may be quick (but not after
      * Lost, or a service that keeps ending streams would be hammered). */
@@ -472,7 +475,7 @@ static void on_event(struct kl_client *c, struct election *el, Kubelease__V1__Ca
         el->attached = 1;
         el->resuming = 0;
         el->next_confirm = 1; /* confirm at once */
-        client_wake(c);
+        kl__client_wake(c);
         return;
     }
     case KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST: {
@@ -514,14 +517,14 @@ static void on_event(struct kl_client *c, struct election *el, Kubelease__V1__Ca
     }
 }
 
-int election_on_message(struct xfer *x, const uint8_t *msg, size_t len)
+int kl__election_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 {
     struct kl_client *c = x->client;
     Kubelease__V1__CampaignEvent *ev = kubelease__v1__campaign_event__unpack(NULL, len, msg);
     if (!ev)
         return KL_ERR_PROTOCOL;
     pthread_mutex_lock(&c->mu);
-    struct election *el = x->owner;
+    struct kl__election *el = x->owner;
     if (el->stream == x && !el->finished)
         on_event(c, el, ev);
     pthread_mutex_unlock(&c->mu);
@@ -531,19 +534,19 @@ int election_on_message(struct xfer *x, const uint8_t *msg, size_t len)
 
 /* --- the public functions ------------------------------------------------- */
 
-static struct election *el_find(struct kl_client *c, const char *ns, const char *lease)
+static struct kl__election *el_find(struct kl_client *c, const char *ns, const char *lease)
 {
     size_t nl = strlen(ns);
-    for (struct election *el = c->elections; el; el = el->next)
+    for (struct kl__election *el = c->elections; el; el = el->next)
         if (strncmp(el->key, ns, nl) == 0 && el->key[nl] == '/' &&
             strcmp(el->key + nl + 1, lease) == 0)
             return el;
     return NULL;
 }
 
-static void el_unlink(struct kl_client *c, struct election *el)
+static void el_unlink(struct kl_client *c, struct kl__election *el)
 {
-    for (struct election **p = &c->elections; *p; p = &(*p)->next) {
+    for (struct kl__election **p = &c->elections; *p; p = &(*p)->next) {
         if (*p == el) {
             *p = el->next;
             break;
@@ -559,12 +562,12 @@ static void el_unlink(struct kl_client *c, struct election *el)
 }
 
 /* A waiter leaves; frees a retired record nobody waits on any more. */
-static void el_release(struct kl_client *c, struct election *el)
+static void el_release(struct kl_client *c, struct kl__election *el)
 {
     el->waiters--;
     if (!el->retired || el->waiters > 0)
         return;
-    for (struct election **p = &c->retired; *p; p = &(*p)->next) {
+    for (struct kl__election **p = &c->retired; *p; p = &(*p)->next) {
         if (*p == el) {
             *p = el->next;
             break;
@@ -575,31 +578,31 @@ static void el_release(struct kl_client *c, struct election *el)
 
 static int check_common(kl_client *c, const char *ns, const char *lease, kl_error *err)
 {
-    kl_clearerr(err);
+    kl__clearerr(err);
     if (!c)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
-    if (kl_check_namespace(ns, err) != KL_OK)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
+    if (kl__check_namespace(ns, err) != KL_OK)
         return KL_ERR_INVALID_ARGUMENT;
-    return kl_check_lease_name(lease, err);
+    return kl__check_lease_name(lease, err);
 }
 
 int kl_run_election(kl_client *c, const char *ns, const char *lease, const char *identity,
                     int lease_duration_s, int renew_deadline_s, int retry_period_s, kl_error *err)
 {
-    struct election *el = NULL, *old;
+    struct kl__election *el = NULL, *old;
     int rc = check_common(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
-    if (kl_check_identity(identity, err) != KL_OK ||
-        kl_check_durations(lease_duration_s, renew_deadline_s, retry_period_s, err) != KL_OK)
+    if (kl__check_identity(identity, err) != KL_OK ||
+        kl__check_durations(lease_duration_s, renew_deadline_s, retry_period_s, err) != KL_OK)
         return KL_ERR_INVALID_ARGUMENT;
 
     el = calloc(1, sizeof(*el));
-    if (!el || !(el->key = kl_key(ns, lease)) || !(el->ns = strdup(ns)) ||
+    if (!el || !(el->key = kl__key(ns, lease)) || !(el->ns = strdup(ns)) ||
         !(el->name = strdup(lease)) || !(el->identity = strdup(identity))) {
         if (el)
             el_free(el);
-        return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the election");
+        return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the election");
     }
     el->lease_s = lease_duration_s;
     el->renew_s = renew_deadline_s;
@@ -607,34 +610,34 @@ int kl_run_election(kl_client *c, const char *ns, const char *lease, const char 
 
     pthread_mutex_lock(&c->mu);
     if (c->stopping) {
-        rc = kl_seterr(err, KL_ERR_CANCELLED, "the client is being freed");
+        rc = kl__seterr(err, KL_ERR_CANCELLED, "the client is being freed");
         goto out;
     }
     old = el_find(c, ns, lease);
     if (old && !old->finished) {
-        rc = kl_seterr(err, KL_ERR_ALREADY_RUNNING, "election for %s already running (as %s)",
-                       old->key, old->identity);
+        rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING, "election for %s already running (as %s)",
+                        old->key, old->identity);
         goto out;
     }
     if (old) {
         /* Let the previous election finish resigning first, or its Resign
          * could end the new campaign of the same identity. */
-        int64_t until = kl_now_ms() + c->opts.resign_timeout_ms + 1000;
+        int64_t until = kl__now_ms() + c->opts.resign_timeout_ms + 1000;
         while (!old->io_done) {
-            if (client_on_io_thread(c) || kl_now_ms() >= until) {
-                rc = kl_seterr(err, KL_ERR_ALREADY_RUNNING,
-                               "the previous election for %s is still resigning; try again",
-                               old->key);
+            if (kl__client_on_io_thread(c) || kl__now_ms() >= until) {
+                rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING,
+                                "the previous election for %s is still resigning; try again",
+                                old->key);
                 goto out;
             }
-            client_wait_until(c, until);
+            kl__client_wait_until(c, until);
         }
         el_unlink(c, old);
     }
     el->next = c->elections;
     c->elections = el;
     el = NULL;
-    client_wake(c);
+    kl__client_wake(c);
     rc = KL_OK;
 out:
     pthread_mutex_unlock(&c->mu);
@@ -649,7 +652,7 @@ int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error
     if (rc != KL_OK)
         return rc;
     pthread_mutex_lock(&c->mu);
-    struct election *el = el_find(c, ns, lease);
+    struct kl__election *el = el_find(c, ns, lease);
     if (el && !el->finished) {
         el->cancelled = 1;
         el_finish(c, el, KL_OK, "election for %s cancelled", el->key);
@@ -659,34 +662,34 @@ int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error
 }
 
 /* Fills err from a finished election; returns the code to report. */
-static int finished_result(struct election *el, int for_elected, kl_error *err)
+static int finished_result(struct kl__election *el, int for_elected, kl_error *err)
 {
     if (el->cancelled)
-        return for_elected ? kl_seterr(err, KL_ERR_CANCELLED, "%s", el->message) : KL_OK;
-    return kl_seterr(err, el->result, "%s", el->message);
+        return for_elected ? kl__seterr(err, KL_ERR_CANCELLED, "%s", el->message) : KL_OK;
+    return kl__seterr(err, el->result, "%s", el->message);
 }
 
 /* The common start of the blocking waits: checks the arguments and the
  * calling thread, then returns the election with c->mu held and a waiter
  * counted (finish with el_release and unlocking), or NULL with *rc and err
  * set and nothing held. */
-static struct election *el_wait_begin(kl_client *c, const char *ns, const char *lease,
-                                      const char *fn, int *rc, kl_error *err)
+static struct kl__election *el_wait_begin(kl_client *c, const char *ns, const char *lease,
+                                          const char *fn, int *rc, kl_error *err)
 {
     *rc = check_common(c, ns, lease, err);
     if (*rc != KL_OK)
         return NULL;
-    if (client_on_io_thread(c)) {
-        *rc =
-            kl_seterr(err, KL_ERR_IN_CALLBACK, "%s cannot be called from a kubelease callback", fn);
+    if (kl__client_on_io_thread(c)) {
+        *rc = kl__seterr(err, KL_ERR_IN_CALLBACK, "%s cannot be called from a kubelease callback",
+                         fn);
         return NULL;
     }
     pthread_mutex_lock(&c->mu);
-    struct election *el = el_find(c, ns, lease);
+    struct kl__election *el = el_find(c, ns, lease);
     if (!el) {
         pthread_mutex_unlock(&c->mu);
-        *rc = kl_seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s: call kl_run_election", ns,
-                        lease);
+        *rc = kl__seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s: call kl_run_election", ns,
+                         lease);
         return NULL;
     }
     el->waiters++;
@@ -697,12 +700,12 @@ int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout
                     int64_t *lease_transitions, kl_error *err)
 {
     int rc;
-    struct election *el = el_wait_begin(c, ns, lease, "kl_wait_elected", &rc, err);
+    struct kl__election *el = el_wait_begin(c, ns, lease, "kl_wait_elected", &rc, err);
     if (!el)
         return rc;
-    int64_t until = timeout_s < 0 ? -1 : kl_now_ms() + (int64_t)timeout_s * 1000;
+    int64_t until = timeout_s < 0 ? -1 : kl__now_ms() + (int64_t)timeout_s * 1000;
     for (;;) {
-        int64_t now = kl_now_ms();
+        int64_t now = kl__now_ms();
         el_check_deadline(c, el, now);
         if (el->leader) {
             if (lease_transitions)
@@ -718,12 +721,12 @@ int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout
             el->cancelled = 1;
             el_finish(c, el, KL_OK, "election for %s cancelled: not elected within %d s", el->key,
                       timeout_s);
-            rc = kl_seterr(err, KL_ERR_TIMEOUT,
-                           "election for %s not won within %d s, so it was cancelled%s%s", el->key,
-                           timeout_s, el->problem[0] ? "; last problem: " : "", el->problem);
+            rc = kl__seterr(err, KL_ERR_TIMEOUT,
+                            "election for %s not won within %d s, so it was cancelled%s%s", el->key,
+                            timeout_s, el->problem[0] ? "; last problem: " : "", el->problem);
             break;
         }
-        client_wait_until(c, until);
+        kl__client_wait_until(c, until);
     }
     el_release(c, el);
     pthread_mutex_unlock(&c->mu);
@@ -733,27 +736,27 @@ int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout
 static int wait_lost(kl_client *c, const char *ns, const char *lease, int timeout_ms, kl_error *err)
 {
     int rc;
-    struct election *el = el_wait_begin(c, ns, lease, "kl_wait_lost", &rc, err);
+    struct kl__election *el = el_wait_begin(c, ns, lease, "kl_wait_lost", &rc, err);
     if (!el)
         return rc;
-    int64_t until = timeout_ms < 0 ? -1 : kl_now_ms() + timeout_ms;
+    int64_t until = timeout_ms < 0 ? -1 : kl__now_ms() + timeout_ms;
     for (;;) {
-        int64_t now = kl_now_ms();
+        int64_t now = kl__now_ms();
         el_check_deadline(c, el, now);
         if (el->finished) {
             rc = finished_result(el, 0, err);
             break;
         }
         if (until >= 0 && now >= until) {
-            rc = kl_seterr(err, KL_ERR_TIMEOUT, "election for %s still running after %d ms",
-                           el->key, timeout_ms);
+            rc = kl__seterr(err, KL_ERR_TIMEOUT, "election for %s still running after %d ms",
+                            el->key, timeout_ms);
             break;
         }
         /* Wake at the leadership deadline at the latest. */
         int64_t wake = until;
         if (el->leader && (wake < 0 || el->deadline_ms < wake))
             wake = el->deadline_ms;
-        client_wait_until(c, wake);
+        kl__client_wait_until(c, wake);
     }
     el_release(c, el);
     pthread_mutex_unlock(&c->mu);
@@ -769,8 +772,8 @@ int kl_wait_lost_timeout(kl_client *c, const char *ns, const char *lease, int ti
                          kl_error *err)
 {
     if (timeout_ms < 0)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "timeout_ms must be >= 0, not %d",
-                         timeout_ms);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "timeout_ms must be >= 0, not %d",
+                          timeout_ms);
     return wait_lost(c, ns, lease, timeout_ms, err);
 }
 
@@ -783,15 +786,15 @@ int kl_is_leader(kl_client *c, const char *ns, const char *lease, int64_t *valid
     if (rc != KL_OK)
         return rc;
     pthread_mutex_lock(&c->mu);
-    struct election *el = el_find(c, ns, lease);
-    int64_t now = kl_now_ms();
+    struct kl__election *el = el_find(c, ns, lease);
+    int64_t now = kl__now_ms();
     rc = 0;
     if (el) {
         el_check_deadline(c, el, now);
         if (el->leader && !el->finished) {
             rc = 1;
             if (valid_for_ms)
-                *valid_for_ms = kl_remaining_ms(el->deadline_ms, now);
+                *valid_for_ms = kl__remaining_ms(el->deadline_ms, now);
         }
     }
     pthread_mutex_unlock(&c->mu);

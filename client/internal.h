@@ -15,72 +15,78 @@
 #include "envelope.h"
 #include "kubelease.h"
 
-#define KL_DEFAULT_ENDPOINT "http://127.0.0.1:8080"
-#define KL_MAX_MESSAGE      (64 * 1024) /* longest envelope or body accepted */
+#define KL__DEFAULT_ENDPOINT "http://127.0.0.1:8080"
+#define KL__MAX_MESSAGE      (64 * 1024) /* longest envelope or body accepted */
 
 /* --- status.c: error reporting and code mapping ------------------------- */
 
 /* Fills *err (may be NULL) with code and a printf-style message; returns code. */
-int kl_seterr(kl_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void kl_clearerr(kl_error *err);
+int kl__seterr(kl_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void kl__clearerr(kl_error *err);
 /* Maps a Connect error code ("not_found", ...) to a status. */
-int kl_status_from_connect(const char *code);
+int kl__status_from_connect(const char *code);
 /* Maps an HTTP status without a Connect body to a status. */
-int kl_status_from_http(long http);
+int kl__status_from_http(long http);
 
 /* --- validate.c: argument checks (pure) ----------------------------------- */
 
 /* Each returns KL_OK or fills err with KL_ERR_INVALID_ARGUMENT and a message
  * naming the argument. */
-int kl_check_namespace(const char *ns, kl_error *err);
-int kl_check_lease_name(const char *lease, kl_error *err);
-int kl_check_identity(const char *identity, kl_error *err);
-int kl_check_durations(int lease_duration_s, int renew_deadline_s, int retry_period_s,
-                       kl_error *err);
-int kl_check_endpoint(const char *endpoint, kl_error *err);
+int kl__check_namespace(const char *ns, kl_error *err);
+int kl__check_lease_name(const char *lease, kl_error *err);
+int kl__check_identity(const char *identity, kl_error *err);
+int kl__check_durations(int lease_duration_s, int renew_deadline_s, int retry_period_s,
+                        kl_error *err);
+int kl__check_endpoint(const char *endpoint, kl_error *err);
 
 /* --- deadline arithmetic (election.c, pure) ------------------------------- */
 
 /* The leadership deadline after a confirmation sent at sent_ms (monotonic)
  * that granted valid_for_ms; never later than the service's own deadline. */
-int64_t kl_deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms);
+int64_t kl__deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms);
 /* When to send the next Confirm: a third of the validity after sent_ms. */
-int64_t kl_next_confirm_at(int64_t sent_ms, int64_t valid_for_ms);
+int64_t kl__next_confirm_at(int64_t sent_ms, int64_t valid_for_ms);
 /* Remaining validity at now_ms (0 when passed). */
-int64_t kl_remaining_ms(int64_t deadline_ms, int64_t now_ms);
+int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms);
 /* The next backoff after prev_ms (0 = first attempt), capped at max_ms. */
-int64_t kl_next_backoff(int64_t prev_ms, int64_t max_ms);
+int64_t kl__next_backoff(int64_t prev_ms, int64_t max_ms);
 
 /* --- time ----------------------------------------------------------------- */
 
-int64_t kl_now_ms(void); /* CLOCK_MONOTONIC in milliseconds */
+int64_t kl__now_ms(void); /* CLOCK_MONOTONIC in milliseconds */
 
 /* --- transport.c: HTTP transfers ------------------------------------------ */
 
-struct kl_buf {
+struct kl__buf {
     char *data;
     size_t len;
     size_t cap;
 };
-int kl_buf_append(struct kl_buf *b, const void *p, size_t n, size_t limit);
-void kl_buf_free(struct kl_buf *b);
+int kl__buf_append(struct kl__buf *b, const void *p, size_t n, size_t limit);
+void kl__buf_free(struct kl__buf *b);
 
-enum xfer_kind { XFER_CAMPAIGN, XFER_CONFIRM, XFER_RESIGN, XFER_WATCH, XFER_UNARY_SYNC };
+enum kl__xfer_kind {
+    KL__XFER_CAMPAIGN,
+    KL__XFER_CONFIRM,
+    KL__XFER_RESIGN,
+    KL__XFER_WATCH,
+    KL__XFER_UNARY_SYNC
+};
 
 struct kl_client;
 
 /* One HTTP request (unary or server stream) and its response. */
-struct xfer {
+struct kl__xfer {
     CURL *h;
     struct curl_slist *headers;
     uint8_t *body; /* request body (kept alive during the transfer) */
     size_t body_len;
-    enum xfer_kind kind;
+    enum kl__xfer_kind kind;
     int stream;  /* a Connect server stream */
     void *owner; /* the election or watch */
     struct kl_client *client;
-    struct kl_buf resp; /* unary body, or the error body of a stream */
-    struct envelope_decoder dec;
+    struct kl__buf resp; /* unary body, or the error body of a stream */
+    struct kl__envelope_decoder dec;
     int checked;       /* the response status was looked at */
     int streaming;     /* the stream answered 200 with envelopes */
     long http;         /* HTTP status, 0 before any */
@@ -98,25 +104,25 @@ struct xfer {
 /* Creates a POST of a protobuf message (packed into body, taking ownership of
  * body) to method; stream selects the Connect streaming content type (the body
  * is then wrapped in an envelope). Returns NULL on out of memory. */
-struct xfer *xfer_new(struct kl_client *c, enum xfer_kind kind, const char *method, uint8_t *body,
-                      size_t body_len, int stream, long timeout_ms);
-void xfer_free(struct xfer *x);
+struct kl__xfer *kl__xfer_new(struct kl_client *c, enum kl__xfer_kind kind, const char *method,
+                              uint8_t *body, size_t body_len, int stream, long timeout_ms);
+void kl__xfer_free(struct kl__xfer *x);
 /* Classifies a finished transfer: KL_OK for HTTP 200 with no stream error,
  * else a status with err filled with a message naming the service and method.
  * curl_rc is the transfer's CURLcode. */
-int xfer_result(struct kl_client *c, struct xfer *x, CURLcode curl_rc, const char *method,
-                kl_error *err);
+int kl__xfer_result(struct kl_client *c, struct kl__xfer *x, CURLcode curl_rc, const char *method,
+                    kl_error *err);
 /* Performs a unary call on the calling thread. On KL_OK, out holds the
- * response body (caller frees with kl_buf_free). Takes ownership of body. */
-int kl_unary_sync(struct kl_client *c, const char *method, uint8_t *body, size_t body_len,
-                  struct kl_buf *out, kl_error *err);
+ * response body (caller frees with kl__buf_free). Takes ownership of body. */
+int kl__unary_sync(struct kl_client *c, const char *method, uint8_t *body, size_t body_len,
+                   struct kl__buf *out, kl_error *err);
 /* Packs a protobuf message into a new buffer; NULL on out of memory. */
-uint8_t *kl_pack(const ProtobufCMessage *m, size_t *len);
+uint8_t *kl__pack(const ProtobufCMessage *m, size_t *len);
 
 /* --- client.c: the client ------------------------------------------------- */
 
-struct election;
-struct watch;
+struct kl__election;
+struct kl__watch;
 
 struct kl_client {
     char *endpoint; /* without a trailing slash */
@@ -127,41 +133,41 @@ struct kl_client {
     CURLM *multi;
     int stopping;
     int free_on_exit; /* kl_client_free from a callback: the thread frees */
-    struct election *elections;
-    struct election *retired; /* replaced records still referenced by waiters */
-    struct watch *watches;
+    struct kl__election *elections;
+    struct kl__election *retired; /* replaced records still referenced by waiters */
+    struct kl__watch *watches;
 };
 
-void client_wake(struct kl_client *c);
-int client_on_io_thread(struct kl_client *c);
+void kl__client_wake(struct kl_client *c);
+int kl__client_on_io_thread(struct kl_client *c);
 /* Waits on c->cv until abs_ms (monotonic; < 0 = no limit). c->mu held. */
-void client_wait_until(struct kl_client *c, int64_t abs_ms);
+void kl__client_wait_until(struct kl_client *c, int64_t abs_ms);
 
 /* --- election.c ----------------------------------------------------------- */
 
 /* Runs the elections' timers and transfers; c->mu held. Returns the next
  * time (monotonic ms) it needs to run, or INT64_MAX. */
-int64_t elections_process(struct kl_client *c, int64_t now);
+int64_t kl__elections_process(struct kl_client *c, int64_t now);
 /* A transfer of an election finished; c->mu held. */
-void election_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc);
+void kl__election_xfer_done(struct kl_client *c, struct kl__xfer *x, CURLcode rc);
 /* 1 when every election's I/O is done (for shutdown); c->mu held. */
-int elections_idle(struct kl_client *c);
-void elections_cancel_all(struct kl_client *c);
-void elections_free_all(struct kl_client *c);
+int kl__elections_idle(struct kl_client *c);
+void kl__elections_cancel_all(struct kl_client *c);
+void kl__elections_free_all(struct kl_client *c);
 /* A Campaign stream message arrived (I/O thread, c->mu NOT held). Returns 0
  * or a status that aborts the stream. */
-int election_on_message(struct xfer *x, const uint8_t *msg, size_t len);
+int kl__election_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len);
 
 /* --- watch.c -------------------------------------------------------------- */
 
-int64_t watches_process(struct kl_client *c, int64_t now);
-void watch_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc);
-int watches_idle(struct kl_client *c);
-void watches_cancel_all(struct kl_client *c);
-void watches_free_all(struct kl_client *c);
-int watch_on_message(struct xfer *x, const uint8_t *msg, size_t len);
+int64_t kl__watches_process(struct kl_client *c, int64_t now);
+void kl__watch_xfer_done(struct kl_client *c, struct kl__xfer *x, CURLcode rc);
+int kl__watches_idle(struct kl_client *c);
+void kl__watches_cancel_all(struct kl_client *c);
+void kl__watches_free_all(struct kl_client *c);
+int kl__watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len);
 
 /* Key helpers: "ns/lease". Returns NULL on out of memory. */
-char *kl_key(const char *ns, const char *lease);
+char *kl__key(const char *ns, const char *lease);
 
 #endif

@@ -31,7 +31,7 @@ void kl_free(void *p)
     free(p);
 }
 
-int kl_seterr(kl_error *err, int code, const char *fmt, ...)
+int kl__seterr(kl_error *err, int code, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -43,7 +43,7 @@ int kl_seterr(kl_error *err, int code, const char *fmt, ...)
     return code;
 }
 
-void kl_clearerr(kl_error *err)
+void kl__clearerr(kl_error *err)
 {
     if (err) {
         err->code = KL_OK;
@@ -51,7 +51,7 @@ void kl_clearerr(kl_error *err)
     }
 }
 
-int kl_status_from_connect(const char *code)
+int kl__status_from_connect(const char *code)
 {
     static const struct {
         const char *name;
@@ -80,7 +80,7 @@ int kl_status_from_connect(const char *code)
     return KL_ERR_PROTOCOL;
 }
 
-int kl_status_from_http(long http)
+int kl__status_from_http(long http)
 {
     switch (http) {
     case 200:
@@ -107,7 +107,7 @@ int kl_status_from_http(long http)
     }
 }
 
-int64_t kl_now_ms(void)
+int64_t kl__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-int kl_buf_append(struct kl_buf *b, const void *p, size_t n, size_t limit)
+int kl__buf_append(struct kl__buf *b, const void *p, size_t n, size_t limit)
 {
     if (b->len + n > limit)
         return KL_ERR_PROTOCOL;
@@ -27,14 +27,14 @@ int kl_buf_append(struct kl_buf *b, const void *p, size_t n, size_t limit)
     return KL_OK;
 }
 
-void kl_buf_free(struct kl_buf *b)
+void kl__buf_free(struct kl__buf *b)
 {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
 }
 
-uint8_t *kl_pack(const ProtobufCMessage *m, size_t *len)
+uint8_t *kl__pack(const ProtobufCMessage *m, size_t *len)
 {
     size_t n = protobuf_c_message_get_packed_size(m);
     uint8_t *buf = malloc(n ? n : 1);
@@ -46,20 +46,20 @@ uint8_t *kl_pack(const ProtobufCMessage *m, size_t *len)
 
 static int on_envelope(void *ctx, unsigned flags, const uint8_t *msg, size_t len)
 {
-    struct xfer *x = ctx;
-    if (flags & KL_ENV_END_STREAM) {
+    struct kl__xfer *x = ctx;
+    if (flags & KL__ENV_END_STREAM) {
         x->end_seen = 1;
-        connect_error_parse((const char *)msg, len, x->end_code, sizeof(x->end_code),
-                            x->end_message, sizeof(x->end_message));
+        kl__connect_error_parse((const char *)msg, len, x->end_code, sizeof(x->end_code),
+                                x->end_message, sizeof(x->end_message));
         return 0;
     }
-    if (x->kind == XFER_CAMPAIGN)
-        return election_on_message(x, msg, len);
-    return watch_on_message(x, msg, len);
+    if (x->kind == KL__XFER_CAMPAIGN)
+        return kl__election_on_message(x, msg, len);
+    return kl__watch_on_message(x, msg, len);
 }
 
 /* First bytes of a response: is it a stream of envelopes? */
-static void check_response(struct xfer *x)
+static void check_response(struct kl__xfer *x)
 {
     char *ctype = NULL;
     x->checked = 1;
@@ -71,17 +71,17 @@ static void check_response(struct xfer *x)
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-    struct xfer *x = userdata;
+    struct kl__xfer *x = userdata;
     size_t n = size * nmemb;
     int rc;
 
-    x->last_rx_ms = kl_now_ms();
+    x->last_rx_ms = kl__now_ms();
     if (!x->checked)
         check_response(x);
     if (x->streaming)
-        rc = envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
+        rc = kl__envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
     else
-        rc = kl_buf_append(&x->resp, ptr, n, KL_MAX_MESSAGE);
+        rc = kl__buf_append(&x->resp, ptr, n, KL__MAX_MESSAGE);
     if (rc != 0) {
         x->aborted = 1;
         x->abort_code = rc;
@@ -90,10 +90,10 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-struct xfer *xfer_new(struct kl_client *c, enum xfer_kind kind, const char *method, uint8_t *body,
-                      size_t body_len, int stream, long timeout_ms)
+struct kl__xfer *kl__xfer_new(struct kl_client *c, enum kl__xfer_kind kind, const char *method,
+                              uint8_t *body, size_t body_len, int stream, long timeout_ms)
 {
-    struct xfer *x = calloc(1, sizeof(*x));
+    struct kl__xfer *x = calloc(1, sizeof(*x));
     char url[1200];
     char hdr[64];
 
@@ -105,14 +105,14 @@ struct xfer *xfer_new(struct kl_client *c, enum xfer_kind kind, const char *meth
     x->stream = stream;
     x->client = c;
     x->timeout_ms = timeout_ms;
-    envelope_decoder_init(&x->dec, KL_MAX_MESSAGE);
+    kl__envelope_decoder_init(&x->dec, KL__MAX_MESSAGE);
     if (stream) {
-        x->body = malloc(body_len + KL_ENV_HEADER);
+        x->body = malloc(body_len + KL__ENV_HEADER);
         if (!x->body)
             goto fail;
-        envelope_header(x->body, 0, (uint32_t)body_len);
-        memcpy(x->body + KL_ENV_HEADER, body, body_len);
-        x->body_len = body_len + KL_ENV_HEADER;
+        kl__envelope_header(x->body, 0, (uint32_t)body_len);
+        memcpy(x->body + KL__ENV_HEADER, body, body_len);
+        x->body_len = body_len + KL__ENV_HEADER;
         free(body);
     } else {
         x->body = body;
@@ -154,16 +154,16 @@ struct xfer *xfer_new(struct kl_client *c, enum xfer_kind kind, const char *meth
     curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(x->h, CURLOPT_PRIVATE, x);
     curl_easy_setopt(x->h, CURLOPT_ERRORBUFFER, x->errbuf);
-    x->sent_ms = kl_now_ms();
+    x->sent_ms = kl__now_ms();
     x->last_rx_ms = x->sent_ms;
     return x;
 fail:
     free(body);
-    xfer_free(x);
+    kl__xfer_free(x);
     return NULL;
 }
 
-void xfer_free(struct xfer *x)
+void kl__xfer_free(struct kl__xfer *x)
 {
     if (!x)
         return;
@@ -171,77 +171,79 @@ void xfer_free(struct xfer *x)
         curl_easy_cleanup(x->h);
     curl_slist_free_all(x->headers);
     free(x->body);
-    kl_buf_free(&x->resp);
-    envelope_decoder_free(&x->dec);
+    kl__buf_free(&x->resp);
+    kl__envelope_decoder_free(&x->dec);
     free(x);
 }
 
-int xfer_result(struct kl_client *c, struct xfer *x, CURLcode curl_rc, const char *method,
-                kl_error *err)
+int kl__xfer_result(struct kl_client *c, struct kl__xfer *x, CURLcode curl_rc, const char *method,
+                    kl_error *err)
 {
     char code[32], msg[160];
 
     if (x->aborted)
-        return kl_seterr(err, x->abort_code, "kubelease service at %s: %s: %s", c->endpoint, method,
-                         x->abort_code == KL_ERR_NO_MEMORY
-                             ? "out of memory"
-                             : "malformed or oversized response (is it a kubelease service?)");
+        return kl__seterr(err, x->abort_code, "kubelease service at %s: %s: %s", c->endpoint,
+                          method,
+                          x->abort_code == KL_ERR_NO_MEMORY
+                              ? "out of memory"
+                              : "malformed or oversized response (is it a kubelease service?)");
     if (curl_rc == CURLE_OPERATION_TIMEDOUT && x->http == 0)
-        return kl_seterr(err, KL_ERR_TIMEOUT,
-                         "kubelease service at %s did not answer %s in time: %s", c->endpoint,
-                         method, x->errbuf[0] ? x->errbuf : "timeout");
+        return kl__seterr(err, KL_ERR_TIMEOUT,
+                          "kubelease service at %s did not answer %s in time: %s", c->endpoint,
+                          method, x->errbuf[0] ? x->errbuf : "timeout");
     if (curl_rc == CURLE_OPERATION_TIMEDOUT)
-        return kl_seterr(err, KL_ERR_TIMEOUT, "kubelease service at %s: %s timed out after %ld ms",
-                         c->endpoint, method, x->timeout_ms);
+        return kl__seterr(err, KL_ERR_TIMEOUT, "kubelease service at %s: %s timed out after %ld ms",
+                          c->endpoint, method, x->timeout_ms);
     if (curl_rc != CURLE_OK) {
         long os_errno = 0;
         curl_easy_getinfo(x->h, CURLINFO_OS_ERRNO, &os_errno);
         if (curl_rc == CURLE_COULDNT_CONNECT || curl_rc == CURLE_COULDNT_RESOLVE_HOST)
-            return kl_seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s unreachable: %s",
-                             c->endpoint,
-                             os_errno ? strerror((int)os_errno)
-                                      : (x->errbuf[0] ? x->errbuf : curl_easy_strerror(curl_rc)));
-        return kl_seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s failed: %s",
-                         c->endpoint, method,
-                         os_errno ? strerror((int)os_errno)
-                                  : (x->errbuf[0] ? x->errbuf : curl_easy_strerror(curl_rc)));
+            return kl__seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s unreachable: %s",
+                              c->endpoint,
+                              os_errno ? strerror((int)os_errno)
+                                       : (x->errbuf[0] ? x->errbuf : curl_easy_strerror(curl_rc)));
+        return kl__seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s failed: %s",
+                          c->endpoint, method,
+                          os_errno ? strerror((int)os_errno)
+                                   : (x->errbuf[0] ? x->errbuf : curl_easy_strerror(curl_rc)));
     }
     if (x->http != 200) {
-        if (x->resp.len &&
-            connect_error_parse(x->resp.data, x->resp.len, code, sizeof(code), msg, sizeof(msg)))
-            return kl_seterr(err, kl_status_from_connect(code),
-                             "kubelease service at %s: %s: %s: %s", c->endpoint, method, code, msg);
-        return kl_seterr(err, kl_status_from_http(x->http),
-                         "kubelease service at %s answered HTTP %ld to %s%s", c->endpoint, x->http,
-                         method, x->http == 404 ? " (is it a kubelease service?)" : "");
+        if (x->resp.len && kl__connect_error_parse(x->resp.data, x->resp.len, code, sizeof(code),
+                                                   msg, sizeof(msg)))
+            return kl__seterr(err, kl__status_from_connect(code),
+                              "kubelease service at %s: %s: %s: %s", c->endpoint, method, code,
+                              msg);
+        return kl__seterr(err, kl__status_from_http(x->http),
+                          "kubelease service at %s answered HTTP %ld to %s%s", c->endpoint, x->http,
+                          method, x->http == 404 ? " (is it a kubelease service?)" : "");
     }
     if (x->stream && !x->streaming)
-        return kl_seterr(err, KL_ERR_PROTOCOL,
-                         "kubelease service at %s: %s did not answer with a Connect stream",
-                         c->endpoint, method);
+        return kl__seterr(err, KL_ERR_PROTOCOL,
+                          "kubelease service at %s: %s did not answer with a Connect stream",
+                          c->endpoint, method);
     if (x->stream && x->end_code[0])
-        return kl_seterr(err, kl_status_from_connect(x->end_code),
-                         "kubelease service at %s: %s ended: %s: %s", c->endpoint, method,
-                         x->end_code, x->end_message);
+        return kl__seterr(err, kl__status_from_connect(x->end_code),
+                          "kubelease service at %s: %s ended: %s: %s", c->endpoint, method,
+                          x->end_code, x->end_message);
     if (x->stream && !x->end_seen)
-        return kl_seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s stream broke off",
-                         c->endpoint, method);
+        return kl__seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s stream broke off",
+                          c->endpoint, method);
     return KL_OK;
 }
 
-int kl_unary_sync(struct kl_client *c, const char *method, uint8_t *body, size_t body_len,
-                  struct kl_buf *out, kl_error *err)
+int kl__unary_sync(struct kl_client *c, const char *method, uint8_t *body, size_t body_len,
+                   struct kl__buf *out, kl_error *err)
 {
-    struct xfer *x =
-        xfer_new(c, XFER_UNARY_SYNC, method, body, body_len, 0, c->opts.request_timeout_ms);
+    struct kl__xfer *x =
+        kl__xfer_new(c, KL__XFER_UNARY_SYNC, method, body, body_len, 0, c->opts.request_timeout_ms);
     if (!x)
-        return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
+        return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
     CURLcode rc = curl_easy_perform(x->h);
-    int st = xfer_result(c, x, rc, method, err);
+    int st = kl__xfer_result(c, x, rc, method, err);
     if (st == KL_OK) {
         *out = x->resp;
         memset(&x->resp, 0, sizeof(x->resp));
     }
-    xfer_free(x);
+    kl__xfer_free(x);
     return st;
 }

@@ -8,8 +8,8 @@
 #include "internal.h"
 #include "kubelease/v1/kubelease.pb-c.h"
 
-struct watch {
-    struct watch *next;
+struct kl__watch {
+    struct kl__watch *next;
     char *key;
     char *ns;
     char *name;
@@ -24,14 +24,14 @@ struct watch {
     char *last_holder;
     int64_t last_epoch;
     /* Driven by the I/O thread. */
-    struct xfer *stream;
+    struct kl__xfer *stream;
     int64_t reconnect_at;
     int64_t backoff_ms;
 };
 
-static void watch_free(struct watch *w)
+static void watch_free(struct kl__watch *w)
 {
-    xfer_free(w->stream);
+    kl__xfer_free(w->stream);
     free(w->key);
     free(w->ns);
     free(w->name);
@@ -39,39 +39,39 @@ static void watch_free(struct watch *w)
     free(w);
 }
 
-static void start_stream(struct kl_client *c, struct watch *w)
+static void start_stream(struct kl_client *c, struct kl__watch *w)
 {
     Kubelease__V1__WatchHolderRequest req = KUBELEASE__V1__WATCH_HOLDER_REQUEST__INIT;
     size_t len = 0;
     uint8_t *body;
-    struct xfer *x;
+    struct kl__xfer *x;
 
     req.namespace_ = w->ns;
     req.name = w->name;
-    body = kl_pack(&req.base, &len);
-    x = body ? xfer_new(c, XFER_WATCH, "WatchHolder", body, len, 1, 0) : NULL;
+    body = kl__pack(&req.base, &len);
+    x = body ? kl__xfer_new(c, KL__XFER_WATCH, "WatchHolder", body, len, 1, 0) : NULL;
     if (!x || curl_multi_add_handle(c->multi, x->h) != CURLM_OK) {
-        xfer_free(x);
-        w->backoff_ms = kl_next_backoff(w->backoff_ms, c->opts.max_backoff_ms);
-        w->reconnect_at = kl_now_ms() + w->backoff_ms;
+        kl__xfer_free(x);
+        w->backoff_ms = kl__next_backoff(w->backoff_ms, c->opts.max_backoff_ms);
+        w->reconnect_at = kl__now_ms() + w->backoff_ms;
         return;
     }
     x->owner = w;
     w->stream = x;
 }
 
-int64_t watches_process(struct kl_client *c, int64_t now)
+int64_t kl__watches_process(struct kl_client *c, int64_t now)
 {
     int64_t next = INT64_MAX;
-    struct watch **p = &c->watches;
+    struct kl__watch **p = &c->watches;
     while (*p) {
-        struct watch *w = *p;
+        struct kl__watch *w = *p;
         if (w->cancelled) {
             /* Only the I/O thread runs callbacks, and it is here: none runs.
              * Free once no kl_cancel_watch still looks at the record. */
             if (w->stream) {
                 curl_multi_remove_handle(c->multi, w->stream->h);
-                xfer_free(w->stream);
+                kl__xfer_free(w->stream);
                 w->stream = NULL;
             }
             if (w->waiters == 0) {
@@ -90,34 +90,34 @@ int64_t watches_process(struct kl_client *c, int64_t now)
     return next;
 }
 
-void watch_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc)
+void kl__watch_xfer_done(struct kl_client *c, struct kl__xfer *x, CURLcode rc)
 {
-    struct watch *w = x->owner;
+    struct kl__watch *w = x->owner;
     (void)rc;
     if (w->stream == x)
         w->stream = NULL;
     /* Whatever the reason, a watch reconnects until it is cancelled. */
-    w->backoff_ms = kl_next_backoff(w->backoff_ms, c->opts.max_backoff_ms);
-    w->reconnect_at = kl_now_ms() + w->backoff_ms;
-    xfer_free(x);
+    w->backoff_ms = kl__next_backoff(w->backoff_ms, c->opts.max_backoff_ms);
+    w->reconnect_at = kl__now_ms() + w->backoff_ms;
+    kl__xfer_free(x);
 }
 
-int watches_idle(struct kl_client *c)
+int kl__watches_idle(struct kl_client *c)
 {
     return c->watches == NULL;
 }
 
-void watches_cancel_all(struct kl_client *c)
+void kl__watches_cancel_all(struct kl_client *c)
 {
-    for (struct watch *w = c->watches; w; w = w->next)
+    for (struct kl__watch *w = c->watches; w; w = w->next)
         w->cancelled = 1;
 }
 
-void watches_free_all(struct kl_client *c)
+void kl__watches_free_all(struct kl_client *c)
 {
-    struct watch *w = c->watches;
+    struct kl__watch *w = c->watches;
     while (w) {
-        struct watch *next = w->next;
+        struct kl__watch *next = w->next;
         watch_free(w);
         w = next;
     }
@@ -125,7 +125,7 @@ void watches_free_all(struct kl_client *c)
 }
 
 /* Records the new state; returns 1 if it differs from the last delivered. */
-static int watch_update(struct watch *w, int exists, const char *holder, int64_t epoch)
+static int watch_update(struct kl__watch *w, int exists, const char *holder, int64_t epoch)
 {
     const char *last = w->last_holder ? w->last_holder : "";
     if (w->delivered && w->last_exists == exists && w->last_epoch == epoch &&
@@ -142,7 +142,7 @@ static int watch_update(struct watch *w, int exists, const char *holder, int64_t
     return 1;
 }
 
-int watch_on_message(struct xfer *x, const uint8_t *msg, size_t len)
+int kl__watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 {
     struct kl_client *c = x->client;
     Kubelease__V1__HolderEvent *ev = kubelease__v1__holder_event__unpack(NULL, len, msg);
@@ -154,7 +154,7 @@ int watch_on_message(struct xfer *x, const uint8_t *msg, size_t len)
         holder = "";
 
     pthread_mutex_lock(&c->mu);
-    struct watch *w = x->owner;
+    struct kl__watch *w = x->owner;
     w->backoff_ms = 0;
     int call = !w->cancelled && w->stream == x && watch_update(w, ev->exists, holder, epoch);
     if (call)
@@ -173,10 +173,10 @@ int watch_on_message(struct xfer *x, const uint8_t *msg, size_t len)
     return 0;
 }
 
-static struct watch *watch_find(struct kl_client *c, const char *ns, const char *lease)
+static struct kl__watch *watch_find(struct kl_client *c, const char *ns, const char *lease)
 {
     size_t nl = strlen(ns);
-    for (struct watch *w = c->watches; w; w = w->next)
+    for (struct kl__watch *w = c->watches; w; w = w->next)
         if (!w->cancelled && strncmp(w->key, ns, nl) == 0 && w->key[nl] == '/' &&
             strcmp(w->key + nl + 1, lease) == 0)
             return w;
@@ -185,12 +185,12 @@ static struct watch *watch_find(struct kl_client *c, const char *ns, const char 
 
 static int check_common(kl_client *c, const char *ns, const char *lease, kl_error *err)
 {
-    kl_clearerr(err);
+    kl__clearerr(err);
     if (!c)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
-    if (kl_check_namespace(ns, err) != KL_OK)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
+    if (kl__check_namespace(ns, err) != KL_OK)
         return KL_ERR_INVALID_ARGUMENT;
-    return kl_check_lease_name(lease, err);
+    return kl__check_lease_name(lease, err);
 }
 
 int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb, void *ctx,
@@ -200,26 +200,26 @@ int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_c
     if (rc != KL_OK)
         return rc;
     if (!cb)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "cb (the callback) is NULL");
-    struct watch *w = calloc(1, sizeof(*w));
-    if (!w || !(w->key = kl_key(ns, lease)) || !(w->ns = strdup(ns)) ||
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "cb (the callback) is NULL");
+    struct kl__watch *w = calloc(1, sizeof(*w));
+    if (!w || !(w->key = kl__key(ns, lease)) || !(w->ns = strdup(ns)) ||
         !(w->name = strdup(lease))) {
         if (w)
             watch_free(w);
-        return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the watch");
+        return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the watch");
     }
     w->cb = cb;
     w->ctx = ctx;
     pthread_mutex_lock(&c->mu);
     if (c->stopping) {
-        rc = kl_seterr(err, KL_ERR_CANCELLED, "the client is being freed");
+        rc = kl__seterr(err, KL_ERR_CANCELLED, "the client is being freed");
     } else if (watch_find(c, ns, lease)) {
-        rc = kl_seterr(err, KL_ERR_ALREADY_WATCHING, "watch for %s/%s already running", ns, lease);
+        rc = kl__seterr(err, KL_ERR_ALREADY_WATCHING, "watch for %s/%s already running", ns, lease);
     } else {
         w->next = c->watches;
         c->watches = w;
         w = NULL;
-        client_wake(c);
+        kl__client_wake(c);
     }
     pthread_mutex_unlock(&c->mu);
     if (w)
@@ -233,18 +233,18 @@ int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *e
     if (rc != KL_OK)
         return rc;
     pthread_mutex_lock(&c->mu);
-    struct watch *w = watch_find(c, ns, lease);
+    struct kl__watch *w = watch_find(c, ns, lease);
     if (w) {
         w->cancelled = 1;
         /* On the I/O thread no callback of this watch can be running except
          * the caller itself; elsewhere, wait for a running one to return. */
-        if (!client_on_io_thread(c)) {
+        if (!kl__client_on_io_thread(c)) {
             w->waiters++;
             while (w->in_callback)
-                client_wait_until(c, -1);
+                kl__client_wait_until(c, -1);
             w->waiters--;
         }
-        client_wake(c);
+        kl__client_wake(c);
     }
     pthread_mutex_unlock(&c->mu);
     return KL_OK;
@@ -254,7 +254,7 @@ int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder
                   int64_t *lease_transitions, kl_error *err)
 {
     Kubelease__V1__GetHolderRequest req = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
-    struct kl_buf out = {0};
+    struct kl__buf out = {0};
     size_t len = 0;
     uint8_t *body;
 
@@ -266,29 +266,29 @@ int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder
     if (rc != KL_OK)
         return rc;
     if (!holder)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "holder (the output pointer) is NULL");
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "holder (the output pointer) is NULL");
     req.namespace_ = (char *)ns;
     req.name = (char *)lease;
-    body = kl_pack(&req.base, &len);
+    body = kl__pack(&req.base, &len);
     if (!body)
-        return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing GetHolder");
-    rc = kl_unary_sync(c, "GetHolder", body, len, &out, err);
+        return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing GetHolder");
+    rc = kl__unary_sync(c, "GetHolder", body, len, &out, err);
     if (rc == KL_NOT_FOUND)
         return rc; /* err says which Lease */
     if (rc != KL_OK)
         return rc;
     Kubelease__V1__GetHolderResponse *r =
         kubelease__v1__get_holder_response__unpack(NULL, out.len, (uint8_t *)out.data);
-    kl_buf_free(&out);
+    kl__buf_free(&out);
     if (!r)
-        return kl_seterr(err, KL_ERR_PROTOCOL,
-                         "kubelease service at %s sent an unreadable GetHolder answer",
-                         c->endpoint);
+        return kl__seterr(err, KL_ERR_PROTOCOL,
+                          "kubelease service at %s sent an unreadable GetHolder answer",
+                          c->endpoint);
     if (r->holder && r->holder[0]) {
         *holder = strdup(r->holder);
         if (!*holder) {
             kubelease__v1__get_holder_response__free_unpacked(r, NULL);
-            return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory copying the holder");
+            return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory copying the holder");
         }
     }
     if (lease_transitions)
