@@ -15,15 +15,6 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-char *kl__key(const char *ns, const char *lease)
-{
-    size_t n = strlen(ns) + strlen(lease) + 2;
-    char *k = malloc(n);
-    if (k)
-        snprintf(k, n, "%s/%s", ns, lease);
-    return k;
-}
-
 void kl_client_options_init(kl_client_options *opts)
 {
     if (opts)

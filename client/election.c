@@ -67,12 +67,6 @@ int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms)
     return deadline_ms > now_ms ? deadline_ms - now_ms : 0;
 }
 
-int64_t kl__next_backoff(int64_t prev_ms, int64_t max_ms)
-{
-    int64_t n = prev_ms <= 0 ? 50 : prev_ms * 2;
-    return n > max_ms ? max_ms : n;
-}
-
 static const char *lost_reason_name(int reason)
 {
     switch (reason) {
@@ -258,11 +252,6 @@ static void start_resign(struct kl_client *c, struct kl__election *el, int64_t n
     el->resign_until = now + c->opts.resign_timeout_ms;
 }
 
-static int64_t min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-
 /* A finished election: resign if the service may hold the campaign (the
  * stream stays open meanwhile, so the service sees a resignation, not a
  * broken stream), then close everything. */
@@ -291,14 +280,14 @@ int64_t kl__elections_process(struct kl_client *c, int64_t now)
     for (struct kl__election *el = c->elections; el; el = el->next) {
         el_check_deadline(c, el, now);
         if (el->finished) {
-            next = min64(next, el_wind_down(c, el, now));
+            next = kl__min64(next, el_wind_down(c, el, now));
             continue;
         }
         if (!el->stream) {
             if (now >= el->reconnect_at)
                 start_stream(c, el);
             else
-                next = min64(next, el->reconnect_at);
+                next = kl__min64(next, el->reconnect_at);
             if (el->finished)
                 continue;
         }
@@ -311,21 +300,21 @@ int64_t kl__elections_process(struct kl_client *c, int64_t now)
                 snprintf(el->problem, sizeof(el->problem),
                          "the campaign stream was silent for %lld ms", (long long)idle_limit);
                 el_schedule_reconnect(c, el, now);
-                next = min64(next, el->reconnect_at);
+                next = kl__min64(next, el->reconnect_at);
             } else {
-                next = min64(next, el->stream->last_rx_ms + idle_limit + 1);
+                next = kl__min64(next, el->stream->last_rx_ms + idle_limit + 1);
             }
         }
         if (el->stream && el->epoch && el->attached && !el->confirm && el->next_confirm) {
             if (now >= el->next_confirm)
                 start_confirm(c, el, now);
             else
-                next = min64(next, el->next_confirm);
+                next = kl__min64(next, el->next_confirm);
             if (!el->confirm && el->next_confirm)
-                next = min64(next, el->next_confirm);
+                next = kl__min64(next, el->next_confirm);
         }
         if (el->leader)
-            next = min64(next, el->deadline_ms);
+            next = kl__min64(next, el->deadline_ms);
     }
     return next;
 }
@@ -536,10 +525,8 @@ int kl__election_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 
 static struct kl__election *el_find(struct kl_client *c, const char *ns, const char *lease)
 {
-    size_t nl = strlen(ns);
     for (struct kl__election *el = c->elections; el; el = el->next)
-        if (strncmp(el->key, ns, nl) == 0 && el->key[nl] == '/' &&
-            strcmp(el->key + nl + 1, lease) == 0)
+        if (kl__key_is(el->key, ns, lease))
             return el;
     return NULL;
 }
@@ -598,7 +585,7 @@ int kl_run_election(kl_client *c, const char *ns, const char *lease, const char 
         return KL_ERR_INVALID_ARGUMENT;
 
     el = calloc(1, sizeof(*el));
-    if (!el || !(el->key = kl__key(ns, lease)) || !(el->ns = strdup(ns)) ||
+    if (!el || !(el->key = kl__key_new(ns, lease)) || !(el->ns = strdup(ns)) ||
         !(el->name = strdup(lease)) || !(el->identity = strdup(identity))) {
         if (el)
             el_free(el);

@@ -14,6 +14,7 @@
 
 #include "envelope.h"
 #include "kubelease.h"
+#include "util.h"
 
 #define KL__DEFAULT_ENDPOINT "http://127.0.0.1:8080"
 #define KL__MAX_MESSAGE      (64 * 1024) /* longest envelope or body accepted */
@@ -48,22 +49,8 @@ int64_t kl__deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms);
 int64_t kl__next_confirm_at(int64_t sent_ms, int64_t valid_for_ms);
 /* Remaining validity at now_ms (0 when passed). */
 int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms);
-/* The next backoff after prev_ms (0 = first attempt), capped at max_ms. */
-int64_t kl__next_backoff(int64_t prev_ms, int64_t max_ms);
-
-/* --- time ----------------------------------------------------------------- */
-
-int64_t kl__now_ms(void); /* CLOCK_MONOTONIC in milliseconds */
 
 /* --- transport.c: HTTP transfers ------------------------------------------ */
-
-struct kl__buf {
-    char *data;
-    size_t len;
-    size_t cap;
-};
-int kl__buf_append(struct kl__buf *b, const void *p, size_t n, size_t limit);
-void kl__buf_free(struct kl__buf *b);
 
 enum kl__xfer_kind {
     KL__XFER_CAMPAIGN,
@@ -166,8 +153,5 @@ int kl__watches_idle(struct kl_client *c);
 void kl__watches_cancel_all(struct kl_client *c);
 void kl__watches_free_all(struct kl_client *c);
 int kl__watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len);
-
-/* Key helpers: "ns/lease". Returns NULL on out of memory. */
-char *kl__key(const char *ns, const char *lease);
 
 #endif

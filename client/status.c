@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -105,11 +104,4 @@ int kl__status_from_http(long http)
     default:
         return http >= 500 ? KL_ERR_INTERNAL : KL_ERR_PROTOCOL;
     }
-}
-
-int64_t kl__now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -7,33 +7,6 @@
 
 #include "internal.h"
 
-int kl__buf_append(struct kl__buf *b, const void *p, size_t n, size_t limit)
-{
-    if (b->len + n > limit)
-        return KL_ERR_PROTOCOL;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return KL_ERR_NO_MEMORY;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return KL_OK;
-}
-
-void kl__buf_free(struct kl__buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
 uint8_t *kl__pack(const ProtobufCMessage *m, size_t *len)
 {
     size_t n = protobuf_c_message_get_packed_size(m);

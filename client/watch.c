@@ -175,10 +175,8 @@ int kl__watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 
 static struct kl__watch *watch_find(struct kl_client *c, const char *ns, const char *lease)
 {
-    size_t nl = strlen(ns);
     for (struct kl__watch *w = c->watches; w; w = w->next)
-        if (!w->cancelled && strncmp(w->key, ns, nl) == 0 && w->key[nl] == '/' &&
-            strcmp(w->key + nl + 1, lease) == 0)
+        if (!w->cancelled && kl__key_is(w->key, ns, lease))
             return w;
     return NULL;
 }
@@ -202,7 +200,7 @@ int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_c
     if (!cb)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "cb (the callback) is NULL");
     struct kl__watch *w = calloc(1, sizeof(*w));
-    if (!w || !(w->key = kl__key(ns, lease)) || !(w->ns = strdup(ns)) ||
+    if (!w || !(w->key = kl__key_new(ns, lease)) || !(w->ns = strdup(ns)) ||
         !(w->name = strdup(lease))) {
         if (w)
             watch_free(w);
