@@ -15,6 +15,19 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+#define KL_STR_(x) #x
+#define KL_STR(x)  KL_STR_(x)
+
+const char *kl_version(void)
+{
+    return KL_STR(KL_VERSION_MAJOR) "." KL_STR(KL_VERSION_MINOR) "." KL_STR(KL_VERSION_PATCH);
+}
+
+void kl_free(void *p)
+{
+    free(p);
+}
+
 void kl_client_options_init(kl_client_options *opts)
 {
     if (opts)

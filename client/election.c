@@ -563,21 +563,11 @@ static void el_release(struct kl_client *c, struct kl__election *el)
     el_free(el);
 }
 
-static int check_common(kl_client *c, const char *ns, const char *lease, kl_error *err)
-{
-    kl__clearerr(err);
-    if (!c)
-        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
-    if (kl__check_namespace(ns, err) != KL_OK)
-        return KL_ERR_INVALID_ARGUMENT;
-    return kl__check_lease_name(lease, err);
-}
-
 int kl_run_election(kl_client *c, const char *ns, const char *lease, const char *identity,
                     int lease_duration_s, int renew_deadline_s, int retry_period_s, kl_error *err)
 {
     struct kl__election *el = NULL, *old;
-    int rc = check_common(c, ns, lease, err);
+    int rc = kl__check_call(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
     if (kl__check_identity(identity, err) != KL_OK ||
@@ -635,7 +625,7 @@ out:
 
 int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error *err)
 {
-    int rc = check_common(c, ns, lease, err);
+    int rc = kl__check_call(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
     pthread_mutex_lock(&c->mu);
@@ -663,7 +653,7 @@ static int finished_result(struct kl__election *el, int for_elected, kl_error *e
 static struct kl__election *el_wait_begin(kl_client *c, const char *ns, const char *lease,
                                           const char *fn, int *rc, kl_error *err)
 {
-    *rc = check_common(c, ns, lease, err);
+    *rc = kl__check_call(c, ns, lease, err);
     if (*rc != KL_OK)
         return NULL;
     if (kl__client_on_io_thread(c)) {
@@ -767,7 +757,7 @@ int kl_wait_lost_timeout(kl_client *c, const char *ns, const char *lease, int ti
 int kl_is_leader(kl_client *c, const char *ns, const char *lease, int64_t *valid_for_ms,
                  kl_error *err)
 {
-    int rc = check_common(c, ns, lease, err);
+    int rc = kl__check_call(c, ns, lease, err);
     if (valid_for_ms)
         *valid_for_ms = 0;
     if (rc != KL_OK)

@@ -14,31 +14,12 @@
 
 #include "envelope.h"
 #include "kubelease.h"
+#include "status.h"
 #include "util.h"
+#include "validate.h"
 
 #define KL__DEFAULT_ENDPOINT "http://127.0.0.1:8080"
 #define KL__MAX_MESSAGE      (64 * 1024) /* longest envelope or body accepted */
-
-/* --- status.c: error reporting and code mapping ------------------------- */
-
-/* Fills *err (may be NULL) with code and a printf-style message; returns code. */
-int kl__seterr(kl_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void kl__clearerr(kl_error *err);
-/* Maps a Connect error code ("not_found", ...) to a status. */
-int kl__status_from_connect(const char *code);
-/* Maps an HTTP status without a Connect body to a status. */
-int kl__status_from_http(long http);
-
-/* --- validate.c: argument checks (pure) ----------------------------------- */
-
-/* Each returns KL_OK or fills err with KL_ERR_INVALID_ARGUMENT and a message
- * naming the argument. */
-int kl__check_namespace(const char *ns, kl_error *err);
-int kl__check_lease_name(const char *lease, kl_error *err);
-int kl__check_identity(const char *identity, kl_error *err);
-int kl__check_durations(int lease_duration_s, int renew_deadline_s, int retry_period_s,
-                        kl_error *err);
-int kl__check_endpoint(const char *endpoint, kl_error *err);
 
 /* --- deadline arithmetic (election.c, pure) ------------------------------- */
 

@@ -1,8 +1,9 @@
-/* Local argument checks, mirroring the service's rules so that mistakes are
- * reported without a round trip and with the argument's name. */
+/* Local argument checks, mirroring the service's rules (see validate.h). */
 #include <string.h>
 
-#include "internal.h"
+#include "validate.h"
+
+#include "status.h"
 
 static int is_lower_alnum(char ch)
 {
@@ -108,4 +109,14 @@ int kl__check_endpoint(const char *endpoint, kl_error *err)
                               "endpoint \"%.128s\" contains a space or control character",
                               endpoint);
     return KL_OK;
+}
+
+int kl__check_call(const kl_client *c, const char *ns, const char *lease, kl_error *err)
+{
+    kl__clearerr(err);
+    if (!c)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
+    if (kl__check_namespace(ns, err) != KL_OK)
+        return KL_ERR_INVALID_ARGUMENT;
+    return kl__check_lease_name(lease, err);
 }

@@ -181,20 +181,10 @@ static struct kl__watch *watch_find(struct kl_client *c, const char *ns, const c
     return NULL;
 }
 
-static int check_common(kl_client *c, const char *ns, const char *lease, kl_error *err)
-{
-    kl__clearerr(err);
-    if (!c)
-        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
-    if (kl__check_namespace(ns, err) != KL_OK)
-        return KL_ERR_INVALID_ARGUMENT;
-    return kl__check_lease_name(lease, err);
-}
-
 int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb, void *ctx,
                     kl_error *err)
 {
-    int rc = check_common(c, ns, lease, err);
+    int rc = kl__check_call(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
     if (!cb)
@@ -227,7 +217,7 @@ int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_c
 
 int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err)
 {
-    int rc = check_common(c, ns, lease, err);
+    int rc = kl__check_call(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
     pthread_mutex_lock(&c->mu);
@@ -260,7 +250,7 @@ int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder
         *holder = NULL;
     if (lease_transitions)
         *lease_transitions = 0;
-    int rc = check_common(c, ns, lease, err);
+    int rc = kl__check_call(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
     if (!holder)
