@@ -8,7 +8,9 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "election.h"
+#include "status.h"
+#include "util.h"
 
 static void test_status_every_code_has_its_own_string(void **state)
 {
