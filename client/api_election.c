@@ -55,7 +55,7 @@ int kl_run_election(kl_client *c, const char *ns, const char *lease, const char 
         goto out;
     }
     old = el_find(c, ns, lease);
-    if (old && !old->finished) {
+    if (old && !kl__election_over(old)) {
         rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING, "election for %s already running (as %s)",
                         old->key, old->identity);
         goto out;
@@ -64,7 +64,7 @@ int kl_run_election(kl_client *c, const char *ns, const char *lease, const char 
         /* Let the previous election finish resigning first, or its Resign
          * could end the new campaign of the same identity. */
         int64_t until = kl__now_ms() + c->loop.opts.resign_timeout_ms + 1000;
-        while (!old->io_done) {
+        while (old->state != KL__EL_CLOSED) {
             if (kl__loop_on_thread(&c->loop) || kl__now_ms() >= until) {
                 rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING,
                                 "the previous election for %s is still resigning; try again",
@@ -94,18 +94,19 @@ int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error
         return rc;
     pthread_mutex_lock(&c->loop.mu);
     struct kl__election *el = el_find(c, ns, lease);
-    if (el && !el->finished) {
+    if (el)
         kl__election_cancel(el, "election for %s cancelled", el->key);
-    }
     pthread_mutex_unlock(&c->loop.mu);
     return KL_OK;
 }
 
-/* Fills err from a finished election; returns the code to report. */
-static int finished_result(struct kl__election *el, int for_elected, kl_error *err)
+/* Fills err from an election that is over; returns the code to report. A
+ * cancelled election is an error for kl_wait_elected, a normal end for
+ * kl_wait_lost. */
+static int over_result(struct kl__election *el, int for_elected, kl_error *err)
 {
-    if (el->cancelled)
-        return for_elected ? kl__seterr(err, KL_ERR_CANCELLED, "%s", el->message) : KL_OK;
+    if (el->result == KL_ERR_CANCELLED && !for_elected)
+        return KL_OK;
     return kl__seterr(err, el->result, "%s", el->message);
 }
 
@@ -147,14 +148,14 @@ int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout
     for (;;) {
         int64_t now = kl__now_ms();
         kl__election_check_deadline(el, now);
-        if (el->leader) {
+        if (kl__election_leader(el)) {
             if (lease_transitions)
                 *lease_transitions = el->epoch;
             rc = KL_OK;
             break;
         }
-        if (el->finished) {
-            rc = finished_result(el, 1, err);
+        if (kl__election_over(el)) {
+            rc = over_result(el, 1, err);
             break;
         }
         if (until >= 0 && now >= until) {
@@ -182,8 +183,8 @@ static int wait_lost(kl_client *c, const char *ns, const char *lease, int timeou
     for (;;) {
         int64_t now = kl__now_ms();
         kl__election_check_deadline(el, now);
-        if (el->finished) {
-            rc = finished_result(el, 0, err);
+        if (kl__election_over(el)) {
+            rc = over_result(el, 0, err);
             break;
         }
         if (until >= 0 && now >= until) {
@@ -193,7 +194,7 @@ static int wait_lost(kl_client *c, const char *ns, const char *lease, int timeou
         }
         /* Wake at the leadership deadline at the latest. */
         int64_t wake = until;
-        if (el->leader && (wake < 0 || el->deadline_ms < wake))
+        if (kl__election_leader(el) && (wake < 0 || el->deadline_ms < wake))
             wake = el->deadline_ms;
         kl__loop_wait_until(&c->loop, wake);
     }
@@ -230,7 +231,7 @@ int kl_is_leader(kl_client *c, const char *ns, const char *lease, int64_t *valid
     rc = 0;
     if (el) {
         kl__election_check_deadline(el, now);
-        if (el->leader && !el->finished) {
+        if (kl__election_leader(el)) {
             rc = 1;
             if (valid_for_ms)
                 *valid_for_ms = kl__remaining_ms(el->deadline_ms, now);

@@ -64,7 +64,55 @@ static const struct kl__xfer_type campaign_type = {"Campaign", 1, campaign_on_me
 static const struct kl__xfer_type confirm_type = {"Confirm", 0, NULL, confirm_done};
 static const struct kl__xfer_type resign_type = {"Resign", 0, NULL, resign_done};
 
-/* --- state changes ------------------------------------------------------- */
+/* --- state ---------------------------------------------------------------- */
+
+#ifndef KL_TRACE_ELECTIONS
+#define KL_TRACE_ELECTIONS 0
+#endif
+
+static const char *const state_names[] = {
+    [KL__EL_NEW] = "new",
+    [KL__EL_BACKOFF] = "backoff",
+    [KL__EL_CAMPAIGNING] = "campaigning",
+    [KL__EL_ELECTED] = "elected",
+    [KL__EL_LEADING] = "leading",
+    [KL__EL_LEADER_BACKOFF] = "leader-backoff",
+    [KL__EL_RESUMING] = "resuming",
+    [KL__EL_RESIGNING] = "resigning",
+    [KL__EL_CLOSING] = "closing",
+    [KL__EL_CLOSED] = "closed",
+};
+
+/* The one place where an election changes state (curl's mstate()). */
+static void el_set_state(struct kl__election *el, enum kl__election_state to)
+{
+    if (KL_TRACE_ELECTIONS && el->state != to)
+        fprintf(stderr, "kubelease: election %s (epoch %lld): %s -> %s\n", el->key,
+                (long long)el->epoch, state_names[el->state], state_names[to]);
+    el->state = to;
+}
+
+/* The stream states of a leader, for the same stream state of a candidate:
+ * what a confirmation turns the election into. */
+static enum kl__election_state leader_state(enum kl__election_state s)
+{
+    switch (s) {
+    case KL__EL_ELECTED:
+        return KL__EL_LEADING;
+    case KL__EL_CAMPAIGNING:
+        return KL__EL_RESUMING;
+    case KL__EL_BACKOFF:
+        return KL__EL_LEADER_BACKOFF;
+    default:
+        return s;
+    }
+}
+
+/* 1 while the current stream reported Elected for the current term. */
+static int el_attached(const struct kl__election *el)
+{
+    return el->state == KL__EL_ELECTED || el->state == KL__EL_LEADING;
+}
 
 static void el_free(struct kl__election *el)
 {
@@ -79,15 +127,15 @@ static void el_free(struct kl__election *el)
 }
 
 /* Ends the election (once) with result and a message: not leader any more,
- * waiters wake up, the I/O thread resigns and closes. */
-static void el_vfinish(struct kl__election *el, int result, const char *fmt, va_list ap)
+ * waiters wake up, and the I/O thread resigns, unless the service never
+ * heard of the campaign or ended it itself (resign 0), then closes. */
+static void el_vfinish(struct kl__election *el, int resign, int result, const char *fmt, va_list ap)
 {
-    if (el->finished)
+    if (kl__election_over(el))
         return;
-    el->leader = 0;
-    el->finished = 1;
     el->result = result;
     vsnprintf(el->message, sizeof(el->message), fmt, ap);
+    el_set_state(el, resign && el->state != KL__EL_NEW ? KL__EL_RESIGNING : KL__EL_CLOSING);
     kl__loop_changed(el->loop);
     kl__loop_wake(el->loop);
 }
@@ -98,24 +146,35 @@ static void el_finish(struct kl__election *el, int result, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    el_vfinish(el, result, fmt, ap);
+    el_vfinish(el, 1, result, fmt, ap);
+    va_end(ap);
+}
+
+/* As el_finish, when the service ended the campaign: nothing to resign. */
+static void el_finish_by_service(struct kl__election *el, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void el_finish_by_service(struct kl__election *el, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    el_vfinish(el, 0, KL_ERR_LOST, fmt, ap);
     va_end(ap);
 }
 
 void kl__election_cancel(struct kl__election *el, const char *fmt, ...)
 {
     va_list ap;
-    if (el->finished)
-        return;
-    el->cancelled = 1;
     va_start(ap, fmt);
-    el_vfinish(el, KL_OK, fmt, ap);
+    el_vfinish(el, 1, KL_ERR_CANCELLED, fmt, ap);
     va_end(ap);
 }
 
+/* Safety rule 2 (docs/design.md): the loss is reported at the deadline
+ * whatever the service does, also by user threads when the I/O thread is
+ * late. */
 void kl__election_check_deadline(struct kl__election *el, int64_t now)
 {
-    if (!el->finished && el->leader && now >= el->deadline_ms)
+    if (kl__election_leader(el) && now >= el->deadline_ms)
         el_finish(el, KL_ERR_LOST,
                   "leadership of %s (epoch %lld) lost: the kubelease service at %s did not "
                   "confirm it within its validity (%lld ms)%s%s",
@@ -141,17 +200,21 @@ static void drop_xfer(struct kl__xfer **xp)
  * forgotten (a new campaign starts). */
 static void el_schedule_reconnect(struct kl__election *el, int64_t now)
 {
-    el->attached = 0;
+    int leader = kl__election_leader(el);
     el->next_confirm = 0;
-    if (!el->leader)
+    if (!leader)
         el->epoch = 0;
     el->backoff_ms = kl__next_backoff(el->backoff_ms, el->loop->opts.max_backoff_ms);
     el->reconnect_at = now + el->backoff_ms;
+    el_set_state(el, leader ? KL__EL_LEADER_BACKOFF : KL__EL_BACKOFF);
 }
 
+/* Opens the Campaign stream: a leader asks to resume its term (rule 5,
+ * docs/design.md), a candidate stands anew. */
 static void start_stream(struct kl__election *el)
 {
     Kubelease__V1__CampaignRequest req = KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;
+    int leader = kl__election_leader(el);
     struct kl__xfer *x;
 
     req.namespace_ = el->ns;
@@ -160,10 +223,9 @@ static void start_stream(struct kl__election *el)
     req.lease_duration_seconds = el->lease_s;
     req.renew_deadline_seconds = el->renew_s;
     req.retry_period_seconds = el->retry_s;
-    if (!el->leader)
+    if (!leader)
         el->epoch = 0;
-    req.resume_epoch = el->leader ? el->epoch : 0;
-    el->resuming = req.resume_epoch != 0;
+    req.resume_epoch = leader ? el->epoch : 0;
     x = kl__xfer_new(&el->loop->tr, &campaign_type, &req.base, 0, el);
     if (!x) {
         el_finish(el, KL_ERR_NO_MEMORY, "out of memory opening the campaign for %s", el->key);
@@ -175,8 +237,7 @@ static void start_stream(struct kl__election *el)
         return;
     }
     el->stream = x;
-    el->attached = 0;
-    el->campaign_sent = 1;
+    el_set_state(el, leader ? KL__EL_RESUMING : KL__EL_CAMPAIGNING);
 }
 
 static void start_confirm(struct kl__election *el, int64_t now)
@@ -213,7 +274,7 @@ static void start_resign(struct kl__election *el, int64_t now)
     x = kl__xfer_new(&el->loop->tr, &resign_type, &req.base, timeout, el);
     if (!x || kl__xfer_start(x) != KL_OK) {
         kl__xfer_drop(x);
-        el->resign_done = 1;
+        el_set_state(el, KL__EL_CLOSING);
         return;
     }
     el->resign = x;
@@ -225,19 +286,18 @@ static void start_resign(struct kl__election *el, int64_t now)
  * broken stream), then close everything. */
 static int64_t el_wind_down(struct kl__election *el, int64_t now)
 {
-    if (el->io_done)
+    if (el->state == KL__EL_CLOSED)
         return INT64_MAX;
     drop_xfer(&el->confirm);
-    if (el->campaign_sent && !el->server_closed && !el->resign_done && !el->resign)
+    if (el->state == KL__EL_RESIGNING && !el->resign)
         start_resign(el, now);
     if (el->resign) {
         if (now < el->resign_until)
             return el->resign_until;
         drop_xfer(&el->resign);
-        el->resign_done = 1;
     }
     drop_xfer(&el->stream);
-    el->io_done = 1;
+    el_set_state(el, KL__EL_CLOSED);
     kl__loop_changed(el->loop);
     return INT64_MAX;
 }
@@ -247,7 +307,7 @@ int64_t kl__elections_process(struct kl__election *list, int64_t now)
     int64_t next = INT64_MAX;
     for (struct kl__election *el = list; el; el = el->next) {
         kl__election_check_deadline(el, now);
-        if (el->finished) {
+        if (kl__election_over(el)) {
             next = kl__min64(next, el_wind_down(el, now));
             continue;
         }
@@ -256,7 +316,7 @@ int64_t kl__elections_process(struct kl__election *list, int64_t now)
                 start_stream(el);
             else
                 next = kl__min64(next, el->reconnect_at);
-            if (el->finished)
+            if (kl__election_over(el))
                 continue;
         }
         if (el->stream) {
@@ -273,7 +333,7 @@ int64_t kl__elections_process(struct kl__election *list, int64_t now)
                 next = kl__min64(next, el->stream->last_rx_ms + idle_limit + 1);
             }
         }
-        if (el->stream && el->epoch && el->attached && !el->confirm && el->next_confirm) {
+        if (el_attached(el) && !el->confirm && el->next_confirm) {
             if (now >= el->next_confirm)
                 start_confirm(el, now);
             else
@@ -281,7 +341,7 @@ int64_t kl__elections_process(struct kl__election *list, int64_t now)
             if (!el->confirm && el->next_confirm)
                 next = kl__min64(next, el->next_confirm);
         }
-        if (el->leader)
+        if (kl__election_leader(el))
             next = kl__min64(next, el->deadline_ms);
     }
     return next;
@@ -290,7 +350,7 @@ int64_t kl__elections_process(struct kl__election *list, int64_t now)
 int kl__elections_idle(const struct kl__election *list)
 {
     for (const struct kl__election *el = list; el; el = el->next)
-        if (!el->io_done)
+        if (el->state != KL__EL_CLOSED)
             return 0;
     return 1;
 }
@@ -332,17 +392,16 @@ static void on_confirm_answer(struct kl__election *el, struct kl__xfer *x, CURLc
         }
         el->deadline_ms = deadline;
         el->valid_for_ms = valid;
-        el->leader = 1;
-        el->ever_leader = 1;
         el->problem[0] = 0;
+        el_set_state(el, leader_state(el->state));
         el->next_confirm = kl__next_confirm_at(x->sent_ms, valid);
         kl__loop_changed(el->loop);
         return;
     }
     if (st == KL_ERR_LOST || st == KL_NOT_FOUND) {
         el_finish(el, KL_ERR_LOST, "%s (epoch %lld) lost: the service no longer confirms it: %s",
-                  el->ever_leader ? "leadership of" : "the new term of", (long long)el->epoch,
-                  e.message);
+                  kl__election_leader(el) ? "leadership of" : "the new term of",
+                  (long long)el->epoch, e.message);
         return;
     }
     /* Unreachable, timed out, overloaded: try again soon; if no confirmation
@@ -355,7 +414,7 @@ static void confirm_done(struct kl__xfer *x, CURLcode rc)
 {
     struct kl__election *el = x->data;
     el->confirm = NULL;
-    if (!el->finished)
+    if (!kl__election_over(el))
         on_confirm_answer(el, x, rc);
 }
 
@@ -364,7 +423,7 @@ static void resign_done(struct kl__xfer *x, CURLcode rc)
     struct kl__election *el = x->data;
     (void)rc;
     el->resign = NULL;
-    el->resign_done = 1;
+    el_set_state(el, KL__EL_CLOSING);
 }
 
 static void campaign_done(struct kl__xfer *x, CURLcode rc)
@@ -374,7 +433,7 @@ static void campaign_done(struct kl__xfer *x, CURLcode rc)
 
     if (el->stream == x)
         el->stream = NULL;
-    if (el->finished)
+    if (kl__election_over(el))
         return;
     int st = kl__xfer_result(x, rc, &e);
     if (st == KL_ERR_INVALID_ARGUMENT || st == KL_ERR_PERMISSION_DENIED || st == KL_ERR_PROTOCOL ||
@@ -388,68 +447,73 @@ static void campaign_done(struct kl__xfer *x, CURLcode rc)
     el_schedule_reconnect(el, kl__now_ms());
 }
 
-static void on_event(struct kl__election *el, Kubelease__V1__CampaignEvent *ev)
+/* Elected: the stream is attached to a term; confirm it at once. A leader
+ * whose resume met a new term lost the old one. */
+static void on_elected(struct kl__election *el, int64_t epoch)
+{
+    int leader = kl__election_leader(el);
+    if (epoch <= 0)
+        return;
+    if (leader && epoch != el->epoch) {
+        el_finish(el, KL_ERR_LOST,
+                  "leadership of %s (epoch %lld) lost: the service started a new term "
+                  "(epoch %lld)",
+                  el->key, (long long)el->epoch, (long long)epoch);
+        return;
+    }
+    el->epoch = epoch;
+    el->next_confirm = 1; /* confirm at once */
+    el_set_state(el, leader ? KL__EL_LEADING : KL__EL_ELECTED);
+    kl__loop_wake(el->loop);
+}
+
+/* Lost: the service ends the campaign stream. Retried where the term (or
+ * the candidacy) may survive, else the end of the election. */
+static void on_lost(struct kl__election *el, const Kubelease__V1__Lost *l)
+{
+    int leader = kl__election_leader(el);
+    const char *text = l->message ? l->message : "";
+    const char *sep = text[0] ? ": " : "";
+    int retry;
+
+    if (l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_SHUTDOWN)
+        retry = 1; /* the term is kept for a resume on another replica */
+    else if (!leader)
+        /* A candidate loses nothing: stand again, unless someone resigned
+         * this campaign on purpose. */
+        retry = l->reason != KUBELEASE__V1__LOST_REASON__LOST_REASON_RESIGNED;
+    else
+        /* A resume may meet the service before it noticed the broken
+         * stream ("already campaigning"): try again within the deadline. */
+        retry = el->state == KL__EL_RESUMING &&
+                l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_EXPIRED;
+    if (retry) {
+        char why[256];
+        snprintf(why, sizeof(why), "the service ended the campaign stream: %s%s%.160s",
+                 lost_reason_name(l->reason), sep, text);
+        set_problem(el, why);
+        return; /* the stream ends next; its completion reconnects */
+    }
+    if (leader)
+        el_finish_by_service(el, "leadership of %s (epoch %lld) lost: %s%s%s", el->key,
+                             (long long)el->epoch, lost_reason_name(l->reason), sep, text);
+    else
+        el_finish_by_service(el, "campaign for %s ended by the service: %s%s%s", el->key,
+                             lost_reason_name(l->reason), sep, text);
+}
+
+static void on_event(struct kl__election *el, const Kubelease__V1__CampaignEvent *ev)
 {
     /* The service answers: the next reconnection may be quick (but not after
      * Lost, or a service that keeps ending streams would be hammered). */
     if (ev->event_case != KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST)
         el->backoff_ms = 0;
-    switch (ev->event_case) {
-    case KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED: {
-        int64_t epoch = ev->elected->epoch;
-        if (epoch <= 0)
-            return;
-        if (el->ever_leader && epoch != el->epoch) {
-            el_finish(el, KL_ERR_LOST,
-                      "leadership of %s (epoch %lld) lost: the service started a new term "
-                      "(epoch %lld)",
-                      el->key, (long long)el->epoch, (long long)epoch);
-            return;
-        }
-        el->epoch = epoch;
-        el->attached = 1;
-        el->resuming = 0;
-        el->next_confirm = 1; /* confirm at once */
-        kl__loop_wake(el->loop);
-        return;
-    }
-    case KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST: {
-        Kubelease__V1__Lost *l = ev->lost;
-        int retry;
-        if (l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_SHUTDOWN)
-            retry = 1; /* the term is kept for a resume on another replica */
-        else if (!el->ever_leader)
-            /* A candidate loses nothing: stand again, unless someone resigned
-             * this campaign on purpose. */
-            retry = l->reason != KUBELEASE__V1__LOST_REASON__LOST_REASON_RESIGNED;
-        else
-            /* A resume may meet the service before it noticed the broken
-             * stream ("already campaigning"): try again within the deadline. */
-            retry = el->resuming && l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_EXPIRED;
-        if (retry) {
-            char why[256];
-            snprintf(why, sizeof(why), "the service ended the campaign stream: %s%s%.160s",
-                     lost_reason_name(l->reason), l->message && l->message[0] ? ": " : "",
-                     l->message ? l->message : "");
-            set_problem(el, why);
-            return; /* the stream ends next; its completion reconnects */
-        }
-        el->server_closed = 1;
-        if (el->ever_leader)
-            el_finish(el, KL_ERR_LOST, "leadership of %s (epoch %lld) lost: %s%s%s", el->key,
-                      (long long)el->epoch, lost_reason_name(l->reason),
-                      l->message && l->message[0] ? ": " : "", l->message ? l->message : "");
-        else
-            el_finish(el, KL_ERR_LOST, "campaign for %s ended by the service: %s%s%s", el->key,
-                      lost_reason_name(l->reason), l->message && l->message[0] ? ": " : "",
-                      l->message ? l->message : "");
-        return;
-    }
-    default:
-        /* Candidate, Heartbeat, keepalives and unknown kinds: nothing to do;
-         * the bytes already count as a sign of life. */
-        return;
-    }
+    if (ev->event_case == KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED)
+        on_elected(el, ev->elected->epoch);
+    else if (ev->event_case == KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST)
+        on_lost(el, ev->lost);
+    /* Candidate, Heartbeat, keepalives and unknown kinds: nothing to do; the
+     * bytes already count as a sign of life. */
 }
 
 /* A Campaign stream message (I/O thread, the mutex not held). */
@@ -460,7 +524,7 @@ static int campaign_on_message(struct kl__xfer *x, const uint8_t *msg, size_t le
     if (!ev)
         return KL_ERR_PROTOCOL;
     pthread_mutex_lock(&el->loop->mu);
-    if (el->stream == x && !el->finished)
+    if (el->stream == x && !kl__election_over(el))
         on_event(el, ev);
     pthread_mutex_unlock(&el->loop->mu);
     kubelease__v1__campaign_event__free_unpacked(ev, NULL);

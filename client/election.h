@@ -13,6 +13,24 @@
 
 #include "loop.h"
 
+/* The life of an election. It runs from NEW until one of the three "over"
+ * states; running, it is a candidate (BACKOFF, CAMPAIGNING, ELECTED) or a
+ * leader (LEADING, LEADER_BACKOFF, RESUMING). Changed only by el_set_state
+ * in election.c, which traces every transition when built with
+ * -DKL_TRACE_ELECTIONS=1. */
+enum kl__election_state {
+    KL__EL_NEW,            /* no Campaign stream opened yet */
+    KL__EL_BACKOFF,        /* candidate; the stream broke: reopened at reconnect_at */
+    KL__EL_CAMPAIGNING,    /* candidate; the stream is open */
+    KL__EL_ELECTED,        /* the stream reported Elected (epoch); not confirmed yet */
+    KL__EL_LEADING,        /* leader until deadline_ms; the stream is attached to the term */
+    KL__EL_LEADER_BACKOFF, /* leader; the stream broke: reopened at reconnect_at to resume */
+    KL__EL_RESUMING,       /* leader; the new stream asks to resume the term */
+    KL__EL_RESIGNING,      /* over; the service may hold the campaign: Resign (bounded) */
+    KL__EL_CLOSING,        /* over; nothing to resign: the stream is closed next */
+    KL__EL_CLOSED,         /* over; the I/O thread let go of it */
+};
+
 struct kl__election {
     struct kl__election *next; /* the client's list */
     struct kl__loop *loop;
@@ -23,33 +41,37 @@ struct kl__election {
     char *identity;
     int lease_s, renew_s, retry_s;
 
-    /* What the users see. */
-    int leader;           /* confirmed, valid until deadline_ms */
-    int64_t deadline_ms;  /* leadership deadline (monotonic) */
+    enum kl__election_state state;
+    int64_t deadline_ms;  /* leadership deadline (monotonic), while a leader */
     int64_t valid_for_ms; /* last validity granted */
     int64_t epoch;        /* epoch of the current term, 0 = none */
-    int ever_leader;
-    int finished;  /* the election is over (no more terms) */
-    int cancelled; /* ended by kl_cancel_election or kl_client_free */
-    int result;    /* why it ended, when not cancelled */
-    char message[256];
-    char problem[256]; /* the last transport problem, for messages */
-    int io_done;       /* the I/O thread let go of it */
+    int result;           /* over: why (KL_ERR_CANCELLED when cancelled) */
+    char message[256];    /* over: the explanation */
+    char problem[256];    /* the last transport problem, for messages */
 
     /* Driven by the I/O thread. */
     struct kl__xfer *stream;
     struct kl__xfer *confirm;
     struct kl__xfer *resign;
-    int campaign_sent;    /* the service may know this campaign */
-    int server_closed;    /* the service ended the campaign (Lost) */
-    int attached;         /* the current stream reported Elected */
-    int resuming;         /* the current stream asked to resume a term */
     int64_t reconnect_at; /* when to open the next stream */
     int64_t backoff_ms;   /* current reconnection backoff */
     int64_t next_confirm; /* when to confirm next; 0 = not scheduled */
     int64_t resign_until; /* give up resigning at this time */
-    int resign_done;
 };
+
+/* 1 while the election holds a confirmed term whose deadline the last check
+ * did not see pass. */
+static inline int kl__election_leader(const struct kl__election *el)
+{
+    return el->state == KL__EL_LEADING || el->state == KL__EL_LEADER_BACKOFF ||
+           el->state == KL__EL_RESUMING;
+}
+
+/* 1 once the election ended (no more terms). */
+static inline int kl__election_over(const struct kl__election *el)
+{
+    return el->state >= KL__EL_RESIGNING;
+}
 
 /* A new election (refs 1), not yet running; NULL on out of memory. The
  * arguments are copied. */
