@@ -16,7 +16,7 @@
 static struct kl__watch *watch_find(struct kl_client *c, const char *ns, const char *lease)
 {
     for (struct kl__watch *w = c->watches; w; w = w->next)
-        if (!w->cancelled && kl__key_is(w->key, ns, lease))
+        if (!kl__watch_cancelled(w) && kl__key_is(w->key, ns, lease))
             return w;
     return NULL;
 }
@@ -62,7 +62,7 @@ int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *e
          * the caller itself; elsewhere, wait for a running one to return. */
         if (!kl__loop_on_thread(&c->loop)) {
             w->waiters++;
-            while (w->in_callback)
+            while (w->state == KL__W_CANCELLING)
                 kl__loop_wait_until(&c->loop, -1);
             w->waiters--;
         }

@@ -66,8 +66,8 @@ static const struct kl__xfer_type resign_type = {"Resign", 0, NULL, resign_done}
 
 /* --- state ---------------------------------------------------------------- */
 
-#ifndef KL_TRACE_ELECTIONS
-#define KL_TRACE_ELECTIONS 0
+#ifndef KL_TRACE_STATES
+#define KL_TRACE_STATES 0
 #endif
 
 static const char *const state_names[] = {
@@ -86,7 +86,7 @@ static const char *const state_names[] = {
 /* The one place where an election changes state (curl's mstate()). */
 static void el_set_state(struct kl__election *el, enum kl__election_state to)
 {
-    if (KL_TRACE_ELECTIONS && el->state != to)
+    if (KL_TRACE_STATES && el->state != to)
         fprintf(stderr, "kubelease: election %s (epoch %lld): %s -> %s\n", el->key,
                 (long long)el->epoch, state_names[el->state], state_names[to]);
     el->state = to;

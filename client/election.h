@@ -17,7 +17,7 @@
  * states; running, it is a candidate (BACKOFF, CAMPAIGNING, ELECTED) or a
  * leader (LEADING, LEADER_BACKOFF, RESUMING). Changed only by el_set_state
  * in election.c, which traces every transition when built with
- * -DKL_TRACE_ELECTIONS=1. */
+ * -DKL_TRACE_STATES=1. */
 enum kl__election_state {
     KL__EL_NEW,            /* no Campaign stream opened yet */
     KL__EL_BACKOFF,        /* candidate; the stream broke: reopened at reconnect_at */

@@ -5,6 +5,7 @@
  * without it. */
 #include "watch.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +13,29 @@
 #include "transport.h"
 #include "util.h"
 
+#ifndef KL_TRACE_STATES
+#define KL_TRACE_STATES 0
+#endif
+
 static int watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len);
 static void watch_done(struct kl__xfer *x, CURLcode rc);
 
 static const struct kl__xfer_type watch_type = {"WatchHolder", 1, watch_on_message, watch_done};
+
+static const char *const state_names[] = {
+    [KL__W_IDLE] = "idle",           [KL__W_OPEN] = "open",
+    [KL__W_CALLBACK] = "callback",   [KL__W_CANCELLING] = "cancelling",
+    [KL__W_CANCELLED] = "cancelled",
+};
+
+/* The one place where a watch changes state. */
+static void w_set_state(struct kl__watch *w, enum kl__watch_state to)
+{
+    if (KL_TRACE_STATES && w->state != to)
+        fprintf(stderr, "kubelease: watch %s: %s -> %s\n", w->key, state_names[w->state],
+                state_names[to]);
+    w->state = to;
+}
 
 void kl__watch_free(struct kl__watch *w)
 {
@@ -42,6 +62,7 @@ static void start_stream(struct kl__watch *w)
         return;
     }
     w->stream = x;
+    w_set_state(w, KL__W_OPEN);
 }
 
 int64_t kl__watches_process(struct kl__watch **list, int64_t now)
@@ -50,7 +71,7 @@ int64_t kl__watches_process(struct kl__watch **list, int64_t now)
     struct kl__watch **p = list;
     while (*p) {
         struct kl__watch *w = *p;
-        if (w->cancelled) {
+        if (kl__watch_cancelled(w)) {
             /* Only the I/O thread runs callbacks, and it is here: none runs.
              * Free once no kl_cancel_watch still looks at the record. */
             kl__xfer_drop(w->stream);
@@ -60,7 +81,7 @@ int64_t kl__watches_process(struct kl__watch **list, int64_t now)
                 kl__watch_free(w);
                 continue;
             }
-        } else if (!w->stream) {
+        } else if (w->state == KL__W_IDLE) {
             if (now >= w->reconnect_at)
                 start_stream(w);
             else if (w->reconnect_at < next)
@@ -77,6 +98,8 @@ static void watch_done(struct kl__xfer *x, CURLcode rc)
     (void)rc;
     if (w->stream == x)
         w->stream = NULL;
+    if (w->state == KL__W_OPEN)
+        w_set_state(w, KL__W_IDLE);
     /* Whatever the reason, a watch reconnects until it is cancelled. */
     w->backoff_ms = kl__next_backoff(w->backoff_ms, w->loop->opts.max_backoff_ms);
     w->reconnect_at = kl__now_ms() + w->backoff_ms;
@@ -85,9 +108,8 @@ static void watch_done(struct kl__xfer *x, CURLcode rc)
 /* Records the new state; returns 1 if it differs from the last delivered. */
 static int watch_update(struct kl__watch *w, int exists, const char *holder, int64_t epoch)
 {
-    const char *last = w->last_holder ? w->last_holder : "";
-    if (w->delivered && w->last_exists == exists && w->last_epoch == epoch &&
-        strcmp(last, holder) == 0)
+    if (w->last_holder && w->last_exists == exists && w->last_epoch == epoch &&
+        strcmp(w->last_holder, holder) == 0)
         return 0;
     char *copy = strdup(holder);
     if (!copy)
@@ -96,7 +118,6 @@ static int watch_update(struct kl__watch *w, int exists, const char *holder, int
     w->last_holder = copy;
     w->last_exists = exists;
     w->last_epoch = epoch;
-    w->delivered = 1;
     return 1;
 }
 
@@ -115,16 +136,17 @@ static int watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 
     pthread_mutex_lock(&l->mu);
     w->backoff_ms = 0;
-    int call = !w->cancelled && w->stream == x && watch_update(w, ev->exists, holder, epoch);
+    int call =
+        w->state == KL__W_OPEN && w->stream == x && watch_update(w, ev->exists, holder, epoch);
     if (call)
-        w->in_callback = 1;
+        w_set_state(w, KL__W_CALLBACK);
     pthread_mutex_unlock(&l->mu);
 
     if (call) {
         size_t hl = strlen(holder);
         w->cb(w->ctx, hl ? holder : NULL, hl, epoch);
         pthread_mutex_lock(&l->mu);
-        w->in_callback = 0;
+        w_set_state(w, w->state == KL__W_CANCELLING ? KL__W_CANCELLED : KL__W_OPEN);
         kl__loop_changed(l);
         pthread_mutex_unlock(&l->mu);
     }
@@ -150,5 +172,6 @@ struct kl__watch *kl__watch_new(struct kl__loop *l, const char *ns, const char *
 
 void kl__watch_cancel(struct kl__watch *w)
 {
-    w->cancelled = 1;
+    if (!kl__watch_cancelled(w))
+        w_set_state(w, w->state == KL__W_CALLBACK ? KL__W_CANCELLING : KL__W_CANCELLED);
 }
