@@ -169,9 +169,8 @@ void kl__election_cancel(struct kl__election *el, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Safety rule 2 (docs/design.md): the loss is reported at the deadline
- * whatever the service does, also by user threads when the I/O thread is
- * late. */
+/* The loss is reported at the deadline whatever the service does, also by
+ * user threads when the I/O thread is late (docs/design.md, rule 2). */
 void kl__election_check_deadline(struct kl__election *el, int64_t now)
 {
     if (kl__election_leader(el) && now >= el->deadline_ms)
@@ -209,8 +208,8 @@ static void el_schedule_reconnect(struct kl__election *el, int64_t now)
     el_set_state(el, leader ? KL__EL_LEADER_BACKOFF : KL__EL_BACKOFF);
 }
 
-/* Opens the Campaign stream: a leader asks to resume its term (rule 5,
- * docs/design.md), a candidate stands anew. */
+/* Opens the Campaign stream: a leader asks to resume its term
+ * (docs/design.md, rule 5), a candidate stands anew. */
 static void start_stream(struct kl__election *el)
 {
     Kubelease__V1__CampaignRequest req = KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;

@@ -1,6 +1,7 @@
 /* Elections: the Campaign stream, term confirmation (the leadership
- * deadline, docs/design.md rule 2), resumption after a broken connection
- * (rule 5) and resignation, driven by the client's I/O thread.
+ * deadline; docs/design.md, rule 2), resumption after a broken connection
+ * (docs/design.md, rule 5) and resignation, driven by the client's I/O
+ * thread.
  *
  * Threads. Every field is protected by the loop's mutex (l->mu). The
  * transfers (stream, confirm, resign) are created, started and dropped only
