@@ -111,9 +111,9 @@ static int over_result(struct kl__election *el, int for_elected, kl_error *err)
 }
 
 /* The common start of the blocking waits: checks the arguments and the
- * calling thread, then returns the election with c->mu held and a waiter
- * counted (finish with kl__election_unref and unlocking), or NULL with *rc and err
- * set and nothing held. */
+ * calling thread, then returns the election with the loop's mutex held and
+ * a reference taken (finish with kl__election_unref and unlocking), or NULL
+ * with *rc and err set and nothing held. */
 static struct kl__election *el_wait_begin(kl_client *c, const char *ns, const char *lease,
                                           const char *fn, int *rc, kl_error *err)
 {

@@ -404,7 +404,7 @@ static void on_confirm_answer(struct kl__election *el, struct kl__xfer *x, CURLc
         return;
     }
     /* Unreachable, timed out, overloaded: try again soon; if no confirmation
-     * arrives before the deadline, el_check_deadline reports the loss. */
+     * arrives before the deadline, kl__election_check_deadline reports the loss. */
     set_problem(el, e.message);
     el->next_confirm = now + 200;
 }

@@ -3,9 +3,9 @@
  *
  * Threads. Every field is protected by the loop's mutex, except cb and ctx
  * (set before the watch is listed, then only read). Only the I/O thread runs
- * callbacks, one at a time, and only it frees a watch: a watch in
- * KL__W_CALLBACK is not freed under the running callback. The stream is created,
- * started and dropped only by the I/O thread. */
+ * callbacks, one at a time, and only it frees a listed watch, so a watch is
+ * never freed under its running callback. The stream is created, started
+ * and dropped only by the I/O thread. */
 #ifndef KL_WATCH_H
 #define KL_WATCH_H
 
