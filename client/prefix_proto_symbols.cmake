@@ -16,14 +16,16 @@ execute_process(COMMAND ${NM} -g --defined-only ${ARCHIVE}
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NM} ${ARCHIVE} failed")
 endif()
-string(REGEX MATCHALL "kubelease__v1__[A-Za-z0-9_]+" names "${symbols}")
+# Also names the toolchain derives from them, such as ASan's ODR indicators
+# (__odr_asan.kubelease__v1__...), which its runtime finds by address.
+string(REGEX MATCHALL "[A-Za-z0-9_.]*kubelease__v1__[A-Za-z0-9_]+" names "${symbols}")
 if(NOT names)
   return() # already renamed
 endif()
 list(REMOVE_DUPLICATES names)
 set(map "")
 foreach(name ${names})
-  string(REGEX REPLACE "^kubelease__v1__" "kl__v1__" renamed "${name}")
+  string(REPLACE "kubelease__v1__" "kl__v1__" renamed "${name}")
   string(APPEND map "${name} ${renamed}\n")
 endforeach()
 file(WRITE ${ARCHIVE}.renames "${map}")
