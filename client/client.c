@@ -1,27 +1,28 @@
-/* The client object and its I/O thread: one curl multi handle driving every
- * stream and background request, plus the timers of the elections. */
-#include <signal.h>
-#include <stdio.h>
+/* The client object: creation with its options, the work its I/O thread
+ * runs (every election and watch), and its one teardown, which both
+ * kl_client_free and the I/O thread (after kl_client_free from a callback)
+ * use. kl_version and kl_free live here too. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client.h"
+#include "status.h"
+#include "util.h"
+#include "validate.h"
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc = CURLE_OK;
+#define KL__DEFAULT_ENDPOINT "http://127.0.0.1:8080"
 
-static void curl_init(void)
+#define KL_STR_(x) #x
+#define KL_STR(x)  KL_STR_(x)
+
+const char *kl_version(void)
 {
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    return KL_STR(KL_VERSION_MAJOR) "." KL_STR(KL_VERSION_MINOR) "." KL_STR(KL_VERSION_PATCH);
 }
 
-char *kl_key(const char *ns, const char *lease)
+void kl_free(void *p)
 {
-    size_t n = strlen(ns) + strlen(lease) + 2;
-    char *k = malloc(n);
-    if (k)
-        snprintf(k, n, "%s/%s", ns, lease);
-    return k;
+    free(p);
 }
 
 void kl_client_options_init(kl_client_options *opts)
@@ -30,98 +31,66 @@ void kl_client_options_init(kl_client_options *opts)
         memset(opts, 0, sizeof(*opts));
 }
 
-void client_wake(struct kl_client *c)
+/* Frees the client and everything it holds; the I/O thread has ended (or
+ * never started) and every transfer has been dropped. */
+static void client_destroy(struct kl_client *c)
 {
-    curl_multi_wakeup(c->multi);
-}
-
-int client_on_io_thread(struct kl_client *c)
-{
-    return pthread_equal(pthread_self(), c->thread);
-}
-
-void client_wait_until(struct kl_client *c, int64_t abs_ms)
-{
-    if (abs_ms < 0) {
-        pthread_cond_wait(&c->cv, &c->mu);
-        return;
+    while (c->elections) {
+        struct kl__election *el = c->elections;
+        c->elections = el->next;
+        kl__election_unref(el);
     }
-    struct timespec ts;
-    ts.tv_sec = abs_ms / 1000;
-    ts.tv_nsec = (abs_ms % 1000) * 1000000;
-    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-}
-
-/* Hands finished transfers to their owners. c->mu held. */
-static void collect_done(struct kl_client *c)
-{
-    CURLMsg *m;
-    int left;
-    while ((m = curl_multi_info_read(c->multi, &left))) {
-        if (m->msg != CURLMSG_DONE)
-            continue;
-        struct xfer *x = NULL;
-        CURLcode rc = m->data.result;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-        curl_multi_remove_handle(c->multi, m->easy_handle);
-        if (x->kind == XFER_WATCH)
-            watch_xfer_done(c, x, rc);
-        else
-            election_xfer_done(c, x, rc);
+    while (c->watches) {
+        struct kl__watch *w = c->watches;
+        c->watches = w->next;
+        kl__watch_free(w);
     }
+    kl__loop_destroy(&c->loop);
+    free(c);
 }
 
-static void *io_thread(void *arg)
+/* The I/O thread's work (loop.mu held). */
+static int64_t client_run(void *arg, int64_t now)
 {
     struct kl_client *c = arg;
+    int64_t next = kl__elections_process(c->elections, now);
+    next = kl__min64(next, kl__watches_process(&c->watches, now));
+    if (c->stopping && kl__elections_idle(c->elections) && !c->watches)
+        return KL__LOOP_STOP;
+    return next;
+}
 
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        int64_t now = kl_now_ms();
-        int64_t next = elections_process(c, now);
-        int64_t wnext = watches_process(c, now);
-        if (wnext < next)
-            next = wnext;
-        if (c->stopping && elections_idle(c) && watches_idle(c))
-            break;
-        pthread_mutex_unlock(&c->mu);
-
-        int running = 0;
-        curl_multi_perform(c->multi, &running); /* runs the write callbacks */
-        pthread_mutex_lock(&c->mu);
-        collect_done(c);
-        now = kl_now_ms();
-        /* Transfers that just finished may have scheduled work: look again
-         * at once rather than sleeping. */
-        next = elections_process(c, now);
-        wnext = watches_process(c, now);
-        if (wnext < next)
-            next = wnext;
-        if (c->stopping && elections_idle(c) && watches_idle(c))
-            break;
-        pthread_mutex_unlock(&c->mu);
-
-        int64_t wait = next == INT64_MAX ? 1000 : next - kl_now_ms();
-        if (wait > 1000)
-            wait = 1000;
-        if (wait < 0)
-            wait = 0;
-        curl_multi_poll(c->multi, NULL, 0, (int)wait, NULL);
-        pthread_mutex_lock(&c->mu);
-    }
-    int self_free = c->free_on_exit;
-    pthread_mutex_unlock(&c->mu);
-    if (self_free) {
+/* The I/O thread ends. Only it writes free_on_exit (kl_client_free from a
+ * callback runs on it), so reading it here needs no lock. */
+static void client_exit(void *arg)
+{
+    struct kl_client *c = arg;
+    if (c->free_on_exit) {
         pthread_detach(pthread_self());
-        elections_free_all(c);
-        watches_free_all(c);
-        curl_multi_cleanup(c->multi);
-        pthread_cond_destroy(&c->cv);
-        pthread_mutex_destroy(&c->mu);
-        free(c->endpoint);
-        free(c);
+        client_destroy(c);
     }
-    return NULL;
+}
+
+/* Checks the options and fills in the defaults. */
+static int client_options(const kl_client_options *in, kl_client_options *out, kl_error *err)
+{
+    kl_client_options_init(out);
+    if (in) {
+        if (in->connect_timeout_ms < 0 || in->request_timeout_ms < 0 || in->resign_timeout_ms < 0 ||
+            in->max_backoff_ms < 0)
+            return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                              "opts: timeouts must be >= 0 milliseconds (0 = default)");
+        *out = *in;
+    }
+    if (out->connect_timeout_ms == 0)
+        out->connect_timeout_ms = 2000;
+    if (out->request_timeout_ms == 0)
+        out->request_timeout_ms = 5000;
+    if (out->resign_timeout_ms == 0)
+        out->resign_timeout_ms = 2000;
+    if (out->max_backoff_ms == 0)
+        out->max_backoff_ms = 2000;
+    return KL_OK;
 }
 
 kl_client *kl_client_new(const char *endpoint, kl_error *err)
@@ -131,115 +100,50 @@ kl_client *kl_client_new(const char *endpoint, kl_error *err)
 
 kl_client *kl_client_new_opts(const char *endpoint, const kl_client_options *opts, kl_error *err)
 {
-    struct kl_client *c = NULL;
-    pthread_condattr_t ca;
-    int have_mu = 0, have_cv = 0;
+    kl_client_options o;
+    struct kl_client *c;
 
-    kl_clearerr(err);
+    kl__clearerr(err);
     if (!endpoint) {
         endpoint = getenv("KUBELEASE_ENDPOINT");
         if (!endpoint || !*endpoint)
-            endpoint = KL_DEFAULT_ENDPOINT;
+            endpoint = KL__DEFAULT_ENDPOINT;
     }
-    if (kl_check_endpoint(endpoint, err) != KL_OK)
+    if (kl__check_endpoint(endpoint, err) != KL_OK || client_options(opts, &o, err) != KL_OK ||
+        kl__transport_global_init(err) != KL_OK)
         return NULL;
-    if (opts && (opts->connect_timeout_ms < 0 || opts->request_timeout_ms < 0 ||
-                 opts->resign_timeout_ms < 0 || opts->max_backoff_ms < 0)) {
-        kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                  "opts: timeouts must be >= 0 milliseconds (0 = default)");
-        return NULL;
-    }
-    pthread_once(&curl_once, curl_init);
-    if (curl_init_rc != CURLE_OK) {
-        kl_seterr(err, KL_ERR_INTERNAL, "curl_global_init failed: %s",
-                  curl_easy_strerror(curl_init_rc));
-        return NULL;
-    }
     c = calloc(1, sizeof(*c));
-    if (!c)
-        goto nomem;
-    if (opts)
-        c->opts = *opts;
-    if (c->opts.connect_timeout_ms == 0)
-        c->opts.connect_timeout_ms = 2000;
-    if (c->opts.request_timeout_ms == 0)
-        c->opts.request_timeout_ms = 5000;
-    if (c->opts.resign_timeout_ms == 0)
-        c->opts.resign_timeout_ms = 2000;
-    if (c->opts.max_backoff_ms == 0)
-        c->opts.max_backoff_ms = 2000;
-    c->endpoint = strdup(endpoint);
-    if (!c->endpoint)
-        goto nomem;
-    size_t n = strlen(c->endpoint);
-    while (n > 0 && c->endpoint[n - 1] == '/')
-        c->endpoint[--n] = 0;
-    if (pthread_mutex_init(&c->mu, NULL) != 0)
-        goto nomem;
-    have_mu = 1;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int cvrc = pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (cvrc != 0)
-        goto nomem;
-    have_cv = 1;
-    c->multi = curl_multi_init();
-    if (!c->multi)
-        goto nomem;
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-
-    /* The I/O thread starts with every signal blocked, so the host's signal
-     * handlers (and SIGPIPE) never run on it. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int trc = pthread_create(&c->thread, NULL, io_thread, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (trc != 0) {
-        kl_seterr(err, KL_ERR_INTERNAL, "cannot start the kubelease I/O thread: %s", strerror(trc));
-        goto fail;
+    if (!c || kl__loop_init(&c->loop, endpoint, &o) != KL_OK) {
+        free(c);
+        kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory creating the kubelease client");
+        return NULL;
+    }
+    if (kl__loop_start(&c->loop, client_run, client_exit, c, err) != KL_OK) {
+        client_destroy(c);
+        return NULL;
     }
     return c;
-nomem:
-    kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory creating the kubelease client");
-fail:
-    if (c) {
-        if (c->multi)
-            curl_multi_cleanup(c->multi);
-        if (have_cv)
-            pthread_cond_destroy(&c->cv);
-        if (have_mu)
-            pthread_mutex_destroy(&c->mu);
-        free(c->endpoint);
-        free(c);
-    }
-    return NULL;
 }
 
 void kl_client_free(kl_client *c)
 {
     if (!c)
         return;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->loop.mu);
     c->stopping = 1;
-    elections_cancel_all(c);
-    watches_cancel_all(c);
-    if (client_on_io_thread(c)) {
+    for (struct kl__election *el = c->elections; el; el = el->next)
+        kl__election_cancel(el, "election for %s cancelled: the client was freed", el->key);
+    for (struct kl__watch *w = c->watches; w; w = w->next)
+        kl__watch_cancel(w);
+    if (kl__loop_on_thread(&c->loop)) {
         /* From a callback: the I/O thread frees the client when it is done. */
         c->free_on_exit = 1;
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->loop.mu);
         return;
     }
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    client_wake(c);
-    pthread_join(c->thread, NULL);
-    elections_free_all(c);
-    watches_free_all(c);
-    curl_multi_cleanup(c->multi);
-    pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->mu);
-    free(c->endpoint);
-    free(c);
+    kl__loop_changed(&c->loop);
+    pthread_mutex_unlock(&c->loop.mu);
+    kl__loop_wake(&c->loop);
+    pthread_join(c->loop.thread, NULL);
+    client_destroy(c);
 }

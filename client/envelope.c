@@ -6,25 +6,25 @@
 
 #include "kubelease.h"
 
-void envelope_decoder_init(struct envelope_decoder *d, size_t max_len)
+void kl__envelope_decoder_init(struct kl__envelope_decoder *d, size_t max_len)
 {
     memset(d, 0, sizeof(*d));
     d->max_len = max_len;
 }
 
-void envelope_decoder_free(struct envelope_decoder *d)
+void kl__envelope_decoder_free(struct kl__envelope_decoder *d)
 {
     free(d->msg);
     d->msg = NULL;
     d->msg_cap = 0;
 }
 
-int envelope_idle(const struct envelope_decoder *d)
+int kl__envelope_idle(const struct kl__envelope_decoder *d)
 {
     return d->hdr_len == 0;
 }
 
-void envelope_header(uint8_t out[KL_ENV_HEADER], unsigned flags, uint32_t len)
+void kl__envelope_header(uint8_t out[KL__ENV_HEADER], unsigned flags, uint32_t len)
 {
     out[0] = (uint8_t)flags;
     out[1] = (uint8_t)(len >> 24);
@@ -34,25 +34,25 @@ void envelope_header(uint8_t out[KL_ENV_HEADER], unsigned flags, uint32_t len)
 }
 
 /* Delivers the envelope collected in d and resets for the next one. */
-static int deliver(struct envelope_decoder *d, envelope_cb cb, void *ctx)
+static int deliver(struct kl__envelope_decoder *d, kl__envelope_cb cb, void *ctx)
 {
     unsigned flags = d->hdr[0];
     size_t len = d->msg_need;
     d->hdr_len = 0;
     d->msg_len = 0;
     d->msg_need = 0;
-    if (flags & KL_ENV_END_STREAM)
+    if (flags & KL__ENV_END_STREAM)
         d->ended = 1;
     return cb(ctx, flags, d->msg, len);
 }
 
 /* Called once the header is complete: validates it and sizes the buffer. */
-static int start_message(struct envelope_decoder *d)
+static int start_message(struct kl__envelope_decoder *d)
 {
     unsigned flags = d->hdr[0];
     size_t len = ((size_t)d->hdr[1] << 24) | ((size_t)d->hdr[2] << 16) | ((size_t)d->hdr[3] << 8) |
                  (size_t)d->hdr[4];
-    if (flags & KL_ENV_COMPRESSED)
+    if (flags & KL__ENV_COMPRESSED)
         return KL_ERR_PROTOCOL;
     if (len > d->max_len)
         return KL_ERR_PROTOCOL;
@@ -68,8 +68,8 @@ static int start_message(struct envelope_decoder *d)
     return 0;
 }
 
-int envelope_feed(struct envelope_decoder *d, const uint8_t *data, size_t len, envelope_cb cb,
-                  void *ctx)
+int kl__envelope_feed(struct kl__envelope_decoder *d, const uint8_t *data, size_t len,
+                      kl__envelope_cb cb, void *ctx)
 {
     size_t pos = 0;
     int rc = 0;
@@ -81,14 +81,14 @@ int envelope_feed(struct envelope_decoder *d, const uint8_t *data, size_t len, e
             rc = KL_ERR_PROTOCOL;
             break;
         }
-        if (d->hdr_len < KL_ENV_HEADER) {
-            size_t take = KL_ENV_HEADER - d->hdr_len;
+        if (d->hdr_len < KL__ENV_HEADER) {
+            size_t take = KL__ENV_HEADER - d->hdr_len;
             if (take > len - pos)
                 take = len - pos;
             memcpy(d->hdr + d->hdr_len, data + pos, take);
             d->hdr_len += take;
             pos += take;
-            if (d->hdr_len < KL_ENV_HEADER)
+            if (d->hdr_len < KL__ENV_HEADER)
                 break;
             rc = start_message(d);
             if (rc != 0)
@@ -196,8 +196,8 @@ static int read_string(struct json_cursor *j, char *out, size_t out_size)
     return -1;
 }
 
-int connect_error_parse(const char *json, size_t len, char *code, size_t code_size, char *message,
-                        size_t message_size)
+int kl__connect_error_parse(const char *json, size_t len, char *code, size_t code_size,
+                            char *message, size_t message_size)
 {
     struct json_cursor j = {json, json + len};
     int found = 0;

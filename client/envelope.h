@@ -7,16 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KL_ENV_COMPRESSED 0x01u
-#define KL_ENV_END_STREAM 0x02u
-#define KL_ENV_HEADER     5
+#define KL__ENV_COMPRESSED 0x01u
+#define KL__ENV_END_STREAM 0x02u
+#define KL__ENV_HEADER     5
 
 /* Called for each complete envelope; msg is valid only during the call.
- * A non-zero return stops decoding and is returned by envelope_feed. */
-typedef int (*envelope_cb)(void *ctx, unsigned flags, const uint8_t *msg, size_t len);
+ * A non-zero return stops decoding and is returned by kl__envelope_feed. */
+typedef int (*kl__envelope_cb)(void *ctx, unsigned flags, const uint8_t *msg, size_t len);
 
-struct envelope_decoder {
-    uint8_t hdr[KL_ENV_HEADER];
+struct kl__envelope_decoder {
+    uint8_t hdr[KL__ENV_HEADER];
     size_t hdr_len; /* header bytes collected so far */
     uint8_t *msg;   /* message buffer, msg_cap bytes */
     size_t msg_cap;
@@ -27,25 +27,25 @@ struct envelope_decoder {
     int error;       /* sticky: the first error returned */
 };
 
-void envelope_decoder_init(struct envelope_decoder *d, size_t max_len);
+void kl__envelope_decoder_init(struct kl__envelope_decoder *d, size_t max_len);
 /* Frees the buffer; the decoder may be re-initialised afterwards. */
-void envelope_decoder_free(struct envelope_decoder *d);
+void kl__envelope_decoder_free(struct kl__envelope_decoder *d);
 /* Feeds len bytes. Returns 0, or: KL_ERR_PROTOCOL for a message longer than
  * max_len, a compressed message, or data after the end-of-stream envelope;
  * KL_ERR_NO_MEMORY; or the callback's non-zero return. Errors are sticky. */
-int envelope_feed(struct envelope_decoder *d, const uint8_t *data, size_t len, envelope_cb cb,
-                  void *ctx);
+int kl__envelope_feed(struct kl__envelope_decoder *d, const uint8_t *data, size_t len,
+                      kl__envelope_cb cb, void *ctx);
 /* 1 when the decoder is between envelopes (nothing partial buffered). */
-int envelope_idle(const struct envelope_decoder *d);
+int kl__envelope_idle(const struct kl__envelope_decoder *d);
 
 /* Writes the 5-byte header for a message of len bytes into out. */
-void envelope_header(uint8_t out[KL_ENV_HEADER], unsigned flags, uint32_t len);
+void kl__envelope_header(uint8_t out[KL__ENV_HEADER], unsigned flags, uint32_t len);
 
 /* Parses a Connect error JSON ({"code":"...","message":"..."} at top level or
  * under "error"). Copies the strings (NUL-terminated, truncated to fit, JSON
  * escapes decoded, non-ASCII \u escapes as '?'); a missing field yields "".
  * Returns 1 if a "code" was found, 0 otherwise. Never reads past len. */
-int connect_error_parse(const char *json, size_t len, char *code, size_t code_size, char *message,
-                        size_t message_size);
+int kl__connect_error_parse(const char *json, size_t len, char *code, size_t code_size,
+                            char *message, size_t message_size);
 
 #endif

@@ -1,13 +1,57 @@
-/* Status codes, their strings (from KL_STATUS_MAP) and error reporting. */
+/* Status codes, their strings (from KL_STATUS_MAP), error reporting, and the
+ * tables that map the service's answers to statuses. */
+#include "status.h"
+
+#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "internal.h"
+/* Connect error code -> status: the one table for it. A code not listed
+ * (none is missing today) is a protocol error. */
+static const struct {
+    const char *code;
+    int status;
+} connect_codes[] = {
+    {"canceled", KL_ERR_CANCELLED},
+    {"unknown", KL_ERR_INTERNAL},
+    {"invalid_argument", KL_ERR_INVALID_ARGUMENT},
+    {"deadline_exceeded", KL_ERR_TIMEOUT},
+    {"not_found", KL_NOT_FOUND},
+    {"already_exists", KL_ERR_ALREADY_RUNNING},
+    {"permission_denied", KL_ERR_PERMISSION_DENIED},
+    {"resource_exhausted", KL_ERR_UNAVAILABLE},
+    {"failed_precondition", KL_ERR_LOST},
+    {"aborted", KL_ERR_UNAVAILABLE},
+    {"out_of_range", KL_ERR_INVALID_ARGUMENT},
+    {"unimplemented", KL_ERR_PROTOCOL},
+    {"internal", KL_ERR_INTERNAL},
+    {"unavailable", KL_ERR_UNAVAILABLE},
+    {"data_loss", KL_ERR_INTERNAL},
+    {"unauthenticated", KL_ERR_PERMISSION_DENIED},
+};
 
-#define KL_STR_(x) #x
-#define KL_STR(x)  KL_STR_(x)
+/* HTTP status without a Connect error body -> status (a proxy or something
+ * that is not a kubelease service answered). Other statuses: 5xx is an
+ * internal error, anything else a protocol error. */
+static const struct {
+    long http;
+    int status;
+} http_statuses[] = {
+    {200, KL_OK},
+    {400, KL_ERR_INVALID_ARGUMENT},
+    {401, KL_ERR_PERMISSION_DENIED},
+    {403, KL_ERR_PERMISSION_DENIED},
+    {404, KL_ERR_PROTOCOL}, /* no such route: not a kubelease service? */
+    {408, KL_ERR_TIMEOUT},
+    {409, KL_ERR_LOST},
+    {412, KL_ERR_LOST},
+    {429, KL_ERR_UNAVAILABLE},
+    {502, KL_ERR_UNAVAILABLE},
+    {503, KL_ERR_UNAVAILABLE},
+    {504, KL_ERR_TIMEOUT},
+};
+
+#define KL__COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 const char *kl_strerror(int code)
 {
@@ -21,17 +65,7 @@ const char *kl_strerror(int code)
     return "unknown status code";
 }
 
-const char *kl_version(void)
-{
-    return KL_STR(KL_VERSION_MAJOR) "." KL_STR(KL_VERSION_MINOR) "." KL_STR(KL_VERSION_PATCH);
-}
-
-void kl_free(void *p)
-{
-    free(p);
-}
-
-int kl_seterr(kl_error *err, int code, const char *fmt, ...)
+int kl__seterr(kl_error *err, int code, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -43,7 +77,7 @@ int kl_seterr(kl_error *err, int code, const char *fmt, ...)
     return code;
 }
 
-void kl_clearerr(kl_error *err)
+void kl__clearerr(kl_error *err)
 {
     if (err) {
         err->code = KL_OK;
@@ -51,65 +85,18 @@ void kl_clearerr(kl_error *err)
     }
 }
 
-int kl_status_from_connect(const char *code)
+int kl__status_from_connect(const char *code)
 {
-    static const struct {
-        const char *name;
-        int status;
-    } table[] = {
-        {"canceled", KL_ERR_CANCELLED},
-        {"unknown", KL_ERR_INTERNAL},
-        {"invalid_argument", KL_ERR_INVALID_ARGUMENT},
-        {"deadline_exceeded", KL_ERR_TIMEOUT},
-        {"not_found", KL_NOT_FOUND},
-        {"already_exists", KL_ERR_ALREADY_RUNNING},
-        {"permission_denied", KL_ERR_PERMISSION_DENIED},
-        {"resource_exhausted", KL_ERR_UNAVAILABLE},
-        {"failed_precondition", KL_ERR_LOST},
-        {"aborted", KL_ERR_UNAVAILABLE},
-        {"out_of_range", KL_ERR_INVALID_ARGUMENT},
-        {"unimplemented", KL_ERR_PROTOCOL},
-        {"internal", KL_ERR_INTERNAL},
-        {"unavailable", KL_ERR_UNAVAILABLE},
-        {"data_loss", KL_ERR_INTERNAL},
-        {"unauthenticated", KL_ERR_PERMISSION_DENIED},
-    };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-        if (strcmp(code, table[i].name) == 0)
-            return table[i].status;
+    for (size_t i = 0; i < KL__COUNT(connect_codes); i++)
+        if (strcmp(code, connect_codes[i].code) == 0)
+            return connect_codes[i].status;
     return KL_ERR_PROTOCOL;
 }
 
-int kl_status_from_http(long http)
+int kl__status_from_http(long http)
 {
-    switch (http) {
-    case 200:
-        return KL_OK;
-    case 400:
-        return KL_ERR_INVALID_ARGUMENT;
-    case 401:
-    case 403:
-        return KL_ERR_PERMISSION_DENIED;
-    case 404:
-        return KL_ERR_PROTOCOL; /* no such route: not a kubelease service? */
-    case 408:
-    case 504:
-        return KL_ERR_TIMEOUT;
-    case 409:
-    case 412:
-        return KL_ERR_LOST;
-    case 429:
-    case 502:
-    case 503:
-        return KL_ERR_UNAVAILABLE;
-    default:
-        return http >= 500 ? KL_ERR_INTERNAL : KL_ERR_PROTOCOL;
-    }
-}
-
-int64_t kl_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    for (size_t i = 0; i < KL__COUNT(http_statuses); i++)
+        if (http_statuses[i].http == http)
+            return http_statuses[i].status;
+    return http >= 500 ? KL_ERR_INTERNAL : KL_ERR_PROTOCOL;
 }

@@ -1,87 +1,97 @@
-/* HTTP transfers over libcurl: request setup, response collection (bodies
- * and Connect envelopes), and turning outcomes into statuses and messages. */
-#include <errno.h>
+/* HTTP transfers over libcurl (see transport.h): request setup, response
+ * collection (bodies and Connect envelopes), the multi handle that runs them,
+ * and turning outcomes into statuses and messages. */
+#include "transport.h"
+
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "status.h"
 
-int kl_buf_append(struct kl_buf *b, const void *p, size_t n, size_t limit)
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc = CURLE_OK;
+
+static void curl_init(void)
 {
-    if (b->len + n > limit)
-        return KL_ERR_PROTOCOL;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return KL_ERR_NO_MEMORY;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = 0;
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int kl__transport_global_init(kl_error *err)
+{
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK)
+        return kl__seterr(err, KL_ERR_INTERNAL, "curl_global_init failed: %s",
+                          curl_easy_strerror(curl_init_rc));
     return KL_OK;
 }
 
-void kl_buf_free(struct kl_buf *b)
+int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms)
 {
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
+    memset(t, 0, sizeof(*t));
+    t->connect_timeout_ms = connect_timeout_ms;
+    t->endpoint = strdup(endpoint);
+    if (!t->endpoint)
+        return KL_ERR_NO_MEMORY;
+    size_t n = strlen(t->endpoint);
+    while (n > 0 && t->endpoint[n - 1] == '/')
+        t->endpoint[--n] = 0;
+    t->multi = curl_multi_init();
+    if (!t->multi) {
+        kl__transport_cleanup(t);
+        return KL_ERR_NO_MEMORY;
+    }
+    curl_multi_setopt(t->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    return KL_OK;
 }
 
-uint8_t *kl_pack(const ProtobufCMessage *m, size_t *len)
+void kl__transport_cleanup(struct kl__transport *t)
 {
-    size_t n = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf)
-        return NULL;
-    *len = protobuf_c_message_pack(m, buf);
-    return buf;
+    if (t->multi)
+        curl_multi_cleanup(t->multi);
+    free(t->endpoint);
+    memset(t, 0, sizeof(*t));
 }
+
+/* --- receiving ------------------------------------------------------------ */
 
 static int on_envelope(void *ctx, unsigned flags, const uint8_t *msg, size_t len)
 {
-    struct xfer *x = ctx;
-    if (flags & KL_ENV_END_STREAM) {
+    struct kl__xfer *x = ctx;
+    if (flags & KL__ENV_END_STREAM) {
         x->end_seen = 1;
-        connect_error_parse((const char *)msg, len, x->end_code, sizeof(x->end_code),
-                            x->end_message, sizeof(x->end_message));
+        kl__connect_error_parse((const char *)msg, len, x->end_code, sizeof(x->end_code),
+                                x->end_message, sizeof(x->end_message));
         return 0;
     }
-    if (x->kind == XFER_CAMPAIGN)
-        return election_on_message(x, msg, len);
-    return watch_on_message(x, msg, len);
+    return x->type->on_message ? x->type->on_message(x, msg, len) : 0;
 }
 
 /* First bytes of a response: is it a stream of envelopes? */
-static void check_response(struct xfer *x)
+static void check_response(struct kl__xfer *x)
 {
     char *ctype = NULL;
     x->checked = 1;
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->http);
     curl_easy_getinfo(x->h, CURLINFO_CONTENT_TYPE, &ctype);
-    x->streaming = x->stream && x->http == 200 && ctype &&
+    x->streaming = x->type->stream && x->http == 200 && ctype &&
                    strncmp(ctype, "application/connect+proto", 25) == 0;
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-    struct xfer *x = userdata;
+    struct kl__xfer *x = userdata;
     size_t n = size * nmemb;
     int rc;
 
-    x->last_rx_ms = kl_now_ms();
+    x->last_rx_ms = kl__now_ms();
     if (!x->checked)
         check_response(x);
     if (x->streaming)
-        rc = envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
+        rc = kl__envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
     else
-        rc = kl_buf_append(&x->resp, ptr, n, KL_MAX_MESSAGE);
+        rc = kl__buf_append(&x->resp, ptr, n, KL__MAX_MESSAGE);
     if (rc != 0) {
         x->aborted = 1;
         x->abort_code = rc;
@@ -90,53 +100,41 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-struct xfer *xfer_new(struct kl_client *c, enum xfer_kind kind, const char *method, uint8_t *body,
-                      size_t body_len, int stream, long timeout_ms)
-{
-    struct xfer *x = calloc(1, sizeof(*x));
-    char url[1200];
-    char hdr[64];
+/* --- transfers ------------------------------------------------------------ */
 
-    if (!x) {
-        free(body);
-        return NULL;
-    }
-    x->kind = kind;
-    x->stream = stream;
-    x->client = c;
-    x->timeout_ms = timeout_ms;
-    envelope_decoder_init(&x->dec, KL_MAX_MESSAGE);
-    if (stream) {
-        x->body = malloc(body_len + KL_ENV_HEADER);
-        if (!x->body)
-            goto fail;
-        envelope_header(x->body, 0, (uint32_t)body_len);
-        memcpy(x->body + KL_ENV_HEADER, body, body_len);
-        x->body_len = body_len + KL_ENV_HEADER;
-        free(body);
-    } else {
-        x->body = body;
-        x->body_len = body_len;
-    }
-    body = NULL;
-    x->h = curl_easy_init();
-    if (!x->h)
-        goto fail;
-    snprintf(url, sizeof(url), "%s/kubelease.v1.LeaseService/%s", c->endpoint, method);
+/* The request body: req packed, wrapped in an envelope for a stream. */
+static int pack_body(struct kl__xfer *x, const ProtobufCMessage *req)
+{
+    size_t n = protobuf_c_message_get_packed_size(req);
+    size_t off = x->type->stream ? KL__ENV_HEADER : 0;
+    x->body = malloc(off + n + 1);
+    if (!x->body)
+        return KL_ERR_NO_MEMORY;
+    x->body_len = off + protobuf_c_message_pack(req, x->body + off);
+    if (off)
+        kl__envelope_header(x->body, 0, (uint32_t)(x->body_len - off));
+    return KL_OK;
+}
+
+static struct curl_slist *request_headers(const struct kl__xfer *x)
+{
     struct curl_slist *h = NULL;
-    h = curl_slist_append(h, stream ? "Content-Type: application/connect+proto"
-                                    : "Content-Type: application/proto");
-    if (h && !stream)
+    char hdr[64];
+    h = curl_slist_append(h, x->type->stream ? "Content-Type: application/connect+proto"
+                                             : "Content-Type: application/proto");
+    if (h && !x->type->stream)
         h = curl_slist_append(h, "Connect-Protocol-Version: 1");
-    if (h && timeout_ms > 0) {
-        snprintf(hdr, sizeof(hdr), "Connect-Timeout-Ms: %ld", timeout_ms);
+    if (h && x->timeout_ms > 0) {
+        snprintf(hdr, sizeof(hdr), "Connect-Timeout-Ms: %ld", x->timeout_ms);
         h = curl_slist_append(h, hdr);
     }
     if (h)
         h = curl_slist_append(h, "Expect:");
-    if (!h)
-        goto fail;
-    x->headers = h;
+    return h;
+}
+
+static void set_options(struct kl__xfer *x, const char *url)
+{
     curl_easy_setopt(x->h, CURLOPT_URL, url);
     curl_easy_setopt(x->h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(x->h, CURLOPT_PROXY, "");
@@ -144,9 +142,9 @@ struct xfer *xfer_new(struct kl_client *c, enum xfer_kind kind, const char *meth
     curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, x->headers);
     curl_easy_setopt(x->h, CURLOPT_POSTFIELDS, (const char *)x->body);
     curl_easy_setopt(x->h, CURLOPT_POSTFIELDSIZE, (long)x->body_len);
-    curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
-    if (timeout_ms > 0)
-        curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, x->t->connect_timeout_ms);
+    if (x->timeout_ms > 0)
+        curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, x->timeout_ms);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPIDLE, 5L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPINTVL, 2L);
@@ -154,94 +152,169 @@ struct xfer *xfer_new(struct kl_client *c, enum xfer_kind kind, const char *meth
     curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(x->h, CURLOPT_PRIVATE, x);
     curl_easy_setopt(x->h, CURLOPT_ERRORBUFFER, x->errbuf);
-    x->sent_ms = kl_now_ms();
+}
+
+struct kl__xfer *kl__xfer_new(struct kl__transport *t, const struct kl__xfer_type *type,
+                              const ProtobufCMessage *req, long timeout_ms, void *data)
+{
+    struct kl__xfer *x = calloc(1, sizeof(*x));
+    char url[1200];
+
+    if (!x)
+        return NULL;
+    x->type = type;
+    x->data = data;
+    x->t = t;
+    x->timeout_ms = timeout_ms;
+    kl__envelope_decoder_init(&x->dec, KL__MAX_MESSAGE);
+    if (pack_body(x, req) != KL_OK)
+        goto fail;
+    x->h = curl_easy_init();
+    x->headers = x->h ? request_headers(x) : NULL;
+    if (!x->headers)
+        goto fail;
+    snprintf(url, sizeof(url), "%s/kubelease.v1.LeaseService/%s", t->endpoint, type->method);
+    set_options(x, url);
+    x->sent_ms = kl__now_ms();
     x->last_rx_ms = x->sent_ms;
     return x;
 fail:
-    free(body);
-    xfer_free(x);
+    kl__xfer_drop(x);
     return NULL;
 }
 
-void xfer_free(struct xfer *x)
+int kl__xfer_start(struct kl__xfer *x)
+{
+    if (curl_multi_add_handle(x->t->multi, x->h) != CURLM_OK)
+        return KL_ERR_INTERNAL;
+    x->started = 1;
+    return KL_OK;
+}
+
+void kl__xfer_drop(struct kl__xfer *x)
 {
     if (!x)
         return;
+    /* Only a started transfer touches the multi handle: kl__unary_call
+     * drops its transfer on another thread than the I/O thread. */
+    if (x->started)
+        curl_multi_remove_handle(x->t->multi, x->h);
     if (x->h)
         curl_easy_cleanup(x->h);
     curl_slist_free_all(x->headers);
     free(x->body);
-    kl_buf_free(&x->resp);
-    envelope_decoder_free(&x->dec);
+    kl__buf_free(&x->resp);
+    kl__envelope_decoder_free(&x->dec);
     free(x);
 }
 
-int xfer_result(struct kl_client *c, struct xfer *x, CURLcode curl_rc, const char *method,
-                kl_error *err)
+/* --- outcomes ------------------------------------------------------------- */
+
+/* A transfer that curl itself failed: unreachable, timed out, broken. */
+static int curl_failure(struct kl__xfer *x, CURLcode rc, kl_error *err)
 {
+    const char *ep = x->t->endpoint, *method = x->type->method;
+    if (rc == CURLE_OPERATION_TIMEDOUT && x->http == 0)
+        return kl__seterr(err, KL_ERR_TIMEOUT,
+                          "kubelease service at %s did not answer %s in time: %s", ep, method,
+                          x->errbuf[0] ? x->errbuf : "timeout");
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+        return kl__seterr(err, KL_ERR_TIMEOUT, "kubelease service at %s: %s timed out after %ld ms",
+                          ep, method, x->timeout_ms);
+    long os_errno = 0;
+    curl_easy_getinfo(x->h, CURLINFO_OS_ERRNO, &os_errno);
+    const char *why =
+        os_errno ? strerror((int)os_errno) : (x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)
+        return kl__seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s unreachable: %s", ep,
+                          why);
+    return kl__seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s failed: %s", ep, method,
+                      why);
+}
+
+int kl__xfer_result(struct kl__xfer *x, CURLcode rc, kl_error *err)
+{
+    const char *ep = x->t->endpoint, *method = x->type->method;
     char code[32], msg[160];
 
     if (x->aborted)
-        return kl_seterr(err, x->abort_code, "kubelease service at %s: %s: %s", c->endpoint, method,
-                         x->abort_code == KL_ERR_NO_MEMORY
-                             ? "out of memory"
-                             : "malformed or oversized response (is it a kubelease service?)");
-    if (curl_rc == CURLE_OPERATION_TIMEDOUT && x->http == 0)
-        return kl_seterr(err, KL_ERR_TIMEOUT,
-                         "kubelease service at %s did not answer %s in time: %s", c->endpoint,
-                         method, x->errbuf[0] ? x->errbuf : "timeout");
-    if (curl_rc == CURLE_OPERATION_TIMEDOUT)
-        return kl_seterr(err, KL_ERR_TIMEOUT, "kubelease service at %s: %s timed out after %ld ms",
-                         c->endpoint, method, x->timeout_ms);
-    if (curl_rc != CURLE_OK) {
-        long os_errno = 0;
-        curl_easy_getinfo(x->h, CURLINFO_OS_ERRNO, &os_errno);
-        if (curl_rc == CURLE_COULDNT_CONNECT || curl_rc == CURLE_COULDNT_RESOLVE_HOST)
-            return kl_seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s unreachable: %s",
-                             c->endpoint,
-                             os_errno ? strerror((int)os_errno)
-                                      : (x->errbuf[0] ? x->errbuf : curl_easy_strerror(curl_rc)));
-        return kl_seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s failed: %s",
-                         c->endpoint, method,
-                         os_errno ? strerror((int)os_errno)
-                                  : (x->errbuf[0] ? x->errbuf : curl_easy_strerror(curl_rc)));
-    }
+        return kl__seterr(err, x->abort_code, "kubelease service at %s: %s: %s", ep, method,
+                          x->abort_code == KL_ERR_NO_MEMORY
+                              ? "out of memory"
+                              : "malformed or oversized response (is it a kubelease service?)");
+    if (rc != CURLE_OK)
+        return curl_failure(x, rc, err);
     if (x->http != 200) {
-        if (x->resp.len &&
-            connect_error_parse(x->resp.data, x->resp.len, code, sizeof(code), msg, sizeof(msg)))
-            return kl_seterr(err, kl_status_from_connect(code),
-                             "kubelease service at %s: %s: %s: %s", c->endpoint, method, code, msg);
-        return kl_seterr(err, kl_status_from_http(x->http),
-                         "kubelease service at %s answered HTTP %ld to %s%s", c->endpoint, x->http,
-                         method, x->http == 404 ? " (is it a kubelease service?)" : "");
+        if (x->resp.len && kl__connect_error_parse(x->resp.data, x->resp.len, code, sizeof(code),
+                                                   msg, sizeof(msg)))
+            return kl__seterr(err, kl__status_from_connect(code),
+                              "kubelease service at %s: %s: %s: %s", ep, method, code, msg);
+        return kl__seterr(err, kl__status_from_http(x->http),
+                          "kubelease service at %s answered HTTP %ld to %s%s", ep, x->http, method,
+                          x->http == 404 ? " (is it a kubelease service?)" : "");
     }
-    if (x->stream && !x->streaming)
-        return kl_seterr(err, KL_ERR_PROTOCOL,
-                         "kubelease service at %s: %s did not answer with a Connect stream",
-                         c->endpoint, method);
-    if (x->stream && x->end_code[0])
-        return kl_seterr(err, kl_status_from_connect(x->end_code),
-                         "kubelease service at %s: %s ended: %s: %s", c->endpoint, method,
-                         x->end_code, x->end_message);
-    if (x->stream && !x->end_seen)
-        return kl_seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s stream broke off",
-                         c->endpoint, method);
+    if (x->type->stream && !x->streaming)
+        return kl__seterr(err, KL_ERR_PROTOCOL,
+                          "kubelease service at %s: %s did not answer with a Connect stream", ep,
+                          method);
+    if (x->type->stream && x->end_code[0])
+        return kl__seterr(err, kl__status_from_connect(x->end_code),
+                          "kubelease service at %s: %s ended: %s: %s", ep, method, x->end_code,
+                          x->end_message);
+    if (x->type->stream && !x->end_seen)
+        return kl__seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s stream broke off",
+                          ep, method);
     return KL_OK;
 }
 
-int kl_unary_sync(struct kl_client *c, const char *method, uint8_t *body, size_t body_len,
-                  struct kl_buf *out, kl_error *err)
+int kl__unary_call(struct kl__transport *t, const char *method, const ProtobufCMessage *req,
+                   long timeout_ms, struct kl__buf *out, kl_error *err)
 {
-    struct xfer *x =
-        xfer_new(c, XFER_UNARY_SYNC, method, body, body_len, 0, c->opts.request_timeout_ms);
+    const struct kl__xfer_type type = {method, 0, NULL, NULL};
+    struct kl__xfer *x = kl__xfer_new(t, &type, req, timeout_ms, NULL);
     if (!x)
-        return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
+        return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
     CURLcode rc = curl_easy_perform(x->h);
-    int st = xfer_result(c, x, rc, method, err);
+    int st = kl__xfer_result(x, rc, err);
     if (st == KL_OK) {
         *out = x->resp;
         memset(&x->resp, 0, sizeof(x->resp));
     }
-    xfer_free(x);
+    kl__xfer_drop(x);
     return st;
+}
+
+/* --- the multi handle ----------------------------------------------------- */
+
+void kl__transport_perform(struct kl__transport *t)
+{
+    int running = 0;
+    curl_multi_perform(t->multi, &running);
+}
+
+void kl__transport_collect(struct kl__transport *t)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(t->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        struct kl__xfer *x = NULL;
+        CURLcode rc = m->data.result;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        curl_multi_remove_handle(t->multi, m->easy_handle);
+        x->started = 0;
+        x->type->on_done(x, rc);
+        kl__xfer_drop(x);
+    }
+}
+
+void kl__transport_poll(struct kl__transport *t, int timeout_ms)
+{
+    curl_multi_poll(t->multi, NULL, 0, timeout_ms, NULL);
+}
+
+void kl__transport_wake(struct kl__transport *t)
+{
+    curl_multi_wakeup(t->multi);
 }

@@ -1,8 +1,9 @@
-/* Local argument checks, mirroring the service's rules so that mistakes are
- * reported without a round trip and with the argument's name. */
+/* Local argument checks, mirroring the service's rules (see validate.h). */
 #include <string.h>
 
-#include "internal.h"
+#include "validate.h"
+
+#include "status.h"
 
 static int is_lower_alnum(char ch)
 {
@@ -22,22 +23,22 @@ static int dns_label_ok(const char *s, size_t len)
     return 1;
 }
 
-int kl_check_namespace(const char *ns, kl_error *err)
+static int check_namespace(const char *ns, kl_error *err)
 {
     if (!ns)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "ns (the namespace) is NULL");
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "ns (the namespace) is NULL");
     if (!dns_label_ok(ns, strlen(ns)))
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "ns \"%.63s\" is not a valid namespace: a DNS-1123 label of 1-63 "
-                         "lowercase letters, digits and '-', starting and ending alphanumeric",
-                         ns);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "ns \"%.63s\" is not a valid namespace: a DNS-1123 label of 1-63 "
+                          "lowercase letters, digits and '-', starting and ending alphanumeric",
+                          ns);
     return KL_OK;
 }
 
-int kl_check_lease_name(const char *lease, kl_error *err)
+static int check_lease_name(const char *lease, kl_error *err)
 {
     if (!lease)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "lease (the Lease name) is NULL");
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "lease (the Lease name) is NULL");
     size_t len = strlen(lease);
     int ok = len >= 1 && len <= 253;
     for (size_t start = 0; ok && start <= len;) {
@@ -47,51 +48,51 @@ int kl_check_lease_name(const char *lease, kl_error *err)
         start = end + 1;
     }
     if (!ok)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "lease \"%.63s\" is not a valid Lease name: a DNS-1123 subdomain of "
-                         "1-253 characters (lowercase letters, digits, '-' and '.')",
-                         lease);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "lease \"%.63s\" is not a valid Lease name: a DNS-1123 subdomain of "
+                          "1-253 characters (lowercase letters, digits, '-' and '.')",
+                          lease);
     return KL_OK;
 }
 
-int kl_check_identity(const char *identity, kl_error *err)
+int kl__check_identity(const char *identity, kl_error *err)
 {
     if (!identity)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "identity is NULL");
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "identity is NULL");
     size_t len = strlen(identity);
     if (len == 0 || len > 253)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "identity must be 1 to 253 bytes long, not %zu", len);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "identity must be 1 to 253 bytes long, not %zu", len);
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)identity[i];
         if (ch < 0x20 || ch == 0x7f)
-            return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                             "identity contains a control character (byte %zu is 0x%02x)", i, ch);
+            return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                              "identity contains a control character (byte %zu is 0x%02x)", i, ch);
     }
     return KL_OK;
 }
 
-int kl_check_durations(int lease_duration_s, int renew_deadline_s, int retry_period_s,
-                       kl_error *err)
+int kl__check_durations(int lease_duration_s, int renew_deadline_s, int retry_period_s,
+                        kl_error *err)
 {
     if (retry_period_s < 1)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "retry_period_s must be at least 1 second, not %d", retry_period_s);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "retry_period_s must be at least 1 second, not %d", retry_period_s);
     if ((int64_t)renew_deadline_s * 10 <= (int64_t)retry_period_s * 12)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "renew_deadline_s (%d) must be greater than 1.2 x retry_period_s (%d)",
-                         renew_deadline_s, retry_period_s);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "renew_deadline_s (%d) must be greater than 1.2 x retry_period_s (%d)",
+                          renew_deadline_s, retry_period_s);
     if (lease_duration_s <= renew_deadline_s)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "lease_duration_s (%d) must be greater than renew_deadline_s (%d)",
-                         lease_duration_s, renew_deadline_s);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "lease_duration_s (%d) must be greater than renew_deadline_s (%d)",
+                          lease_duration_s, renew_deadline_s);
     if (lease_duration_s > 3600)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "lease_duration_s (%d) must be at most 3600 seconds", lease_duration_s);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "lease_duration_s (%d) must be at most 3600 seconds", lease_duration_s);
     return KL_OK;
 }
 
-int kl_check_endpoint(const char *endpoint, kl_error *err)
+int kl__check_endpoint(const char *endpoint, kl_error *err)
 {
     size_t len = strlen(endpoint);
     const char *host = NULL;
@@ -100,11 +101,22 @@ int kl_check_endpoint(const char *endpoint, kl_error *err)
     else if (strncmp(endpoint, "https://", 8) == 0)
         host = endpoint + 8;
     if (!host || *host == 0 || *host == '/' || len > 1024)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                         "endpoint \"%.128s\" is not a URL like http://127.0.0.1:8080", endpoint);
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "endpoint \"%.128s\" is not a URL like http://127.0.0.1:8080", endpoint);
     for (const char *p = endpoint; *p; p++)
         if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-            return kl_seterr(err, KL_ERR_INVALID_ARGUMENT,
-                             "endpoint \"%.128s\" contains a space or control character", endpoint);
+            return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                              "endpoint \"%.128s\" contains a space or control character",
+                              endpoint);
     return KL_OK;
+}
+
+int kl__check_call(const kl_client *c, const char *ns, const char *lease, kl_error *err)
+{
+    kl__clearerr(err);
+    if (!c)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
+    if (check_namespace(ns, err) != KL_OK)
+        return KL_ERR_INVALID_ARGUMENT;
+    return check_lease_name(lease, err);
 }

@@ -1,37 +1,45 @@
-/* Holder reads (GetHolder, on the caller's thread) and holder watches (a
- * WatchHolder stream per watch, driven by the I/O thread, whose callbacks run
- * on the I/O thread without the client lock). */
+/* Holder watches (see watch.h): the WatchHolder stream of each watch, its
+ * reconnection, and the callbacks, which skip repeated states. Every function
+ * runs with the loop's mutex held, except the stream's message callback,
+ * which takes it around its bookkeeping and runs the user's callback
+ * without it. */
+#include "watch.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 #include "kubelease/v1/kubelease.pb-c.h"
+#include "transport.h"
+#include "util.h"
 
-struct watch {
-    struct watch *next;
-    char *key;
-    char *ns;
-    char *name;
-    kl_holder_cb cb;
-    void *ctx;
-    int cancelled;   /* no callback may start any more */
-    int in_callback; /* a callback of this watch is running */
-    int waiters;     /* kl_cancel_watch calls waiting for in_callback */
-    /* The last state delivered (to skip repeats, also across reconnects). */
-    int delivered;
-    int last_exists;
-    char *last_holder;
-    int64_t last_epoch;
-    /* Driven by the I/O thread. */
-    struct xfer *stream;
-    int64_t reconnect_at;
-    int64_t backoff_ms;
+#ifndef KL_TRACE_STATES
+#define KL_TRACE_STATES 0
+#endif
+
+static int watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len);
+static void watch_done(struct kl__xfer *x, CURLcode rc);
+
+static const struct kl__xfer_type watch_type = {"WatchHolder", 1, watch_on_message, watch_done};
+
+static const char *const state_names[] = {
+    [KL__W_IDLE] = "idle",           [KL__W_OPEN] = "open",
+    [KL__W_CALLBACK] = "callback",   [KL__W_CANCELLING] = "cancelling",
+    [KL__W_CANCELLED] = "cancelled",
 };
 
-static void watch_free(struct watch *w)
+/* The one place where a watch changes state. */
+static void w_set_state(struct kl__watch *w, enum kl__watch_state to)
 {
-    xfer_free(w->stream);
+    if (KL_TRACE_STATES && w->state != to)
+        fprintf(stderr, "kubelease: watch %s: %s -> %s\n", w->key, state_names[w->state],
+                state_names[to]);
+    w->state = to;
+}
+
+void kl__watch_free(struct kl__watch *w)
+{
+    kl__xfer_drop(w->stream);
     free(w->key);
     free(w->ns);
     free(w->name);
@@ -39,49 +47,43 @@ static void watch_free(struct watch *w)
     free(w);
 }
 
-static void start_stream(struct kl_client *c, struct watch *w)
+static void start_stream(struct kl__watch *w)
 {
     Kubelease__V1__WatchHolderRequest req = KUBELEASE__V1__WATCH_HOLDER_REQUEST__INIT;
-    size_t len = 0;
-    uint8_t *body;
-    struct xfer *x;
+    struct kl__xfer *x;
 
     req.namespace_ = w->ns;
     req.name = w->name;
-    body = kl_pack(&req.base, &len);
-    x = body ? xfer_new(c, XFER_WATCH, "WatchHolder", body, len, 1, 0) : NULL;
-    if (!x || curl_multi_add_handle(c->multi, x->h) != CURLM_OK) {
-        xfer_free(x);
-        w->backoff_ms = kl_next_backoff(w->backoff_ms, c->opts.max_backoff_ms);
-        w->reconnect_at = kl_now_ms() + w->backoff_ms;
+    x = kl__xfer_new(&w->loop->tr, &watch_type, &req.base, 0, w);
+    if (!x || kl__xfer_start(x) != KL_OK) {
+        kl__xfer_drop(x);
+        w->backoff_ms = kl__next_backoff(w->backoff_ms, w->loop->opts.max_backoff_ms);
+        w->reconnect_at = kl__now_ms() + w->backoff_ms;
         return;
     }
-    x->owner = w;
     w->stream = x;
+    w_set_state(w, KL__W_OPEN);
 }
 
-int64_t watches_process(struct kl_client *c, int64_t now)
+int64_t kl__watches_process(struct kl__watch **list, int64_t now)
 {
     int64_t next = INT64_MAX;
-    struct watch **p = &c->watches;
+    struct kl__watch **p = list;
     while (*p) {
-        struct watch *w = *p;
-        if (w->cancelled) {
+        struct kl__watch *w = *p;
+        if (kl__watch_cancelled(w)) {
             /* Only the I/O thread runs callbacks, and it is here: none runs.
              * Free once no kl_cancel_watch still looks at the record. */
-            if (w->stream) {
-                curl_multi_remove_handle(c->multi, w->stream->h);
-                xfer_free(w->stream);
-                w->stream = NULL;
-            }
+            kl__xfer_drop(w->stream);
+            w->stream = NULL;
             if (w->waiters == 0) {
                 *p = w->next;
-                watch_free(w);
+                kl__watch_free(w);
                 continue;
             }
-        } else if (!w->stream) {
+        } else if (w->state == KL__W_IDLE) {
             if (now >= w->reconnect_at)
-                start_stream(c, w);
+                start_stream(w);
             else if (w->reconnect_at < next)
                 next = w->reconnect_at;
         }
@@ -90,46 +92,24 @@ int64_t watches_process(struct kl_client *c, int64_t now)
     return next;
 }
 
-void watch_xfer_done(struct kl_client *c, struct xfer *x, CURLcode rc)
+static void watch_done(struct kl__xfer *x, CURLcode rc)
 {
-    struct watch *w = x->owner;
+    struct kl__watch *w = x->data;
     (void)rc;
     if (w->stream == x)
         w->stream = NULL;
+    if (w->state == KL__W_OPEN)
+        w_set_state(w, KL__W_IDLE);
     /* Whatever the reason, a watch reconnects until it is cancelled. */
-    w->backoff_ms = kl_next_backoff(w->backoff_ms, c->opts.max_backoff_ms);
-    w->reconnect_at = kl_now_ms() + w->backoff_ms;
-    xfer_free(x);
-}
-
-int watches_idle(struct kl_client *c)
-{
-    return c->watches == NULL;
-}
-
-void watches_cancel_all(struct kl_client *c)
-{
-    for (struct watch *w = c->watches; w; w = w->next)
-        w->cancelled = 1;
-}
-
-void watches_free_all(struct kl_client *c)
-{
-    struct watch *w = c->watches;
-    while (w) {
-        struct watch *next = w->next;
-        watch_free(w);
-        w = next;
-    }
-    c->watches = NULL;
+    w->backoff_ms = kl__next_backoff(w->backoff_ms, w->loop->opts.max_backoff_ms);
+    w->reconnect_at = kl__now_ms() + w->backoff_ms;
 }
 
 /* Records the new state; returns 1 if it differs from the last delivered. */
-static int watch_update(struct watch *w, int exists, const char *holder, int64_t epoch)
+static int watch_update(struct kl__watch *w, int exists, const char *holder, int64_t epoch)
 {
-    const char *last = w->last_holder ? w->last_holder : "";
-    if (w->delivered && w->last_exists == exists && w->last_epoch == epoch &&
-        strcmp(last, holder) == 0)
+    if (w->last_holder && w->last_exists == exists && w->last_epoch == epoch &&
+        strcmp(w->last_holder, holder) == 0)
         return 0;
     char *copy = strdup(holder);
     if (!copy)
@@ -138,13 +118,14 @@ static int watch_update(struct watch *w, int exists, const char *holder, int64_t
     w->last_holder = copy;
     w->last_exists = exists;
     w->last_epoch = epoch;
-    w->delivered = 1;
     return 1;
 }
 
-int watch_on_message(struct xfer *x, const uint8_t *msg, size_t len)
+/* A WatchHolder stream message (I/O thread, the mutex not held). */
+static int watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 {
-    struct kl_client *c = x->client;
+    struct kl__watch *w = x->data;
+    struct kl__loop *l = w->loop;
     Kubelease__V1__HolderEvent *ev = kubelease__v1__holder_event__unpack(NULL, len, msg);
     if (!ev)
         return KL_ERR_PROTOCOL;
@@ -153,146 +134,44 @@ int watch_on_message(struct xfer *x, const uint8_t *msg, size_t len)
     if (!ev->exists)
         holder = "";
 
-    pthread_mutex_lock(&c->mu);
-    struct watch *w = x->owner;
+    pthread_mutex_lock(&l->mu);
     w->backoff_ms = 0;
-    int call = !w->cancelled && w->stream == x && watch_update(w, ev->exists, holder, epoch);
+    int call =
+        w->state == KL__W_OPEN && w->stream == x && watch_update(w, ev->exists, holder, epoch);
     if (call)
-        w->in_callback = 1;
-    pthread_mutex_unlock(&c->mu);
+        w_set_state(w, KL__W_CALLBACK);
+    pthread_mutex_unlock(&l->mu);
 
     if (call) {
         size_t hl = strlen(holder);
         w->cb(w->ctx, hl ? holder : NULL, hl, epoch);
-        pthread_mutex_lock(&c->mu);
-        w->in_callback = 0;
-        pthread_cond_broadcast(&c->cv);
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_lock(&l->mu);
+        w_set_state(w, w->state == KL__W_CANCELLING ? KL__W_CANCELLED : KL__W_OPEN);
+        kl__loop_changed(l);
+        pthread_mutex_unlock(&l->mu);
     }
     kubelease__v1__holder_event__free_unpacked(ev, NULL);
     return 0;
 }
 
-static struct watch *watch_find(struct kl_client *c, const char *ns, const char *lease)
+struct kl__watch *kl__watch_new(struct kl__loop *l, const char *ns, const char *lease,
+                                kl_holder_cb cb, void *ctx)
 {
-    size_t nl = strlen(ns);
-    for (struct watch *w = c->watches; w; w = w->next)
-        if (!w->cancelled && strncmp(w->key, ns, nl) == 0 && w->key[nl] == '/' &&
-            strcmp(w->key + nl + 1, lease) == 0)
-            return w;
-    return NULL;
-}
-
-static int check_common(kl_client *c, const char *ns, const char *lease, kl_error *err)
-{
-    kl_clearerr(err);
-    if (!c)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
-    if (kl_check_namespace(ns, err) != KL_OK)
-        return KL_ERR_INVALID_ARGUMENT;
-    return kl_check_lease_name(lease, err);
-}
-
-int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb, void *ctx,
-                    kl_error *err)
-{
-    int rc = check_common(c, ns, lease, err);
-    if (rc != KL_OK)
-        return rc;
-    if (!cb)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "cb (the callback) is NULL");
-    struct watch *w = calloc(1, sizeof(*w));
-    if (!w || !(w->key = kl_key(ns, lease)) || !(w->ns = strdup(ns)) ||
-        !(w->name = strdup(lease))) {
-        if (w)
-            watch_free(w);
-        return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the watch");
-    }
+    struct kl__watch *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->loop = l;
     w->cb = cb;
     w->ctx = ctx;
-    pthread_mutex_lock(&c->mu);
-    if (c->stopping) {
-        rc = kl_seterr(err, KL_ERR_CANCELLED, "the client is being freed");
-    } else if (watch_find(c, ns, lease)) {
-        rc = kl_seterr(err, KL_ERR_ALREADY_WATCHING, "watch for %s/%s already running", ns, lease);
-    } else {
-        w->next = c->watches;
-        c->watches = w;
-        w = NULL;
-        client_wake(c);
+    if (!(w->key = kl__key_new(ns, lease)) || !(w->ns = strdup(ns)) || !(w->name = strdup(lease))) {
+        kl__watch_free(w);
+        return NULL;
     }
-    pthread_mutex_unlock(&c->mu);
-    if (w)
-        watch_free(w);
-    return rc;
+    return w;
 }
 
-int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err)
+void kl__watch_cancel(struct kl__watch *w)
 {
-    int rc = check_common(c, ns, lease, err);
-    if (rc != KL_OK)
-        return rc;
-    pthread_mutex_lock(&c->mu);
-    struct watch *w = watch_find(c, ns, lease);
-    if (w) {
-        w->cancelled = 1;
-        /* On the I/O thread no callback of this watch can be running except
-         * the caller itself; elsewhere, wait for a running one to return. */
-        if (!client_on_io_thread(c)) {
-            w->waiters++;
-            while (w->in_callback)
-                client_wait_until(c, -1);
-            w->waiters--;
-        }
-        client_wake(c);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return KL_OK;
-}
-
-int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
-                  int64_t *lease_transitions, kl_error *err)
-{
-    Kubelease__V1__GetHolderRequest req = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
-    struct kl_buf out = {0};
-    size_t len = 0;
-    uint8_t *body;
-
-    if (holder)
-        *holder = NULL;
-    if (lease_transitions)
-        *lease_transitions = 0;
-    int rc = check_common(c, ns, lease, err);
-    if (rc != KL_OK)
-        return rc;
-    if (!holder)
-        return kl_seterr(err, KL_ERR_INVALID_ARGUMENT, "holder (the output pointer) is NULL");
-    req.namespace_ = (char *)ns;
-    req.name = (char *)lease;
-    body = kl_pack(&req.base, &len);
-    if (!body)
-        return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing GetHolder");
-    rc = kl_unary_sync(c, "GetHolder", body, len, &out, err);
-    if (rc == KL_NOT_FOUND)
-        return rc; /* err says which Lease */
-    if (rc != KL_OK)
-        return rc;
-    Kubelease__V1__GetHolderResponse *r =
-        kubelease__v1__get_holder_response__unpack(NULL, out.len, (uint8_t *)out.data);
-    kl_buf_free(&out);
-    if (!r)
-        return kl_seterr(err, KL_ERR_PROTOCOL,
-                         "kubelease service at %s sent an unreadable GetHolder answer",
-                         c->endpoint);
-    if (r->holder && r->holder[0]) {
-        *holder = strdup(r->holder);
-        if (!*holder) {
-            kubelease__v1__get_holder_response__free_unpacked(r, NULL);
-            return kl_seterr(err, KL_ERR_NO_MEMORY, "out of memory copying the holder");
-        }
-    }
-    if (lease_transitions)
-        *lease_transitions = r->epoch;
-    kubelease__v1__get_holder_response__free_unpacked(r, NULL);
-    return KL_OK;
+    if (!kl__watch_cancelled(w))
+        w_set_state(w, w->state == KL__W_CALLBACK ? KL__W_CANCELLING : KL__W_CANCELLED);
 }

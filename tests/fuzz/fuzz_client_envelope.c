@@ -14,9 +14,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int on_message(void *ctx, unsigned flags, const uint8_t *msg, size_t len)
 {
     (void)ctx;
-    if (flags & KL_ENV_END_STREAM) {
+    if (flags & KL__ENV_END_STREAM) {
         char code[32], message[160];
-        connect_error_parse((const char *)msg, len, code, sizeof(code), message, sizeof(message));
+        kl__connect_error_parse((const char *)msg, len, code, sizeof(code), message,
+                                sizeof(message));
         return 0;
     }
     Kubelease__V1__CampaignEvent *ev = kubelease__v1__campaign_event__unpack(NULL, len, msg);
@@ -30,7 +31,7 @@ static int on_message(void *ctx, unsigned flags, const uint8_t *msg, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct envelope_decoder d;
+    struct kl__envelope_decoder d;
     size_t step;
 
     if (size == 0)
@@ -38,15 +39,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     step = (size_t)data[0] % 17 + 1;
     data++;
     size--;
-    envelope_decoder_init(&d, 4096);
+    kl__envelope_decoder_init(&d, 4096);
     for (size_t pos = 0; pos < size; pos += step) {
         size_t n = size - pos < step ? size - pos : step;
-        if (envelope_feed(&d, data + pos, n, on_message, NULL) != 0)
+        if (kl__envelope_feed(&d, data + pos, n, on_message, NULL) != 0)
             break;
     }
     /* The same bytes, whole, as a Connect error body. */
     char code[16], message[32];
-    connect_error_parse((const char *)data, size, code, sizeof(code), message, sizeof(message));
-    envelope_decoder_free(&d);
+    kl__connect_error_parse((const char *)data, size, code, sizeof(code), message, sizeof(message));
+    kl__envelope_decoder_free(&d);
     return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Cut-off (safety rule 2): while a replica leads, the service is frozen
-# (SIGSTOP). The leader's kl_wait_lost must return by its validity deadline
+# Cut-off (docs/design.md, rule 2): while a replica leads, the service is
+# frozen (SIGSTOP). The leader's kl_wait_lost must return by its validity deadline
 # (at most the granted validity, the 2 s retry period, after its last
 # confirmation, which was sent before the freeze), without any answer from the
 # service; and no other replica may be elected before that, also after the

@@ -2,7 +2,7 @@
  * `kubeleased --dev`:
  * - the network between client and service breaks (a loopback proxy cuts
  *   every connection): the leader reconnects and resumes its term, same
- *   epoch, without ever reporting a loss (rules 2 and 5);
+ *   epoch, without ever reporting a loss (docs/design.md, rules 2 and 5);
  * - the service freezes for less than the validity: no loss;
  * - the service is killed and restarted: the host process survives (SIGPIPE
  *   left at its default), the leader reports the loss by its deadline, the

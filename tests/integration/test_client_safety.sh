@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Safety (rule 1): several kl_replica processes campaign on one lease while
-# leaders are killed (SIGKILL), leaders resign (--resign-after), and the
-# service is restarted (SIGTERM, SIGKILL) or frozen (SIGSTOP/SIGCONT). Each
-# replica logs its leadership intervals (CLOCK_MONOTONIC, one machine);
-# check_intervals.sh proves no two intervals overlap. Durations 5/4/1 s so
-# that many terms happen; DURATION_S of chaos (default 45). FAULTS selects
-# the kinds: "kill restart crash freeze" on the test control plane (the Lease
-# survives a service restart there); with --dev only "kill freeze" by default,
-# because the in-memory store forgets every lease and grant when the service
-# restarts, so a restarted --dev service elects at once while the previous
-# leader's validity still runs (FAULTS=... forces the full set).
+# Safety (docs/design.md, rule 1): several kl_replica processes campaign on
+# one lease while leaders are killed (SIGKILL), leaders resign
+# (--resign-after), and the service is restarted (SIGTERM, SIGKILL) or frozen
+# (SIGSTOP/SIGCONT). Each replica logs its leadership intervals
+# (CLOCK_MONOTONIC, one machine); check_intervals.sh proves no two intervals
+# overlap. Durations 5/4/1 s so that many terms happen; DURATION_S of chaos
+# (default 45). FAULTS selects the kinds: "kill restart crash freeze" on the
+# test control plane (the Lease survives a service restart there); with --dev
+# only "kill freeze" by default, because the in-memory store forgets every
+# lease and grant when the service restarts, so a restarted --dev service
+# elects at once while the previous leader's validity still runs (FAULTS=...
+# forces the full set).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/client_lib.sh"

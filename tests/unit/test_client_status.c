@@ -8,7 +8,9 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "election.h"
+#include "status.h"
+#include "util.h"
 
 static void test_status_every_code_has_its_own_string(void **state)
 {
@@ -53,17 +55,17 @@ static void test_status_version_matches_macros(void **state)
 static void test_status_connect_codes_map(void **state)
 {
     (void)state;
-    assert_int_equal(kl_status_from_connect("not_found"), KL_NOT_FOUND);
-    assert_int_equal(kl_status_from_connect("failed_precondition"), KL_ERR_LOST);
-    assert_int_equal(kl_status_from_connect("invalid_argument"), KL_ERR_INVALID_ARGUMENT);
-    assert_int_equal(kl_status_from_connect("unavailable"), KL_ERR_UNAVAILABLE);
-    assert_int_equal(kl_status_from_connect("deadline_exceeded"), KL_ERR_TIMEOUT);
-    assert_int_equal(kl_status_from_connect("permission_denied"), KL_ERR_PERMISSION_DENIED);
-    assert_int_equal(kl_status_from_connect("unauthenticated"), KL_ERR_PERMISSION_DENIED);
-    assert_int_equal(kl_status_from_connect("no_such_code"), KL_ERR_PROTOCOL);
-    assert_int_equal(kl_status_from_http(503), KL_ERR_UNAVAILABLE);
-    assert_int_equal(kl_status_from_http(404), KL_ERR_PROTOCOL);
-    assert_int_equal(kl_status_from_http(500), KL_ERR_INTERNAL);
+    assert_int_equal(kl__status_from_connect("not_found"), KL_NOT_FOUND);
+    assert_int_equal(kl__status_from_connect("failed_precondition"), KL_ERR_LOST);
+    assert_int_equal(kl__status_from_connect("invalid_argument"), KL_ERR_INVALID_ARGUMENT);
+    assert_int_equal(kl__status_from_connect("unavailable"), KL_ERR_UNAVAILABLE);
+    assert_int_equal(kl__status_from_connect("deadline_exceeded"), KL_ERR_TIMEOUT);
+    assert_int_equal(kl__status_from_connect("permission_denied"), KL_ERR_PERMISSION_DENIED);
+    assert_int_equal(kl__status_from_connect("unauthenticated"), KL_ERR_PERMISSION_DENIED);
+    assert_int_equal(kl__status_from_connect("no_such_code"), KL_ERR_PROTOCOL);
+    assert_int_equal(kl__status_from_http(503), KL_ERR_UNAVAILABLE);
+    assert_int_equal(kl__status_from_http(404), KL_ERR_PROTOCOL);
+    assert_int_equal(kl__status_from_http(500), KL_ERR_INTERNAL);
 }
 
 static void test_status_seterr_fills_and_truncates(void **state)
@@ -73,11 +75,11 @@ static void test_status_seterr_fills_and_truncates(void **state)
     char longer[600];
     memset(longer, 'x', sizeof(longer) - 1);
     longer[sizeof(longer) - 1] = 0;
-    assert_int_equal(kl_seterr(&err, KL_ERR_TIMEOUT, "%s", longer), KL_ERR_TIMEOUT);
+    assert_int_equal(kl__seterr(&err, KL_ERR_TIMEOUT, "%s", longer), KL_ERR_TIMEOUT);
     assert_int_equal(err.code, KL_ERR_TIMEOUT);
     assert_int_equal(strlen(err.message), sizeof(err.message) - 1);
-    assert_int_equal(kl_seterr(NULL, KL_ERR_LOST, "ignored"), KL_ERR_LOST);
-    kl_clearerr(&err);
+    assert_int_equal(kl__seterr(NULL, KL_ERR_LOST, "ignored"), KL_ERR_LOST);
+    kl__clearerr(&err);
     assert_int_equal(err.code, KL_OK);
     assert_string_equal(err.message, "");
 }
@@ -87,43 +89,43 @@ static void test_status_seterr_fills_and_truncates(void **state)
 static void test_deadline_is_send_time_plus_validity(void **state)
 {
     (void)state;
-    assert_int_equal(kl_deadline_after_confirm(10000, 2000), 12000);
+    assert_int_equal(kl__deadline_after_confirm(10000, 2000), 12000);
     /* A reply arriving late does not move the deadline. */
-    assert_int_equal(kl_deadline_after_confirm(10000, 2000), 12000);
+    assert_int_equal(kl__deadline_after_confirm(10000, 2000), 12000);
     /* No validity: the deadline is the send time itself (already passed). */
-    assert_int_equal(kl_deadline_after_confirm(10000, 0), 10000);
-    assert_int_equal(kl_deadline_after_confirm(10000, -5), 10000);
+    assert_int_equal(kl__deadline_after_confirm(10000, 0), 10000);
+    assert_int_equal(kl__deadline_after_confirm(10000, -5), 10000);
 }
 
 static void test_deadline_reconfirm_after_a_third(void **state)
 {
     (void)state;
-    assert_int_equal(kl_next_confirm_at(10000, 3000), 11000);
-    assert_int_equal(kl_next_confirm_at(10000, 2000), 10666);
+    assert_int_equal(kl__next_confirm_at(10000, 3000), 11000);
+    assert_int_equal(kl__next_confirm_at(10000, 2000), 10666);
     /* Tiny validities still move forward. */
-    assert_int_equal(kl_next_confirm_at(10000, 1), 10001);
-    assert_true(kl_next_confirm_at(10000, 2000) < kl_deadline_after_confirm(10000, 2000));
+    assert_int_equal(kl__next_confirm_at(10000, 1), 10001);
+    assert_true(kl__next_confirm_at(10000, 2000) < kl__deadline_after_confirm(10000, 2000));
 }
 
 static void test_deadline_remaining(void **state)
 {
     (void)state;
-    assert_int_equal(kl_remaining_ms(12000, 11000), 1000);
-    assert_int_equal(kl_remaining_ms(12000, 12000), 0);
-    assert_int_equal(kl_remaining_ms(12000, 13000), 0);
+    assert_int_equal(kl__remaining_ms(12000, 11000), 1000);
+    assert_int_equal(kl__remaining_ms(12000, 12000), 0);
+    assert_int_equal(kl__remaining_ms(12000, 13000), 0);
 }
 
 static void test_backoff_doubles_and_caps(void **state)
 {
     (void)state;
-    int64_t b = kl_next_backoff(0, 2000);
+    int64_t b = kl__next_backoff(0, 2000);
     assert_int_equal(b, 50);
-    b = kl_next_backoff(b, 2000);
+    b = kl__next_backoff(b, 2000);
     assert_int_equal(b, 100);
     for (int i = 0; i < 20; i++)
-        b = kl_next_backoff(b, 2000);
+        b = kl__next_backoff(b, 2000);
     assert_int_equal(b, 2000);
-    assert_int_equal(kl_next_backoff(0, 10), 10);
+    assert_int_equal(kl__next_backoff(0, 10), 10);
 }
 
 int main(void)

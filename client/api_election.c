@@ -1,0 +1,242 @@
+/* The public election functions (kl_run_election, the waits, cancel,
+ * kl_is_leader): argument checks, the client's list of elections, and the
+ * blocking waits. Every function takes the loop's mutex; the waits sleep on
+ * its condition variable and never run on the I/O thread. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "election.h"
+#include "status.h"
+#include "util.h"
+#include "validate.h"
+
+static struct kl__election *el_find(struct kl_client *c, const char *ns, const char *lease)
+{
+    for (struct kl__election *el = c->elections; el; el = el->next)
+        if (kl__key_is(el->key, ns, lease))
+            return el;
+    return NULL;
+}
+
+/* Takes a finished election off the list; threads still waiting on it keep
+ * it alive until they leave. */
+static void el_unlink(struct kl_client *c, struct kl__election *el)
+{
+    for (struct kl__election **p = &c->elections; *p; p = &(*p)->next) {
+        if (*p == el) {
+            *p = el->next;
+            break;
+        }
+    }
+    el->next = NULL;
+    kl__election_unref(el);
+}
+
+int kl_run_election(kl_client *c, const char *ns, const char *lease, const char *identity,
+                    int lease_duration_s, int renew_deadline_s, int retry_period_s, kl_error *err)
+{
+    struct kl__election *el = NULL, *old;
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    if (kl__check_identity(identity, err) != KL_OK ||
+        kl__check_durations(lease_duration_s, renew_deadline_s, retry_period_s, err) != KL_OK)
+        return KL_ERR_INVALID_ARGUMENT;
+
+    el = kl__election_new(&c->loop, ns, lease, identity, lease_duration_s, renew_deadline_s,
+                          retry_period_s);
+    if (!el)
+        return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the election");
+
+    pthread_mutex_lock(&c->loop.mu);
+    if (c->stopping) {
+        rc = kl__seterr(err, KL_ERR_CANCELLED, "the client is being freed");
+        goto out;
+    }
+    old = el_find(c, ns, lease);
+    if (old && !kl__election_over(old)) {
+        rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING, "election for %s already running (as %s)",
+                        old->key, old->identity);
+        goto out;
+    }
+    if (old) {
+        /* Let the previous election finish resigning first, or its Resign
+         * could end the new campaign of the same identity. */
+        int64_t until = kl__now_ms() + c->loop.opts.resign_timeout_ms + 1000;
+        while (old->state != KL__EL_CLOSED) {
+            if (kl__loop_on_thread(&c->loop) || kl__now_ms() >= until) {
+                rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING,
+                                "the previous election for %s is still resigning; try again",
+                                old->key);
+                goto out;
+            }
+            kl__loop_wait_until(&c->loop, until);
+        }
+        el_unlink(c, old);
+    }
+    el->next = c->elections;
+    c->elections = el;
+    el = NULL;
+    kl__loop_wake(&c->loop);
+    rc = KL_OK;
+out:
+    pthread_mutex_unlock(&c->loop.mu);
+    if (el)
+        kl__election_unref(el);
+    return rc;
+}
+
+int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error *err)
+{
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    pthread_mutex_lock(&c->loop.mu);
+    struct kl__election *el = el_find(c, ns, lease);
+    if (el)
+        kl__election_cancel(el, "election for %s cancelled", el->key);
+    pthread_mutex_unlock(&c->loop.mu);
+    return KL_OK;
+}
+
+/* Fills err from an election that is over; returns the code to report. A
+ * cancelled election is an error for kl_wait_elected, a normal end for
+ * kl_wait_lost. */
+static int over_result(struct kl__election *el, int for_elected, kl_error *err)
+{
+    if (el->result == KL_ERR_CANCELLED && !for_elected)
+        return KL_OK;
+    return kl__seterr(err, el->result, "%s", el->message);
+}
+
+/* The common start of the blocking waits: checks the arguments and the
+ * calling thread, then returns the election with the loop's mutex held and
+ * a reference taken (finish with kl__election_unref and unlocking), or NULL
+ * with *rc and err set and nothing held. */
+static struct kl__election *el_wait_begin(kl_client *c, const char *ns, const char *lease,
+                                          const char *fn, int *rc, kl_error *err)
+{
+    *rc = kl__check_call(c, ns, lease, err);
+    if (*rc != KL_OK)
+        return NULL;
+    if (kl__loop_on_thread(&c->loop)) {
+        *rc = kl__seterr(err, KL_ERR_IN_CALLBACK, "%s cannot be called from a kubelease callback",
+                         fn);
+        return NULL;
+    }
+    pthread_mutex_lock(&c->loop.mu);
+    struct kl__election *el = el_find(c, ns, lease);
+    if (!el) {
+        pthread_mutex_unlock(&c->loop.mu);
+        *rc = kl__seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s: call kl_run_election", ns,
+                         lease);
+        return NULL;
+    }
+    kl__election_ref(el);
+    return el;
+}
+
+int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout_s,
+                    int64_t *lease_transitions, kl_error *err)
+{
+    int rc;
+    struct kl__election *el = el_wait_begin(c, ns, lease, "kl_wait_elected", &rc, err);
+    if (!el)
+        return rc;
+    int64_t until = timeout_s < 0 ? -1 : kl__now_ms() + (int64_t)timeout_s * 1000;
+    for (;;) {
+        int64_t now = kl__now_ms();
+        kl__election_check_deadline(el, now);
+        if (kl__election_leader(el)) {
+            if (lease_transitions)
+                *lease_transitions = el->epoch;
+            rc = KL_OK;
+            break;
+        }
+        if (kl__election_over(el)) {
+            rc = over_result(el, 1, err);
+            break;
+        }
+        if (until >= 0 && now >= until) {
+            kl__election_cancel(el, "election for %s cancelled: not elected within %d s", el->key,
+                                timeout_s);
+            rc = kl__seterr(err, KL_ERR_TIMEOUT,
+                            "election for %s not won within %d s, so it was cancelled%s%s", el->key,
+                            timeout_s, el->problem[0] ? "; last problem: " : "", el->problem);
+            break;
+        }
+        kl__loop_wait_until(&c->loop, until);
+    }
+    kl__election_unref(el);
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
+}
+
+static int wait_lost(kl_client *c, const char *ns, const char *lease, int timeout_ms, kl_error *err)
+{
+    int rc;
+    struct kl__election *el = el_wait_begin(c, ns, lease, "kl_wait_lost", &rc, err);
+    if (!el)
+        return rc;
+    int64_t until = timeout_ms < 0 ? -1 : kl__now_ms() + timeout_ms;
+    for (;;) {
+        int64_t now = kl__now_ms();
+        kl__election_check_deadline(el, now);
+        if (kl__election_over(el)) {
+            rc = over_result(el, 0, err);
+            break;
+        }
+        if (until >= 0 && now >= until) {
+            rc = kl__seterr(err, KL_ERR_TIMEOUT, "election for %s still running after %d ms",
+                            el->key, timeout_ms);
+            break;
+        }
+        /* Wake at the leadership deadline at the latest. */
+        int64_t wake = until;
+        if (kl__election_leader(el) && (wake < 0 || el->deadline_ms < wake))
+            wake = el->deadline_ms;
+        kl__loop_wait_until(&c->loop, wake);
+    }
+    kl__election_unref(el);
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
+}
+
+int kl_wait_lost(kl_client *c, const char *ns, const char *lease, kl_error *err)
+{
+    return wait_lost(c, ns, lease, -1, err);
+}
+
+int kl_wait_lost_timeout(kl_client *c, const char *ns, const char *lease, int timeout_ms,
+                         kl_error *err)
+{
+    if (timeout_ms < 0)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "timeout_ms must be >= 0, not %d",
+                          timeout_ms);
+    return wait_lost(c, ns, lease, timeout_ms, err);
+}
+
+int kl_is_leader(kl_client *c, const char *ns, const char *lease, int64_t *valid_for_ms,
+                 kl_error *err)
+{
+    int rc = kl__check_call(c, ns, lease, err);
+    if (valid_for_ms)
+        *valid_for_ms = 0;
+    if (rc != KL_OK)
+        return rc;
+    pthread_mutex_lock(&c->loop.mu);
+    struct kl__election *el = el_find(c, ns, lease);
+    int64_t now = kl__now_ms();
+    rc = 0;
+    if (el) {
+        kl__election_check_deadline(el, now);
+        if (kl__election_leader(el)) {
+            rc = 1;
+            if (valid_for_ms)
+                *valid_for_ms = kl__remaining_ms(el->deadline_ms, now);
+        }
+    }
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
+}

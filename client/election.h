@@ -1,0 +1,110 @@
+/* Elections: the Campaign stream, term confirmation (the leadership
+ * deadline; docs/design.md, rule 2), resumption after a broken connection
+ * (docs/design.md, rule 5) and resignation, driven by the client's I/O
+ * thread.
+ *
+ * Threads. Every field is protected by the loop's mutex (l->mu). The
+ * transfers (stream, confirm, resign) are created, started and dropped only
+ * by the I/O thread; user threads read the outcome and may end an election
+ * (kl__election_cancel) or report its deadline (kl__election_check_deadline). */
+#ifndef KL_ELECTION_H
+#define KL_ELECTION_H
+
+#include <stdint.h>
+
+#include "loop.h"
+
+/* The life of an election. It runs from NEW until one of the three "over"
+ * states; running, it is a candidate (BACKOFF, CAMPAIGNING, ELECTED) or a
+ * leader (LEADING, LEADER_BACKOFF, RESUMING). Changed only by el_set_state
+ * in election.c, which traces every transition when built with
+ * -DKL_TRACE_STATES=1. */
+enum kl__election_state {
+    KL__EL_NEW,            /* no Campaign stream opened yet */
+    KL__EL_BACKOFF,        /* candidate; the stream broke: reopened at reconnect_at */
+    KL__EL_CAMPAIGNING,    /* candidate; the stream is open */
+    KL__EL_ELECTED,        /* the stream reported Elected (epoch); not confirmed yet */
+    KL__EL_LEADING,        /* leader until deadline_ms; the stream is attached to the term */
+    KL__EL_LEADER_BACKOFF, /* leader; the stream broke: reopened at reconnect_at to resume */
+    KL__EL_RESUMING,       /* leader; the new stream asks to resume the term */
+    KL__EL_RESIGNING,      /* over; the service may hold the campaign: Resign (bounded) */
+    KL__EL_CLOSING,        /* over; nothing to resign: the stream is closed next */
+    KL__EL_CLOSED,         /* over; the I/O thread let go of it */
+};
+
+struct kl__election {
+    struct kl__election *next; /* the client's list */
+    struct kl__loop *loop;
+    int refs;  /* the client's list holds one, each waiting thread one */
+    char *key; /* "ns/lease" */
+    char *ns;
+    char *name;
+    char *identity;
+    int lease_s, renew_s, retry_s;
+
+    enum kl__election_state state;
+    int64_t deadline_ms;  /* leadership deadline (monotonic), while a leader */
+    int64_t valid_for_ms; /* last validity granted */
+    int64_t epoch;        /* epoch of the current term, 0 = none */
+    int result;           /* over: why (KL_ERR_CANCELLED when cancelled) */
+    char message[256];    /* over: the explanation */
+    char problem[256];    /* the last transport problem, for messages */
+
+    /* Driven by the I/O thread. */
+    struct kl__xfer *stream;
+    struct kl__xfer *confirm;
+    struct kl__xfer *resign;
+    int64_t reconnect_at; /* when to open the next stream */
+    int64_t backoff_ms;   /* current reconnection backoff */
+    int64_t next_confirm; /* when to confirm next; 0 = not scheduled */
+    int64_t resign_until; /* give up resigning at this time */
+};
+
+/* 1 while the election holds a confirmed term whose deadline the last check
+ * did not see pass. */
+static inline int kl__election_leader(const struct kl__election *el)
+{
+    return el->state == KL__EL_LEADING || el->state == KL__EL_LEADER_BACKOFF ||
+           el->state == KL__EL_RESUMING;
+}
+
+/* 1 once the election ended (no more terms). */
+static inline int kl__election_over(const struct kl__election *el)
+{
+    return el->state >= KL__EL_RESIGNING;
+}
+
+/* A new election (refs 1), not yet running; NULL on out of memory. The
+ * arguments are copied. */
+struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const char *lease,
+                                      const char *identity, int lease_s, int renew_s, int retry_s);
+void kl__election_ref(struct kl__election *el);
+/* Drops a reference; the last frees the election. */
+void kl__election_unref(struct kl__election *el);
+
+/* Ends the election as cancelled (unless it already ended), with a printf-
+ * style message: not leader any more, waiters wake up, the I/O thread
+ * resigns and closes. */
+void kl__election_cancel(struct kl__election *el, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Reports the loss when the deadline passed without a fresher confirmation.
+ * Called by the I/O thread and by every user-facing check, so that a stuck
+ * I/O thread cannot delay it. */
+void kl__election_check_deadline(struct kl__election *el, int64_t now);
+
+/* The I/O thread's work on a list of elections: returns the next time it
+ * needs to run (monotonic ms) or INT64_MAX. */
+int64_t kl__elections_process(struct kl__election *list, int64_t now);
+/* 1 when the I/O thread let go of every election of the list. */
+int kl__elections_idle(const struct kl__election *list);
+
+/* Deadline arithmetic (pure). The leadership deadline after a confirmation
+ * sent at sent_ms (monotonic) that granted valid_for_ms: never later than the
+ * service's own deadline (docs/design.md, rule 2). */
+int64_t kl__deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms);
+/* When to send the next Confirm: a third of the validity after sent_ms. */
+int64_t kl__next_confirm_at(int64_t sent_ms, int64_t valid_for_ms);
+/* Remaining validity at now_ms (0 when passed). */
+int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms);
+
+#endif
