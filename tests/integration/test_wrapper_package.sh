@@ -96,7 +96,8 @@ for bin in "$KL_TMP/consumer/build/consumer" "$KL_TMP/pc"; do
     out=$(env -u LD_LIBRARY_PATH "$bin" "$KL_NS" "$lease" 2>&1) ||
         { echo "FAIL: $bin: $out"; exit 1; }
     [[ $out =~ ^elected\ [0-9]+$ ]] || { echo "FAIL: $bin printed: $out"; exit 1; }
-    ldd "$bin" | grep -q "$libdir/libkubelease.so" ||
-        { echo "FAIL: $bin does not load the installed libkubelease:"; ldd "$bin"; exit 1; }
+    libs=$(env -u LD_LIBRARY_PATH ldd "$bin")
+    grep -q "$libdir/libkubelease.so" <<<"$libs" ||
+        { echo "FAIL: $bin does not load the installed libkubelease: $libs"; exit 1; }
 done
 echo "PASS: installed libk8s_lease_wrapper usable via find_package and pkg-config; SONAME $soname"
