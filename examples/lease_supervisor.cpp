@@ -197,6 +197,7 @@ void one_round()
     if (K8sLeaseWaitElected(c_str(cfg.ns), c_str(cfg.lease), cfg.lease_duration, &epoch, &msg) !=
         0) {
         say("NOT-ELECTED", take(msg));
+        pause_ms(1000); // e.g. the service refused the campaign: do not spin
         return;
     }
     if (!begin_leading(epoch)) {
