@@ -1,0 +1,324 @@
+// k8s_lease_supervisor: the leader-election loop of a master process's
+// supervisor, written against the Go wrapper's C API (libk8s_lease_wrapper.h)
+// as its C++ users wrote it, and linked with kubelease's
+// libk8s_lease_wrapper instead of the Go library. It uses nothing else of
+// kubelease: the service is found through $KUBELEASE_ENDPOINT.
+//
+//   export KUBELEASE_ENDPOINT=http://127.0.0.1:8080
+//   k8s_lease_supervisor --namespace default --lease kv-master --identity node-1:8080
+//
+// The loop: stand by, reading the holder every 200 ms while someone else
+// leads; when nobody does, campaign and wait to be elected; lead until the
+// leadership is lost; stand by again. A watch logs every change of holder.
+// SIGINT and SIGTERM resign (a standby takes over at once) and exit 0.
+// --intervals FILE appends "start|end ID PID EPOCH MONO_NS WHY" lines for the
+// tests, which check that no two leaders overlap.
+#include "libk8s_lease_wrapper.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string>
+#include <sys/time.h>
+#include <unistd.h>
+
+namespace
+{
+
+struct Config {
+    std::string ns = "default";
+    std::string lease;
+    std::string identity;
+    int lease_duration = 15;
+    int renew_deadline = 10;
+    int retry_period = 2;
+    std::string intervals;
+};
+
+Config cfg;
+int intervals_fd = -1;
+// Shared by the main loop and the signal thread.
+pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+bool stopping = false;
+long long leading_epoch = 0; // the term this process acts as leader for (0: none)
+
+void say(const char *what, const std::string &detail)
+{
+    struct timeval tv;
+    struct tm tm;
+    gettimeofday(&tv, nullptr);
+    localtime_r(&tv.tv_sec, &tm);
+    std::printf("%02d:%02d:%02d.%03d %-12s %-11s %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(tv.tv_usec / 1000), cfg.identity.c_str(), what, detail.c_str());
+    std::fflush(stdout);
+}
+
+// The wrapper's errors: -1 with a malloc'ed message the caller frees.
+std::string take(char *msg)
+{
+    std::string s = msg ? msg : "(no message)";
+    std::free(msg);
+    return s;
+}
+
+long long monotonic_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+// Called with mu held: one line per interval boundary, in one write.
+void record(const char *kind, long long epoch, const char *why)
+{
+    if (intervals_fd < 0)
+        return;
+    char line[512];
+    int n = std::snprintf(line, sizeof(line), "%s %s %d %lld %lld %s\n", kind, cfg.identity.c_str(),
+                          static_cast<int>(getpid()), epoch, monotonic_ns(), why);
+    if (n > 0 && write(intervals_fd, line, static_cast<size_t>(n)) != n)
+        std::perror("write intervals");
+}
+
+// Start acting as leader (false when stopping won the race).
+bool begin_leading(long long epoch)
+{
+    pthread_mutex_lock(&mu);
+    bool ok = !stopping;
+    if (ok) {
+        leading_epoch = epoch;
+        record("start", epoch, "elected");
+    }
+    pthread_mutex_unlock(&mu);
+    return ok;
+}
+
+void stop_leading(const char *why)
+{
+    pthread_mutex_lock(&mu);
+    if (leading_epoch)
+        record("end", leading_epoch, why);
+    leading_epoch = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+bool is_stopping()
+{
+    pthread_mutex_lock(&mu);
+    bool s = stopping;
+    pthread_mutex_unlock(&mu);
+    return s;
+}
+
+// Waits ms milliseconds, or less when stopping.
+void pause_ms(int ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = until.tv_nsec + static_cast<long long>(ms) * 1000000LL;
+    until.tv_sec += static_cast<time_t>(ns / 1000000000LL);
+    until.tv_nsec = static_cast<long>(ns % 1000000000LL);
+    pthread_mutex_lock(&mu);
+    while (!stopping && pthread_cond_timedwait(&wake, &mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&mu);
+}
+
+// The wrapper's functions take char *, as cgo declared them; they do not
+// write to the strings.
+char *c_str(const std::string &s)
+{
+    return const_cast<char *>(s.c_str());
+}
+
+// SIGINT and SIGTERM are blocked everywhere and taken here: stop acting as
+// leader first, then resign.
+void *signal_thread(void *arg)
+{
+    sigset_t *set = static_cast<sigset_t *>(arg);
+    int sig = 0;
+    sigwait(set, &sig);
+    pthread_mutex_lock(&mu);
+    stopping = true;
+    pthread_cond_broadcast(&wake);
+    pthread_mutex_unlock(&mu);
+    stop_leading("resigned");
+    K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+    return nullptr;
+}
+
+// Stands by while another replica holds a live Lease, reading the holder
+// every 200 ms. Returns when nobody (or this identity, from an earlier life)
+// holds it, or when stopping.
+void stand_by()
+{
+    std::string last = "?";
+    while (!is_stopping()) {
+        char *holder = nullptr, *msg = nullptr;
+        long long epoch = 0;
+        int rc = K8sLeaseGetHolder(c_str(cfg.ns), c_str(cfg.lease), &holder, &epoch, &msg);
+        std::string now = rc < 0 ? "error: " + take(msg) : holder ? holder : "";
+        std::free(holder);
+        if (rc == 1 || (rc == 0 && (now.empty() || now == cfg.identity))) {
+            say("CAMPAIGN", rc == 1 ? "no Lease yet" : "nobody leads");
+            return;
+        }
+        if (now != last)
+            say("STANDBY", rc < 0 ? now : "holder=" + now + " epoch=" + std::to_string(epoch));
+        last = now;
+        pause_ms(200);
+    }
+}
+
+// One round: stand by, campaign, lead until lost.
+void one_round()
+{
+    char *msg = nullptr;
+    long long epoch = 0;
+
+    stand_by();
+    if (is_stopping())
+        return;
+    if (K8sLeaseRunElection(c_str(cfg.ns), c_str(cfg.lease), c_str(cfg.identity),
+                            cfg.lease_duration, cfg.renew_deadline, cfg.retry_period, &msg) != 0) {
+        say("ERROR", take(msg));
+        pause_ms(1000);
+        return;
+    }
+    if (is_stopping()) // a signal raced with K8sLeaseRunElection
+        K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+    // Another standby may win: the timeout cancels this election.
+    if (K8sLeaseWaitElected(c_str(cfg.ns), c_str(cfg.lease), cfg.lease_duration, &epoch, &msg) !=
+        0) {
+        say("NOT-ELECTED", take(msg));
+        pause_ms(1000); // e.g. the service refused the campaign: do not spin
+        return;
+    }
+    if (!begin_leading(epoch)) {
+        K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+        return;
+    }
+    say("LEADER", "epoch=" + std::to_string(epoch));
+    // Serve as master until the leadership ends (at its deadline at the latest).
+    K8sLeaseWaitLost(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+    stop_leading("lost");
+    say(is_stopping() ? "RESIGNED" : "LOST", "epoch=" + std::to_string(epoch));
+    K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+}
+
+} // namespace
+
+// Runs on the watch's thread, one call at a time.
+extern "C" void on_holder_change(void *ctx, const char *holder, size_t holder_len,
+                                 int64_t transitions)
+{
+    (void)ctx;
+    say("WATCH", "holder=" + (holder ? std::string(holder, holder_len) : std::string("(none)")) +
+                     " epoch=" + std::to_string(static_cast<long long>(transitions)));
+}
+
+namespace
+{
+
+int parse_int(const char *name, const char *s)
+{
+    char *end = nullptr;
+    errno = 0;
+    long v = std::strtol(s, &end, 10);
+    if (errno || !end || *end || v < 1 || v > 3600) {
+        std::fprintf(stderr, "k8s_lease_supervisor: %s must be 1 to 3600, not \"%s\"\n", name, s);
+        std::exit(2);
+    }
+    return static_cast<int>(v);
+}
+
+void parse_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
+        if (a == "--help") {
+            std::printf("usage: k8s_lease_supervisor --lease NAME --identity ID [--namespace NS]\n"
+                        "  [--lease-duration S] [--renew-deadline S] [--retry-period S]\n"
+                        "  [--intervals FILE]    (the service: $KUBELEASE_ENDPOINT)\n");
+            std::exit(0);
+        }
+        if (!v) {
+            std::fprintf(stderr, "k8s_lease_supervisor: unknown or incomplete option %s\n",
+                         a.c_str());
+            std::exit(2);
+        }
+        i++;
+        if (a == "--namespace")
+            cfg.ns = v;
+        else if (a == "--lease")
+            cfg.lease = v;
+        else if (a == "--identity")
+            cfg.identity = v;
+        else if (a == "--lease-duration")
+            cfg.lease_duration = parse_int("--lease-duration", v);
+        else if (a == "--renew-deadline")
+            cfg.renew_deadline = parse_int("--renew-deadline", v);
+        else if (a == "--retry-period")
+            cfg.retry_period = parse_int("--retry-period", v);
+        else if (a == "--intervals")
+            cfg.intervals = v;
+        else {
+            std::fprintf(stderr, "k8s_lease_supervisor: unknown option %s\n", a.c_str());
+            std::exit(2);
+        }
+    }
+    if (cfg.lease.empty() || cfg.identity.empty()) {
+        std::fprintf(stderr, "k8s_lease_supervisor: --lease and --identity are required\n");
+        std::exit(2);
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    char *msg = nullptr;
+    sigset_t set;
+    pthread_t sig_thread;
+
+    parse_args(argc, argv);
+    if (!cfg.intervals.empty() &&
+        (intervals_fd =
+             open(cfg.intervals.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+        std::perror(cfg.intervals.c_str());
+        return 1;
+    }
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+    if (K8sLeaseInit(&msg) != 0) {
+        std::fprintf(stderr, "k8s_lease_supervisor: %s\n", take(msg).c_str());
+        return 1;
+    }
+    if (pthread_create(&sig_thread, nullptr, signal_thread, &set) != 0) {
+        std::fprintf(stderr, "k8s_lease_supervisor: cannot start the signal thread\n");
+        return 1;
+    }
+    say("START", "lease " + cfg.ns + "/" + cfg.lease + " (lease " +
+                     std::to_string(cfg.lease_duration) + " s, renew " +
+                     std::to_string(cfg.renew_deadline) + " s, retry " +
+                     std::to_string(cfg.retry_period) + " s)");
+    if (K8sLeaseWatchHolder(c_str(cfg.ns), c_str(cfg.lease), nullptr, on_holder_change, &msg) != 0)
+        say("ERROR", "no watch: " + take(msg));
+    while (!is_stopping())
+        one_round();
+    pthread_join(sig_thread, nullptr);
+    K8sLeaseCancelWatch(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+    K8sLeaseWaitLost(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+    say("EXIT", "stopped");
+    return 0;
+}

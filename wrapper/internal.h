@@ -1,0 +1,26 @@
+/* What the files of libk8s_lease_wrapper share: the process-wide kubelease
+ * client and the error convention of the Go wrapper (-1 with a malloc'ed
+ * message). Internal names use the kw_ prefix and are hidden from the
+ * library's exports. */
+#ifndef KW_INTERNAL_H
+#define KW_INTERNAL_H
+
+#include "kubelease.h"
+#include "libk8s_lease_wrapper.h"
+
+/* Returns the process's client, creating it for $KUBELEASE_ENDPOINT on first
+ * use; NULL, with *msg set as kw_fail does, when it cannot be created. */
+kl_client *kw_client(char **msg);
+
+/* Returns the process's client, or NULL if none was created yet; never
+ * creates one (calls that only find what an earlier call started). */
+kl_client *kw_client_if_any(void);
+
+/* Stores a malloc'ed message in *msg (when msg is not NULL; NULL if out of
+ * memory) and returns -1. */
+int kw_fail(char **msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* s, or "" for NULL: for messages naming the caller's arguments. */
+const char *kw_str(const char *s);
+
+#endif
