@@ -25,168 +25,11 @@
 #include <cmocka.h>
 
 #include "kubelease/v1/kubelease.pb-c.h"
+#include "raw_http.h"
 #include "rpc/connect.h"
-
-typedef struct server {
-    pid_t pid;
-    int port;
-    char log[256];
-} server;
 
 static server srv;
 static server other; /* a second server with limits; stopped in teardown if a test failed */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Starts $KUBELEASED --dev on a free port with extra flags; waits for its
- * start-up line. */
-static void server_start(server *s, const char *const *extra)
-{
-    const char *bin = getenv("KUBELEASED");
-    if (!bin) {
-        fprintf(stderr, "KUBELEASED is not set: skipping\n");
-        exit(77);
-    }
-    snprintf(s->log, sizeof s->log, "/tmp/kl-bad-input-%d-%p.log", (int)getpid(), (void *)s);
-    s->pid = fork();
-    assert_true(s->pid >= 0);
-    if (s->pid == 0) {
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 2);
-        const char *argv[16] = {bin, "--dev", "--listen", "127.0.0.1:0"};
-        int n = 4;
-        for (int i = 0; extra && extra[i] && n < 15; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        execv(bin, (char **)argv);
-        _exit(127);
-    }
-    int64_t deadline = now_ms() + 10000;
-    s->port = 0;
-    while (!s->port && now_ms() < deadline) {
-        FILE *f = fopen(s->log, "r");
-        char line[1024];
-        while (f && fgets(line, sizeof line, f)) {
-            char *p = strstr(line, "event=started");
-            char *q = p ? strstr(p, " port=") : NULL;
-            if (q)
-                s->port = atoi(q + 6);
-        }
-        if (f)
-            fclose(f);
-        if (!s->port)
-            usleep(20000);
-    }
-    if (!s->port)
-        fail_msg("kubeleased did not start (log %s)", s->log);
-}
-
-static void server_stop(server *s)
-{
-    if (s->pid <= 0)
-        return;
-    kill(s->pid, SIGTERM);
-    int status = 0;
-    int64_t deadline = now_ms() + 5000;
-    while (waitpid(s->pid, &status, WNOHANG) == 0) {
-        if (now_ms() > deadline) {
-            kill(s->pid, SIGKILL);
-            waitpid(s->pid, &status, 0);
-            fail_msg("kubeleased did not stop within 5 s of SIGTERM");
-        }
-        usleep(10000);
-    }
-    s->pid = 0;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("kubeleased exited with status %d after SIGTERM", status);
-    unlink(s->log);
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        fail_msg("connect: %s", strerror(errno));
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
-
-static void send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return; /* the server may close early; its answer is what counts */
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-typedef struct response {
-    int status;
-    char *body; /* NUL-terminated; owned */
-    size_t body_len;
-    char headers[2048];
-} response;
-
-/* Reads until the peer closes (requests carry "Connection: close"). */
-static void read_response(int fd, response *r)
-{
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    for (;;) {
-        if (len == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-        }
-        ssize_t n = recv(fd, buf + len, cap - len, 0);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    memset(r, 0, sizeof *r);
-    sscanf(buf, "HTTP/1.%*d %d", &r->status);
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sep) {
-        size_t hl = (size_t)(sep - buf);
-        snprintf(r->headers, sizeof r->headers, "%.*s", (int)(hl < 2000 ? hl : 2000), buf);
-        r->body_len = len - hl - 4;
-        r->body = malloc(r->body_len + 1);
-        memcpy(r->body, sep + 4, r->body_len);
-        r->body[r->body_len] = '\0';
-    } else {
-        r->body = strdup("");
-    }
-    free(buf);
-}
-
-/* One request: method, path, content type (NULL: none), body. */
-static void request(int port, const char *method, const char *path, const char *ctype,
-                    const void *body, size_t len, response *r)
-{
-    int fd = connect_to(port);
-    char head[512];
-    int n = snprintf(head, sizeof head,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
-                     "Content-Length: %zu\r\n\r\n",
-                     method, path, ctype ? "Content-Type: " : "", ctype ? ctype : "",
-                     ctype ? "\r\n" : "", len);
-    send_all(fd, head, (size_t)n);
-    send_all(fd, body, len);
-    read_response(fd, r);
-    close(fd);
-}
 
 static void rpc_json(const char *method, const char *json, response *r)
 {
@@ -207,12 +50,6 @@ static void still_serving(void)
         fail_msg("a real call after bad input: %d %s", r.status, r.body);
     free(r.body);
     assert_int_equal(kill(srv.pid, 0), 0);
-}
-
-static void expect(const response *r, int status, const char *body_part, const char *what)
-{
-    if (r->status != status || !strstr(r->body, body_part))
-        fail_msg("%s: want %d with \"%s\", got %d %s", what, status, body_part, r->status, r->body);
 }
 
 static void test_garbage_and_truncated_protobuf(void **state)
