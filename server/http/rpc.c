@@ -103,20 +103,35 @@ enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http
 }
 
 /* A stream's request body is exactly one uncompressed envelope: its message
- * into *msg (malloc'd, NULL when empty) and *len. Returns NULL, or why not. */
-static const char *unwrap_envelope(const http_server *s, const http_req *q, uint8_t **msg,
-                                   size_t *len)
+ * into *msg (malloc'd, NULL when empty) and *len. Returns RPC_OK, or the
+ * code of the error described in why. */
+static rpc_code unwrap_envelope(const http_server *s, const http_req *q, uint8_t **msg, size_t *len,
+                                char *why, size_t why_len)
 {
     rpc_envelope_decoder d;
     rpc_envelope_decoder_init(&d, s->max_body);
     size_t used = 0;
     rpc_envelope_status st = rpc_envelope_decoder_feed(&d, q->body, q->len, &used);
     if (st != RPC_ENVELOPE_FRAME || used != q->len) {
+        rpc_code code = RPC_INVALID_ARGUMENT;
+        if (st == RPC_ENVELOPE_FRAME) {
+            snprintf(why, why_len, "the request must be exactly one envelope; found more bytes");
+        } else if (st == RPC_ENVELOPE_TOO_LARGE) {
+            code = RPC_RESOURCE_EXHAUSTED;
+            snprintf(why, why_len,
+                     "the request envelope announces a message of %u bytes, over the limit of "
+                     "%zu bytes (--max-body-bytes)",
+                     (unsigned)d.msg_len, s->max_body);
+        } else if (st == RPC_ENVELOPE_NO_MEMORY) {
+            code = RPC_RESOURCE_EXHAUSTED;
+            snprintf(why, why_len, "out of memory for a message of %u bytes", (unsigned)d.msg_len);
+        } else {
+            snprintf(why, why_len,
+                     "the request must be one envelope: [flags][length u32]"
+                     "[message]; it is truncated");
+        }
         rpc_envelope_decoder_free(&d);
-        return st == RPC_ENVELOPE_FRAME
-                   ? "the request must be exactly one envelope; found more bytes"
-                   : "the request must be one envelope: [flags][length u32][message]; "
-                     "it is truncated";
+        return code;
     }
     uint8_t flags = 0;
     rpc_envelope_decoder_take(&d, &flags, msg, len);
@@ -124,10 +139,12 @@ static const char *unwrap_envelope(const http_server *s, const http_req *q, uint
     if (flags != 0) {
         free(*msg);
         *msg = NULL;
-        return flags & RPC_FLAG_COMPRESSED ? "compressed requests are not supported"
-                                           : "the request envelope has unexpected flags";
+        snprintf(why, why_len, "%s",
+                 flags & RPC_FLAG_COMPRESSED ? "compressed requests are not supported"
+                                             : "the request envelope has unexpected flags");
+        return RPC_INVALID_ARGUMENT;
     }
-    return NULL;
+    return RPC_OK;
 }
 
 static bool namespace_served(const http_server *s, const char *ns)
@@ -170,9 +187,9 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
     size_t len = q->len;
     uint8_t *env = NULL;
     if (q->method->server_stream) {
-        const char *why = unwrap_envelope(s, q, &env, &len);
-        if (why)
-            return http_respond_stream_error(conn, q, RPC_INVALID_ARGUMENT, why);
+        rpc_code code = unwrap_envelope(s, q, &env, &len, msg, sizeof msg);
+        if (code != RPC_OK)
+            return http_respond_stream_error(conn, q, code, msg);
         data = env;
     }
     ProtobufCMessage *m = rpc_message_decode(

@@ -275,6 +275,82 @@ static void test_invalid_names_and_durations(void **state)
     still_serving();
 }
 
+/* A Campaign stream request: one envelope around msg, with a header that
+ * may lie about the length (announce != n). */
+static void campaign_raw(const char *ctype, uint32_t announce, const void *msg, size_t n,
+                         response *r)
+{
+    uint8_t env[512];
+    rpc_envelope_header(0, announce, env);
+    memcpy(env + 5, msg, n);
+    request(srv.port, "POST", "/kubelease.v1.LeaseService/Campaign", ctype, env, n + 5, r);
+}
+
+static const char *end_frame(const response *r)
+{
+    if (r->status != 200 || r->body_len <= 5 || (uint8_t)r->body[0] != RPC_FLAG_END_STREAM)
+        fail_msg("want an end-of-stream frame, got %d %s", r->status, r->body);
+    return r->body + 5;
+}
+
+/* Names are exact: nothing is cut at a NUL, integers are digits, JSON ends
+ * where its object does, and an envelope too large is called so. */
+static void test_nul_bytes_numbers_and_envelope_lengths(void **state)
+{
+    (void)state;
+    response r;
+    /* JSON: "pod-a\u0000evil" would be cut to "pod-a". */
+    const char *json = "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":"
+                       "\"pod-a\\u0000evil\",\"leaseDurationSeconds\":15,"
+                       "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}";
+    campaign_raw("application/connect+json", (uint32_t)strlen(json), json, strlen(json), &r);
+    const char *e = end_frame(&r);
+    if (!strstr(e, "invalid_argument") || !strstr(e, "field \\\"identity\\\": contains a NUL"))
+        fail_msg("identity with \\u0000 (JSON): %s", e);
+    free(r.body);
+    rpc_json("Resign", "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"pod-a\\u0000\"}",
+             &r);
+    expect(&r, 400, "field \\\"identity\\\": contains a NUL", "identity with \\u0000 (Resign)");
+    free(r.body);
+    /* protobuf: identity "pod-a\0zzz". */
+    Kubelease__V1__CampaignRequest c = KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;
+    c.namespace_ = "default";
+    c.name = "db";
+    c.lease_duration_seconds = 15;
+    c.renew_deadline_seconds = 10;
+    c.retry_period_seconds = 2;
+    uint8_t pb[256];
+    size_t n = kubelease__v1__campaign_request__pack(&c, pb);
+    static const uint8_t identity[] = {0x1a, 9, 'p', 'o', 'd', '-', 'a', 0, 'z', 'z', 'z'};
+    memcpy(pb + n, identity, sizeof identity);
+    n += sizeof identity;
+    campaign_raw("application/connect+proto", (uint32_t)n, pb, n, &r);
+    e = end_frame(&r);
+    if (!strstr(e, "invalid_argument") || !strstr(e, "field \\\"identity\\\": contains a NUL"))
+        fail_msg("identity with a NUL (protobuf): %s", e);
+    free(r.body);
+    /* An envelope announcing 0xFFFFFFFF bytes is too large, not truncated. */
+    campaign_raw("application/connect+json", 0xFFFFFFFFu, "{}", 2, &r);
+    e = end_frame(&r);
+    if (!strstr(e, "resource_exhausted") || !strstr(e, "4294967295 bytes") ||
+        !strstr(e, "limit of 4096 bytes (--max-body-bytes)"))
+        fail_msg("envelope length 0xFFFFFFFF: %s", e);
+    free(r.body);
+    /* proto3 JSON integers in strings: no leading whitespace. */
+    rpc_json("Confirm",
+             "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":\"\\t5\"}",
+             &r);
+    expect(&r, 400, "field \\\"epoch\\\": expected an integer", "epoch \"\\t5\"");
+    free(r.body);
+    /* NUL bytes after the JSON object. */
+    static const char trailing[] = "{\"namespace\":\"default\",\"name\":\"probe\"}\0\0\0";
+    request(srv.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json", trailing,
+            sizeof trailing - 1, &r);
+    expect(&r, 400, "trailing data", "NUL bytes after the JSON body");
+    free(r.body);
+    still_serving();
+}
+
 /* Opens a Campaign or watch stream and never reads from it. */
 static int open_stream(const char *method, const char *json)
 {
@@ -477,7 +553,7 @@ static void test_namespaces_and_per_ip_limit(void **state)
     do {
         free(r.body);
         request(other.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json",
-                "{\"namespace\":\"team-c\",\"name\":\"db\"}", 35, &r);
+                "{\"namespace\":\"team-c\",\"name\":\"db\"}", 34, &r);
     } while ((r.status == 0 || r.status == 429) && now_ms() < deadline);
     expect(&r, 403, "\"permission_denied\"", "namespace not served");
     expect(&r, 403, "team-c", "namespace not served");
@@ -486,7 +562,7 @@ static void test_namespaces_and_per_ip_limit(void **state)
     do {
         free(r.body);
         request(other.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json",
-                "{\"namespace\":\"team-b\",\"name\":\"db\"}", 35, &r);
+                "{\"namespace\":\"team-b\",\"name\":\"db\"}", 34, &r);
     } while ((r.status == 0 || r.status == 429) && now_ms() < deadline);
     expect(&r, 404, "\"not_found\"", "namespace served");
     free(r.body);
@@ -521,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_wrong_content_type_method_and_route),
         cmocka_unit_test(test_one_mib_body),
         cmocka_unit_test(test_invalid_names_and_durations),
+        cmocka_unit_test(test_nul_bytes_numbers_and_envelope_lengths),
         cmocka_unit_test(test_stream_client_that_never_reads),
         cmocka_unit_test(test_thousand_connections_opened_and_dropped),
         cmocka_unit_test(test_namespaces_and_per_ip_limit),
