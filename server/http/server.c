@@ -94,25 +94,41 @@ int http_listen_check(const char *listen, char *err, size_t err_len)
     return parse_listen(listen, &ss, &len, &v6, err, err_len);
 }
 
-/* The server object without its threads: configuration, locks, limits. */
-static http_server *server_new(const http_config *cfg)
+/* A copy of a NULL-terminated list in one allocation: the pointers, then
+ * the strings they point into. NULL when out of memory. */
+static char **copy_list(const char *const *list)
+{
+    size_t n = 0, bytes = 0;
+    for (; list[n]; n++)
+        bytes += strlen(list[n]) + 1;
+    char **out = malloc((n + 1) * sizeof *out + bytes);
+    if (!out)
+        return NULL;
+    char *p = (char *)(out + n + 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(list[i]) + 1;
+        out[i] = memcpy(p, list[i], len);
+        p += len;
+    }
+    out[n] = NULL;
+    return out;
+}
+
+/* The server object without its threads: configuration, locks, limits.
+ * Fails closed: a namespace allow-list or a limit that cannot be built
+ * stops the start rather than leaving the server open (NULL, with why). */
+static http_server *server_new(const http_config *cfg, char *err, size_t err_len)
 {
     http_server *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        snprintf(err, err_len, "out of memory");
         return NULL;
+    }
     s->engine = cfg->engine;
     s->listen_fd = -1;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_MAX_BODY;
     s->user_timeout_ms =
         cfg->stream_user_timeout_ms ? cfg->stream_user_timeout_ms : DEFAULT_USER_TIMEOUT_MS;
-    if (cfg->namespaces) {
-        size_t n = 0;
-        while (cfg->namespaces[n])
-            n++;
-        s->namespaces = calloc(n + 1, sizeof *s->namespaces);
-        for (size_t i = 0; s->namespaces && i < n; i++)
-            s->namespaces[i] = strdup(cfg->namespaces[i]);
-    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -120,13 +136,20 @@ static http_server *server_new(const http_config *cfg)
     pthread_cond_init(&s->wake, &ca);
     pthread_cond_init(&s->drained, &ca);
     pthread_condattr_destroy(&ca);
+    if (cfg->namespaces && !(s->namespaces = copy_list(cfg->namespaces))) {
+        snprintf(err, err_len, "cannot build the namespace allow-list: out of memory");
+        goto fail;
+    }
     s->limits = http_limits_new(
         cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS, cfg->max_per_ip);
     if (!s->limits) {
-        http_server_stop(s);
-        return NULL;
+        snprintf(err, err_len, "cannot build the connection limits: out of memory");
+        goto fail;
     }
     return s;
+fail:
+    http_server_stop(s);
+    return NULL;
 }
 
 static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
@@ -157,11 +180,9 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
     bool v6;
     if (parse_listen(cfg->listen, &ss, &sslen, &v6, err, err_len) != 0)
         return NULL;
-    http_server *s = server_new(cfg);
-    if (!s) {
-        snprintf(err, err_len, "out of memory");
+    http_server *s = server_new(cfg, err, err_len);
+    if (!s)
         return NULL;
-    }
     s->daemon = daemon_start(s, cfg, &ss, v6);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
@@ -220,11 +241,7 @@ void http_server_stop(http_server *s)
         MHD_stop_daemon(s->daemon);
     if (s->listen_fd >= 0)
         close(s->listen_fd);
-    if (s->namespaces) {
-        for (char **p = s->namespaces; *p; p++)
-            free(*p);
-        free(s->namespaces);
-    }
+    free(s->namespaces);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->drained);
     pthread_mutex_destroy(&s->mu);
