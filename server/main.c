@@ -36,6 +36,7 @@ typedef struct options {
     long max_connections;
     long max_per_ip;
     long max_body_bytes;
+    long read_timeout_s;
     long max_grant_ms;
     bool help, version;
 } options;
@@ -79,6 +80,10 @@ static const flag flags[] = {
      "refused as for --max-connections"},
     {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
      "largest request body accepted (larger: resource_exhausted)"},
+    {"read-timeout-s", FLAG_LONG, OPT(read_timeout_s), 1, 3600, "N", "10",
+     "seconds a client has to send a whole request, head and body, from the connection's "
+     "start or, kept alive, from the request's first byte; slower connections are closed "
+     "(the idle timeout alone restarts with every byte)"},
     {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
      "longest validity granted to a leader per confirmation (0: its retry period)"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
@@ -281,6 +286,7 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
                  .max_body_bytes = (size_t)o->max_body_bytes,
+                 .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces},
     };
     return 0;
@@ -345,6 +351,7 @@ int main(int argc, char **argv)
                  .max_connections = 1024,
                  .max_per_ip = 0,
                  .max_body_bytes = 4096,
+                 .read_timeout_s = 10,
                  .max_grant_ms = 0};
     if (parse_env(&o) != 0 || parse_args(&o, argc, argv) != 0)
         return EXIT_USAGE;
@@ -383,10 +390,10 @@ int main(int argc, char **argv)
     }
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
-              "max_body_bytes=%ld",
+              "max_body_bytes=%ld read_timeout_s=%ld",
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc),
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
-              o.max_connections, o.max_body_bytes);
+              o.max_connections, o.max_body_bytes, o.read_timeout_s);
 
     int sig = 0;
     sigwait(&sigs, &sig);

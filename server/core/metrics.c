@@ -367,4 +367,8 @@ void metrics_init(void)
                     sizeof latency / sizeof latency[0]);
     metrics_declare("kubelease_rpc_streams_open", METRICS_GAUGE,
                     "Campaign and WatchHolder streams open now, by method.", NULL, 0);
+    metrics_declare("kubelease_http_slow_requests_total", METRICS_COUNTER,
+                    "Connections shut down because a request did not arrive whole within "
+                    "--read-timeout-s.",
+                    NULL, 0);
 }

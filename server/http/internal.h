@@ -15,7 +15,8 @@
  *   libmicrohttpd calls none of our callbacks while holding its own locks,
  *   and the engine holds nothing while it runs callbacks, so the lock order
  *   is simply s->mu -> (MHD, engine queue).
- * - conn_limit.c has its own mutex, never held together with s->mu.
+ * - conn_limit.c has its own mutex, never held together with s->mu: the
+ *   timer thread lets go of s->mu before it checks the read deadlines.
  * - server.c (start, quiesce, finish, stop) belongs to the owner. */
 #ifndef KL_HTTP_INTERNAL_H
 #define KL_HTTP_INTERNAL_H
@@ -176,10 +177,11 @@ void http_timer_stop(http_server *s);
 /* s->mu held: a new deadline was set. */
 void http_timer_wake_locked(http_server *s);
 
-/* --- conn_limit.c: --max-connections and --max-per-ip ------------------ */
+/* --- conn_limit.c: --max-connections, --max-per-ip, --read-timeout-s ---- */
 
-/* NULL when out of memory. max_conns > 0; max_per_ip 0: no limit. */
-http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip);
+/* NULL when out of memory. max_conns > 0; max_per_ip 0: no limit;
+ * read_timeout_ms 0: no read deadline. */
+http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip, unsigned read_timeout_ms);
 void http_limits_free(http_limits *l);
 /* libmicrohttpd's own limit for a configured one: a little higher. */
 unsigned http_limits_hard(unsigned limit);
@@ -188,5 +190,17 @@ void http_limits_notify(void *cls, struct MHD_Connection *conn, void **socket_co
                         enum MHD_ConnectionNotificationCode code);
 /* Why RPCs are refused on this connection, or NULL. */
 const char *http_limits_over(struct MHD_Connection *conn);
+/* The phases of a connection's requests, for the read deadline (MHD
+ * threads): the head of a request is in (the access handler's first call),
+ * its body is in (a later call with no upload data), it is over (completed;
+ * the connection may be kept alive). */
+void http_conn_request_begin(struct MHD_Connection *conn);
+void http_conn_request_read(struct MHD_Connection *conn);
+void http_conn_request_done(struct MHD_Connection *conn);
+/* The timer thread, without s->mu: shuts down the connections whose
+ * request did not arrive whole within the read timeout, and notices new
+ * requests on kept-alive ones. Returns when it wants to look again
+ * (INT64_MAX: no need). */
+int64_t http_limits_enforce(http_limits *l, int64_t now);
 
 #endif

@@ -2,7 +2,8 @@
  * request under RPC_SERVICE_PREFIX is a Connect RPC (rpc.c); any other path
  * is an operator endpoint (ops_routes.c). The body is collected here, up to
  * --max-body-bytes; a call resumed by the engine comes back here to be
- * answered (call.c).
+ * answered (call.c). Each request's phases (head in, body in, over) go to
+ * conn_limit.c for the read deadline.
  *
  * Threads: MHD threads. MHD runs one connection on one thread at a time, so
  * the request's state needs no lock; call.c and stream.c lock what they
@@ -41,6 +42,19 @@ static void append_body(http_server *s, http_req *q, const char *data, size_t n)
     q->len += n;
 }
 
+/* A request's first call (its head is in). */
+static http_req *req_new(struct MHD_Connection *conn, void **req_cls)
+{
+    http_req *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->start_us = mono_us();
+    q->timeout_ms = -1;
+    *req_cls = q;
+    http_conn_request_begin(conn);
+    return q;
+}
+
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                 const char *method, const char *version, const char *upload_data,
                                 size_t *upload_data_size, void **req_cls)
@@ -49,12 +63,8 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
     http_server *s = cls;
     http_req *q = *req_cls;
     if (!q) {
-        q = calloc(1, sizeof *q);
-        if (!q)
+        if (!(q = req_new(conn, req_cls)))
             return MHD_NO;
-        q->start_us = mono_us();
-        q->timeout_ms = -1;
-        *req_cls = q;
         if (strncmp(url, RPC_SERVICE_PREFIX, strlen(RPC_SERVICE_PREFIX)) == 0)
             return http_rpc_begin(s, conn, q, url, method);
         /* Answered once the request is complete, so that the connection
@@ -68,6 +78,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
         *upload_data_size = 0;
         return MHD_YES;
     }
+    http_conn_request_read(conn); /* a call without upload data: the body is in */
     if (q->call)
         return http_call_resumed(s, conn, q);
     if (q->responded)
@@ -80,12 +91,12 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
 void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                        enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     http_server *s = cls;
     http_req *q = *req_cls;
     if (!q)
         return;
     *req_cls = NULL;
+    http_conn_request_done(conn);
     http_stream_request_done(s, q, toe);
     http_call_request_done(s, q);
     free(q->body);

@@ -26,6 +26,7 @@
 #define DEFAULT_MAX_BODY        4096
 #define DEFAULT_IDLE_TIMEOUT_S  60
 #define DEFAULT_USER_TIMEOUT_MS 10000
+#define DEFAULT_READ_TIMEOUT_MS 10000
 #define CONNECTION_MEMORY       16384
 
 /* MHD hands a printf format of its own: a vprintf wrapper by nature. */
@@ -140,8 +141,10 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
         snprintf(err, err_len, "cannot build the namespace allow-list: out of memory");
         goto fail;
     }
-    s->limits = http_limits_new(
-        cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS, cfg->max_per_ip);
+    unsigned read_timeout = cfg->read_timeout_ms ? cfg->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS;
+    s->limits =
+        http_limits_new(cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,
+                        cfg->max_per_ip, read_timeout);
     if (!s->limits) {
         snprintf(err, err_len, "cannot build the connection limits: out of memory");
         goto fail;

@@ -26,7 +26,11 @@ typedef struct http_config {
     size_t max_body_bytes;           /* request body cap; 0: 4096 */
     unsigned idle_timeout_s;         /* idle connections (not streams); 0: 60 */
     unsigned stream_user_timeout_ms; /* TCP_USER_TIMEOUT on streams; 0: 10000 */
-    const char *const *namespaces;   /* served namespaces, NULL-terminated; NULL: all */
+    /* A request's head and body must arrive within this, counted from the
+     * connection's start or, kept alive, from the request's first byte;
+     * slower connections are shut down. 0: 10000. */
+    unsigned read_timeout_ms;
+    const char *const *namespaces; /* served namespaces, NULL-terminated; NULL: all */
 } http_config;
 
 /* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */

@@ -1,11 +1,13 @@
 /* The timer thread: fails unary calls and ends streams at their
- * Connect-Timeout-Ms, and resumes every stream once a second so that a
- * peer that left is noticed (call.c and stream.c do the work; this file only
- * decides when).
+ * Connect-Timeout-Ms, resumes every stream once a second so that a peer
+ * that left is noticed, and shuts down connections whose request did not
+ * arrive within the read timeout (call.c, stream.c and conn_limit.c do the
+ * work; this file only decides when).
  *
  * Locking: the thread holds s->mu except while it waits on s->wake, which
  * whoever sets a new deadline signals (http_timer_wake_locked), and
- * http_timer_stop to make it quit. */
+ * http_timer_stop to make it quit, and while conn_limit.c checks the read
+ * deadlines under its own lock. */
 #include <time.h>
 
 #include "http/internal.h"
@@ -42,7 +44,16 @@ static void *timer_main(void *arg)
     pthread_mutex_lock(&s->mu);
     int64_t next_resume = http_now_ms() + RESUME_EVERY_MS;
     while (!s->timer_quit) {
+        /* Read deadlines under conn_limit.c's own lock, never with s->mu. A
+         * wake-up signalled meanwhile is not lost: the calls' and streams'
+         * deadlines are read below, under s->mu, before waiting again. */
+        pthread_mutex_unlock(&s->mu);
         int64_t now = http_now_ms();
+        int64_t reads = http_limits_enforce(s->limits, now);
+        pthread_mutex_lock(&s->mu);
+        if (s->timer_quit)
+            break;
+        now = http_now_ms();
         int64_t wake = http_calls_expire_locked(s, now, next_resume);
         wake = http_streams_expire_locked(s, now, wake);
         if (now >= next_resume) {
@@ -51,6 +62,8 @@ static void *timer_main(void *arg)
             if (next_resume < wake)
                 wake = next_resume;
         }
+        if (reads < wake)
+            wake = reads;
         wait_until_locked(s, wake);
     }
     pthread_mutex_unlock(&s->mu);
