@@ -33,6 +33,7 @@ typedef struct options {
     const char *sa_dir;
     const char *log_level;
     const char *namespaces;
+    const char *ops_listen;
     long max_connections;
     long max_per_ip;
     long max_body_bytes;
@@ -58,6 +59,10 @@ typedef struct flag {
 static const flag flags[] = {
     {"listen", FLAG_STRING, OPT(listen), 0, 0, "ADDR:PORT", "0.0.0.0:8080",
      "address and port to serve on ([::1]:8080 for IPv6; port 0 picks a free one)"},
+    {"ops-listen", FLAG_STRING, OPT(ops_listen), 0, 0, "ADDR:PORT", "none",
+     "also serve /livez, /readyz, /metrics and the status page here, with connection slots "
+     "of their own, so that probes and scrapes are answered even when clients hold every "
+     "--max-connections slot (they are always served on --listen too)"},
     {"port-file", FLAG_STRING, OPT(port_file), 0, 0, "PATH", "none",
      "once listening, write the bound port (one line) to PATH; handy with port 0"},
     {"dev", FLAG_BOOL, OPT(dev), 0, 0, NULL, "false",
@@ -272,6 +277,10 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         fprintf(stderr, "kubeleased: --listen: %s\n", err);
         return -1;
     }
+    if (o->ops_listen && http_listen_check(o->ops_listen, err, sizeof err) != 0) {
+        fprintf(stderr, "kubeleased: --ops-listen: %s\n", err);
+        return -1;
+    }
     *namespaces = NULL;
     if (o->namespaces) {
         *namespaces = split_namespaces(o->namespaces);
@@ -287,7 +296,8 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_per_ip = (unsigned)o->max_per_ip,
                  .max_body_bytes = (size_t)o->max_body_bytes,
                  .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
-                 .namespaces = (const char *const *)*namespaces},
+                 .namespaces = (const char *const *)*namespaces,
+                 .ops_listen = o->ops_listen},
     };
     return 0;
 }
@@ -388,10 +398,13 @@ int main(int argc, char **argv)
                 strerror(errno));
         goto done;
     }
+    char ops[32] = "";
+    if (o.ops_listen)
+        snprintf(ops, sizeof ops, " ops_port=%u", (unsigned)service_ops_port(svc));
     log_event(LOG_INFO, "started",
-              "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
+              "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld read_timeout_s=%ld",
-              KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc),
+              KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
               o.max_connections, o.max_body_bytes, o.read_timeout_s);
 

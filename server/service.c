@@ -107,6 +107,11 @@ uint16_t service_port(const service *svc)
     return http_server_port(svc->http);
 }
 
+uint16_t service_ops_port(const service *svc)
+{
+    return http_server_ops_port(svc->http);
+}
+
 const char *service_store_kind(const service *svc)
 {
     return svc->store->kind;

@@ -36,6 +36,8 @@ typedef enum service_status {
 service_status service_start(const service_config *cfg, service **out, char *err, size_t err_len);
 /* The bound HTTP port (useful with port 0). */
 uint16_t service_port(const service *svc);
+/* The bound port of the ops listener; 0 without one. */
+uint16_t service_ops_port(const service *svc);
 /* The store's kind: "memory" or "kube". */
 const char *service_store_kind(const service *svc);
 /* Stops accepting, ends every stream cleanly (campaigns with Lost

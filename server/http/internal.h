@@ -44,13 +44,15 @@ typedef struct http_limits http_limits; /* conn_limit.c */
 struct http_server {
     /* Set by http_server_start, read-only afterwards. */
     struct MHD_Daemon *daemon;
+    struct MHD_Daemon *ops_daemon; /* --ops-listen; NULL without */
     engine *engine;
     size_t max_body;
     unsigned user_timeout_ms;
     char **namespaces; /* NULL-terminated; NULL: all */
-    uint16_t port;
+    uint16_t port, ops_port;
     http_limits *limits;
-    int listen_fd; /* the owner's: after MHD_quiesce_daemon; -1 before */
+    http_limits *ops_limits; /* the ops daemon's; NULL without */
+    int listen_fd;           /* the owner's: after MHD_quiesce_daemon; -1 before */
 
     pthread_mutex_t mu; /* guards everything below */
     bool stopping;      /* no new engine requests: answer "unavailable" */
@@ -90,6 +92,11 @@ int64_t http_now_ms(void);
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                 const char *method, const char *version, const char *upload_data,
                                 size_t *upload_data_size, void **req_cls);
+/* The --ops-listen daemon's access handler: operator endpoints only. */
+enum MHD_Result http_on_ops_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **req_cls);
 void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                        enum MHD_RequestTerminationCode toe);
 
@@ -200,7 +207,7 @@ void http_conn_request_done(struct MHD_Connection *conn);
 /* The timer thread, without s->mu: shuts down the connections whose
  * request did not arrive whole within the read timeout, and notices new
  * requests on kept-alive ones. Returns when it wants to look again
- * (INT64_MAX: no need). */
+ * (INT64_MAX: no need). l may be NULL. */
 int64_t http_limits_enforce(http_limits *l, int64_t now);
 
 #endif

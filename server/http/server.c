@@ -1,7 +1,7 @@
 /* The HTTP server's lifecycle: the listen address, start (the shared state,
- * the timer thread, the libmicrohttpd daemon) and the owner's side of
- * shutdown (quiesce, finish, stop). What each request does is in router.c
- * and the files it calls.
+ * the timer thread, the libmicrohttpd daemons: the main one and the
+ * optional ops listener) and the owner's side of shutdown (quiesce, finish,
+ * stop). What each request does is in router.c and the files it calls.
  *
  * Threads: the owner's. Shutdown flags are set under s->mu, which call.c
  * and stream.c read under the same lock; see internal.h for the whole
@@ -28,6 +28,7 @@
 #define DEFAULT_USER_TIMEOUT_MS 10000
 #define DEFAULT_READ_TIMEOUT_MS 10000
 #define CONNECTION_MEMORY       16384
+#define OPS_MAX_CONNECTIONS     64 /* probes and scrapes: a few at a time */
 
 /* MHD hands a printf format of its own: a vprintf wrapper by nature. */
 #pragma GCC diagnostic push
@@ -145,7 +146,9 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
     s->limits =
         http_limits_new(cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,
                         cfg->max_per_ip, read_timeout);
-    if (!s->limits) {
+    if (cfg->ops_listen)
+        s->ops_limits = http_limits_new(OPS_MAX_CONNECTIONS, 0, read_timeout);
+    if (!s->limits || (cfg->ops_listen && !s->ops_limits)) {
         snprintf(err, err_len, "cannot build the connection limits: out of memory");
         goto fail;
     }
@@ -176,12 +179,40 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
         MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_END);
 }
 
+/* The ops listener: one thread, a few slots of its own, operator endpoints
+ * only. */
+static struct MHD_Daemon *ops_daemon_start(http_server *s, const http_config *cfg,
+                                           const struct sockaddr_storage *ss, bool v6)
+{
+    unsigned flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, http_on_ops_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)OPS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+        http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->ops_limits,
+        MHD_OPTION_END);
+}
+
+static uint16_t bound_port(struct MHD_Daemon *d)
+{
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    return di ? di->port : 0;
+}
+
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len)
 {
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss, ops_ss;
     socklen_t sslen;
-    bool v6;
+    bool v6, ops_v6 = false;
     if (parse_listen(cfg->listen, &ss, &sslen, &v6, err, err_len) != 0)
+        return NULL;
+    if (cfg->ops_listen &&
+        parse_listen(cfg->ops_listen, &ops_ss, &sslen, &ops_v6, err, err_len) != 0)
         return NULL;
     http_server *s = server_new(cfg, err, err_len);
     if (!s)
@@ -192,8 +223,16 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
                  errno ? strerror(errno) : "libmicrohttpd refused to start");
         goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : 0;
+    s->port = bound_port(s->daemon);
+    if (cfg->ops_listen) {
+        s->ops_daemon = ops_daemon_start(s, cfg, &ops_ss, ops_v6);
+        if (!s->ops_daemon) {
+            snprintf(err, err_len, "cannot listen on %s (--ops-listen): %s", cfg->ops_listen,
+                     errno ? strerror(errno) : "libmicrohttpd refused to start");
+            goto fail;
+        }
+        s->ops_port = bound_port(s->ops_daemon);
+    }
     if (http_timer_start(s) != 0) {
         snprintf(err, err_len, "cannot start the timer thread");
         goto fail;
@@ -207,6 +246,11 @@ fail:
 uint16_t http_server_port(const http_server *s)
 {
     return s->port;
+}
+
+uint16_t http_server_ops_port(const http_server *s)
+{
+    return s->ops_port;
 }
 
 void http_server_quiesce(http_server *s)
@@ -240,6 +284,8 @@ void http_server_stop(http_server *s)
     http_streams_abort_locked(s); /* and resumed: MHD_stop_daemon wants none suspended */
     pthread_mutex_unlock(&s->mu);
     http_timer_stop(s);
+    if (s->ops_daemon)
+        MHD_stop_daemon(s->ops_daemon);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
     if (s->listen_fd >= 0)
@@ -248,6 +294,7 @@ void http_server_stop(http_server *s)
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->drained);
     pthread_mutex_destroy(&s->mu);
-    http_limits_free(s->limits); /* every connection was closed with the daemon */
+    http_limits_free(s->limits); /* every connection was closed with the daemons */
+    http_limits_free(s->ops_limits);
     free(s);
 }

@@ -31,6 +31,11 @@ typedef struct http_config {
      * slower connections are shut down. 0: 10000. */
     unsigned read_timeout_ms;
     const char *const *namespaces; /* served namespaces, NULL-terminated; NULL: all */
+    /* "ADDR:PORT" of a second listener serving only /livez, /readyz,
+     * /metrics and the status page, with connection slots of its own, so
+     * that probes are answered even when clients hold every slot of listen.
+     * NULL: none (they are served on listen, as they always are). */
+    const char *ops_listen;
 } http_config;
 
 /* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */
@@ -39,13 +44,16 @@ int http_listen_check(const char *listen, char *err, size_t err_len);
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len);
 /* The bound port (useful with port 0). */
 uint16_t http_server_port(const http_server *s);
+/* The ops listener's bound port; 0 without one. */
+uint16_t http_server_ops_port(const http_server *s);
 
 /* Shutdown takes three steps around the engine's stop (the owner calls them
  * in this order; server/service.c says why):
  *
  * 1. Stops accepting connections; requests that arrive on open connections
  *    from now on are answered "unavailable", and the server calls no engine
- *    function any more, so nothing new reaches the engine's queue. */
+ *    function any more, so nothing new reaches the engine's queue. The ops
+ *    listener keeps answering (/readyz: 503) until step 3. */
 void http_server_quiesce(http_server *s);
 /* 2. Once the engine thread has been joined and engine_free() has returned
  *    (no engine callback can run any more): answers every call and ends

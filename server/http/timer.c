@@ -50,6 +50,7 @@ static void *timer_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         int64_t now = http_now_ms();
         int64_t reads = http_limits_enforce(s->limits, now);
+        int64_t ops_reads = http_limits_enforce(s->ops_limits, now);
         pthread_mutex_lock(&s->mu);
         if (s->timer_quit)
             break;
@@ -64,6 +65,8 @@ static void *timer_main(void *arg)
         }
         if (reads < wake)
             wake = reads;
+        if (ops_reads < wake)
+            wake = ops_reads;
         wait_until_locked(s, wake);
     }
     pthread_mutex_unlock(&s->mu);

@@ -98,13 +98,16 @@ def check_common(docs, ns):
     expect(pod.get("automountServiceAccountToken") is True,
            "the pod does not mount its ServiceAccount token (in-cluster config needs it)")
 
-    # Probes, ports, resources.
+    # Probes, ports, resources. The probes use the ops listener, whose
+    # connection slots clients cannot take.
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     expect("http" in ports, "no container port named http")
+    expect("ops" in ports, "no container port named ops")
+    expect(ports["ops"] != ports["http"], f"the ops port is the http port: {ports}")
     for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
         expect(probe in c, f"no {probe}")
         hg = c[probe]["httpGet"]
-        expect(hg["path"] == path and hg["port"] == "http", f"{probe} is {hg}, want {path} on http")
+        expect(hg["path"] == path and hg["port"] == "ops", f"{probe} is {hg}, want {path} on ops")
     res = c.get("resources", {})
     expect(res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory"),
            "no cpu/memory requests")
@@ -112,14 +115,16 @@ def check_common(docs, ns):
     args = c.get("args", [])
     listen = arg_value(args, "--listen")
     expect(listen == f"0.0.0.0:{ports['http']}", f"--listen is {listen!r}, container port {ports['http']}")
+    ops = arg_value(args, "--ops-listen")
+    expect(ops == f"0.0.0.0:{ports['ops']}", f"--ops-listen is {ops!r}, container port {ports['ops']}")
     expect(c["image"].split(":")[-1], "image has no tag")
 
     # The Service reaches the pods.
     svc = one(docs, "Service")
     expect(svc["spec"]["selector"] == sel, "Service selector differs from the Deployment's")
     sp = svc["spec"]["ports"]
-    expect(len(sp) == 1 and sp[0]["targetPort"] == "http" and sp[0]["name"] == "http",
-           f"Service ports: {sp}")
+    expect(len(sp) == 2 and sp[0]["targetPort"] == "http" and sp[0]["name"] == "http" and
+           sp[1]["targetPort"] == "ops" and sp[1]["name"] == "ops", f"Service ports: {sp}")
 
     # ServiceAccount used by the pod exists.
     sa = one(docs, "ServiceAccount")
@@ -195,6 +200,7 @@ def main():
         soft_anti_affinity(dep)
         expect(not sm, "ServiceMonitor rendered although disabled")
         expect(arg_value(args, "--max-connections") is None, "--max-connections set by default")
+        expect(arg_value(args, "--read-timeout-s") is None, "--read-timeout-s set by default")
         expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
@@ -220,12 +226,14 @@ def main():
                "ServiceMonitor does not select the Service")
         expect(s["spec"]["namespaceSelector"]["matchNames"] == [ns], "ServiceMonitor namespaceSelector")
         ep = s["spec"]["endpoints"]
-        expect(len(ep) == 1 and ep[0]["port"] == "http" and ep[0]["path"] == "/metrics",
+        expect(len(ep) == 1 and ep[0]["port"] == "ops" and ep[0]["path"] == "/metrics",
                f"ServiceMonitor endpoints {ep}")
         expect(s["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels not applied")
     elif case == "custom":
         expect(arg_value(args, "--max-connections") == "5000", "--max-connections not passed")
         expect(arg_value(args, "--max-per-ip") == "64", "--max-per-ip not passed")
+        expect(arg_value(args, "--read-timeout-s") == "5", "--read-timeout-s not passed")
+        expect(arg_value(args, "--ops-listen") == "0.0.0.0:9090", "server.opsPort not passed")
         expect(arg_value(args, "--log-level") == "debug", "--log-level not passed")
         expect(args[-2:] == ["--kubeconfig", "/etc/kubelease/kubeconfig"], f"extraArgs not last: {args}")
         env = {e["name"]: e.get("value") for e in c.get("env", [])}

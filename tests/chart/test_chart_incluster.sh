@@ -61,13 +61,14 @@ printf '%s' "$RELNS" >"$sadir/namespace"
 
 # The container's arguments, as installed, listening on loopback instead.
 kapi GET "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL"; kexpect 200
-# Port 0 (the kernel picks a free one, read back from --port-file), so
-# parallel tests never race for a port.
+# Port 0 (the kernel picks a free one, read back from --port-file and the
+# start-up line), so parallel tests never race for a port.
 mapfile -t args < <(python3 - "$KWORK/out.json" "127.0.0.1:0" <<'PY'
 import json, sys
 args = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]
-i = args.index("--listen")
-args[i + 1] = sys.argv[2]
+for flag in ("--listen", "--ops-listen"):
+    i = args.index(flag)
+    args[i + 1] = sys.argv[2]
 print("\n".join(args))
 PY
 )
@@ -92,6 +93,12 @@ until [ -s "$work/port" ] && URL=http://127.0.0.1:$(cat "$work/port") &&
   sleep 0.1
 done
 note "kubeleased is ready on $URL"
+# The probes, as the chart points them: on the ops listener.
+OPS_URL=http://127.0.0.1:$(sed -n 's/.*event=started.* ops_port=\([0-9]*\).*/\1/p' "$work/kubeleased.log" | head -n 1)
+for path in /livez /readyz; do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$OPS_URL$path")" = 200 ] ||
+    fail "$path on the ops listener ($OPS_URL) did not answer 200"
+done
 
 # stream_has FILE PATTERN: a complete frame of the stream in FILE matches.
 stream_has() {

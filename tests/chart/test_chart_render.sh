@@ -46,6 +46,8 @@ server:
   logLevel: debug
   maxConnections: 5000
   maxPerIp: 64
+  readTimeoutSeconds: 5
+  opsPort: 9090
 extraArgs: ["--kubeconfig", "/etc/kubelease/kubeconfig"]
 extraEnv:
   - name: EXAMPLE_SETTING
@@ -99,6 +101,9 @@ reject 'an unknown RBAC scope' 'scope' --set rbac.scope=global
 reject 'an invalid namespace name' 'namespaces' --set 'rbac.namespaces[0]=Team_A'
 reject 'a port out of range' 'port' --set service.port=70000
 reject 'an unknown log level' 'logLevel' --set server.logLevel=verbose
+reject 'the ops port on the http port' 'opsPort must differ' --set server.opsPort=8080
+reject 'an ops port out of range' 'opsPort' --set server.opsPort=0
+reject 'a negative read timeout' 'readTimeoutSeconds' --set server.readTimeoutSeconds=-1
 reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
 reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
 "$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"
