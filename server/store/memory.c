@@ -62,13 +62,6 @@ struct mem_op {
     store_event_type event;    /* OP_DELIVER */
 };
 
-const char *store_status_name(store_status s)
-{
-    static const char *const names[] = {"ok",          "not_found", "exists",  "conflict",
-                                        "unavailable", "forbidden", "invalid", "internal"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
-}
-
 static mem_entry **find(mem_store *m, const char *ns, const char *name)
 {
     mem_entry **p = &m->entries;
@@ -160,9 +153,8 @@ static void sync_watch(mem_store *m, struct store_watch *w)
         }
     }
     if (!seen && w->name[0] && !w->dead) {
-        store_lease gone = {0};
-        snprintf(gone.ns, sizeof gone.ns, "%s", w->ns);
-        snprintf(gone.name, sizeof gone.name, "%s", w->name);
+        store_lease gone;
+        store_lease_absent(&gone, w->ns, w->name);
         w->cb(w->ctx, STORE_EVENT_DELETE, &gone);
     }
     if (!w->dead)
