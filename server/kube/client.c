@@ -14,6 +14,21 @@
 /* Bound tokens rotate; re-read the file at least this often. */
 #define TOKEN_REREAD_MS KUBE_TOKEN_REREAD_MS
 
+/* A callback may cancel its own request or free the whole client (hiredis's
+ * REDIS_IN_CALLBACK and REDIS_FREEING). While a callback runs, its request
+ * and the client carry an IN_CALLBACK flag; a cancel or a free asked for
+ * then aborts the transfers at once but only marks what the running callback
+ * still uses (REQ_CANCELLED, CLIENT_FREEING), and callback_end() frees it
+ * once the callback has returned. */
+enum {
+    REQ_IN_CALLBACK = 1 << 0, /* one of its callbacks is running */
+    REQ_CANCELLED = 1 << 1,   /* cancelled: no further callback; freed by callback_end */
+};
+enum {
+    CLIENT_IN_CALLBACK = 1 << 0, /* a request's callback is running */
+    CLIENT_FREEING = 1 << 1,     /* kube_client_free was called from a callback */
+};
+
 struct kube_request {
     kube_request *prev, *next;
     kube_client *c;
@@ -32,6 +47,7 @@ struct kube_request {
     bool streaming_body;    /* 2xx streaming: data goes to on_data */
     bool too_big;
     bool aborted;        /* on_data asked to stop */
+    unsigned flags;      /* REQ_* */
     loop_timer dispatch; /* zero-delay timer handing data to the callbacks */
     int64_t started_ms;
     struct timespec started; /* for the latency metric */
@@ -42,6 +58,7 @@ struct kube_client {
     loop *l;
     kube_config cfg;
     kube_request *reqs;
+    unsigned flags; /* CLIENT_* */
     int64_t token_read_ms;
     bool token_stale;
     uint64_t token_reads;
@@ -172,42 +189,66 @@ static int buf_append(kube_request *r, const char *data, size_t n)
     return 0;
 }
 
-/* The request whose callback runs now; kube_client_cancel clears it when
- * that callback cancels the request, so the caller knows to stop. */
-static _Thread_local kube_request *current;
+static void client_release(kube_client *c)
+{
+    wipe_free(c->auth_header);
+    kube_config_clear(&c->cfg);
+    free(c);
+}
 
-enum { DELIVER_OK, DELIVER_STOP, DELIVER_CANCELLED };
+/* Brackets every callback of r (see REQ_IN_CALLBACK). */
+static void callback_begin(kube_request *r)
+{
+    r->flags |= REQ_IN_CALLBACK;
+    r->c->flags |= CLIENT_IN_CALLBACK;
+}
+
+/* Ends a callback of r and carries out a cancel or free it asked for.
+ * Returns false when r is gone: the caller touches neither r nor its client
+ * again. */
+static bool callback_end(kube_request *r)
+{
+    kube_client *c = r->c;
+    r->flags &= ~(unsigned)REQ_IN_CALLBACK;
+    c->flags &= ~(unsigned)CLIENT_IN_CALLBACK;
+    if (!(r->flags & REQ_CANCELLED))
+        return true;
+    req_free(r);
+    if (c->flags & CLIENT_FREEING)
+        client_release(c); /* every other request was freed by kube_client_free */
+    return false;
+}
+
+enum { DELIVER_OK, DELIVER_STOP, DELIVER_GONE };
 
 /* Hands buffered headers and data to the callbacks. */
 static int deliver(kube_request *r)
 {
     if (!r->o.on_data || !r->headers_done)
         return DELIVER_OK;
-    current = r;
     if (!r->headers_delivered) {
         r->headers_delivered = true;
         if (r->o.on_headers) {
+            callback_begin(r);
             r->o.on_headers(r->o.ctx, r->http_code);
-            if (current != r)
-                return DELIVER_CANCELLED;
+            if (!callback_end(r))
+                return DELIVER_GONE;
         }
     }
-    int rc = DELIVER_OK;
-    if (r->streaming_body && r->len > 0 && !r->aborted) {
-        /* Detach the buffer so a callback that cancels r frees nothing we use. */
-        char *data = r->buf;
-        size_t len = r->len;
-        r->buf = NULL;
-        r->len = r->cap = 0;
-        int stop = r->o.on_data(r->o.ctx, data, len);
-        free(data);
-        if (current != r)
-            return DELIVER_CANCELLED;
-        if (stop)
-            rc = DELIVER_STOP;
-    }
-    current = NULL;
-    return rc;
+    if (!r->streaming_body || r->len == 0 || r->aborted)
+        return DELIVER_OK;
+    /* The bytes are handed over and the buffer starts afresh, so that a
+     * burst does not keep its memory for the life of a watch. */
+    char *data = r->buf;
+    size_t len = r->len;
+    r->buf = NULL;
+    r->len = r->cap = 0;
+    callback_begin(r);
+    int stop = r->o.on_data(r->o.ctx, data, len);
+    free(data);
+    if (!callback_end(r))
+        return DELIVER_GONE;
+    return stop ? DELIVER_STOP : DELIVER_OK;
 }
 
 static void dispatch_fire(void *arg);
@@ -338,12 +379,10 @@ static void finish(kube_request *r, CURLcode result)
     res.body_len = no_body ? 0 : r->len;
     res.elapsed_ms = mono_ms() - r->started_ms;
     account(r, res.http_code);
-    current = r;
+    callback_begin(r);
     r->o.on_done(r->o.ctx, &res);
-    if (current == r) {
-        current = NULL;
+    if (callback_end(r))
         req_free(r);
-    }
 }
 
 static void on_done(void *arg, CURL *easy, CURLcode result)
@@ -359,7 +398,7 @@ static void on_done(void *arg, CURL *easy, CURLcode result)
         r->streaming_body = r->o.on_data && code < 300;
     }
     int rc = r->aborted ? DELIVER_OK : deliver(r);
-    if (rc == DELIVER_CANCELLED)
+    if (rc == DELIVER_GONE)
         return;
     if (rc == DELIVER_STOP)
         r->aborted = true;
@@ -413,6 +452,8 @@ fail:
 
 kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
 {
+    if (c->flags & CLIENT_FREEING)
+        return NULL;
     kube_client_token_maybe_refresh(c, mono_ms());
     kube_request *r = calloc(1, sizeof *r);
     if (!r)
@@ -502,21 +543,24 @@ fail:
 
 void kube_client_cancel(kube_client *c, kube_request *r)
 {
-    if (!r)
+    if (!r || (r->flags & REQ_CANCELLED))
         return;
-    if (current == r)
-        current = NULL;
+    r->flags |= REQ_CANCELLED;
+    loop_timer_stop(&r->dispatch);
     loop_curl_remove(c->l, r->easy);
-    req_free(r);
+    if (!(r->flags & REQ_IN_CALLBACK))
+        req_free(r);
 }
 
 void kube_client_free(kube_client *c)
 {
-    if (!c)
+    if (!c || (c->flags & CLIENT_FREEING))
         return;
-    while (c->reqs)
-        kube_client_cancel(c, c->reqs);
-    wipe_free(c->auth_header);
-    kube_config_clear(&c->cfg);
-    free(c);
+    c->flags |= CLIENT_FREEING;
+    for (kube_request *r = c->reqs, *next; r; r = next) {
+        next = r->next;
+        kube_client_cancel(c, r);
+    }
+    if (!(c->flags & CLIENT_IN_CALLBACK))
+        client_release(c);
 }
