@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kube/lease_json.h"
+
 void kube_watch_parser_init(kube_watch_parser *p, size_t line_max)
 {
     memset(p, 0, sizeof *p);

@@ -21,6 +21,7 @@
 #include "kube/lease_json.h"
 #include "kube/watch_stream.h"
 #include "store/kube.h"
+#include "store/kube_map.h"
 
 #define LEASES_PATH     "/apis/coordination.k8s.io/v1/namespaces/%s/leases"
 #define WATCH_TIMEOUT_S 300 /* the apiserver ends a watch after this; we resume */
@@ -114,7 +115,7 @@ static int backoff_ms(kube_store *ks, int failures)
 
 static void note_reachable(kube_store *ks, long http_code)
 {
-    ks->reachable = http_code > 0 && http_code != 429 && http_code < 500;
+    ks->reachable = store_kube_reachable_after(http_code);
 }
 
 /* ---- single operations -------------------------------------------------- */
@@ -170,58 +171,46 @@ static void op_fail(kube_op *op, store_status st, const char *msg)
     loop_timer_start(&op->timer, loop_now(op->ks->l), op_fail_fire, op);
 }
 
-static const char *op_name(kube_verb v)
+/* A 2xx answer: the Lease it carries (a delete may answer with a Status). */
+static void op_succeeded(kube_op *op, const kube_response *r)
 {
-    switch (v) {
-    case KUBE_VERB_GET:
-        return "get";
-    case KUBE_VERB_CREATE:
-        return "create";
-    case KUBE_VERB_UPDATE:
-        return "patch";
-    case KUBE_VERB_DELETE:
-        return "delete";
-    case KUBE_VERB_LIST:
-        return "list";
+    store_result *res = &op->res;
+    kube_lease kl;
+    char e[200];
+    if (kube_lease_decode(r->body, r->body_len, &kl, e, sizeof e) == 0) {
+        store_lease_from_kube(&kl, &res->lease);
+        res->status = STORE_OK;
+    } else if (op->verb == KUBE_VERB_DELETE) {
+        res->status = STORE_OK; /* the body may be a Status; ns and name are set */
+    } else {
+        res->status = STORE_INTERNAL;
+        snprintf(res->message, sizeof res->message, "apiserver: bad Lease in response: %s", e);
     }
-    return "other";
 }
 
 static void op_done(void *ctx, const kube_response *r)
 {
     kube_op *op = ctx;
-    kube_store *ks = op->ks;
-    op->req = NULL;
     store_result *res = &op->res;
+    op->req = NULL;
     res->http_code = (int)r->http_code;
-    note_reachable(ks, r->http_code);
-    if (r->http_code == 0) {
-        res->status = STORE_UNAVAILABLE;
-        snprintf(res->message, sizeof res->message, "apiserver: %s", r->error);
-        log_event(LOG_WARN, "apiserver_error", "op=%s code=0 error=%s", op_name(op->verb),
-                  log_q(r->error));
-    } else if (r->http_code >= 200 && r->http_code < 300) {
-        store_lease l;
-        char e[200];
-        if (kube_lease_decode(r->body, r->body_len, &l, e, sizeof e) == 0) {
-            res->lease = l;
-            res->status = STORE_OK;
-        } else if (op->verb == KUBE_VERB_DELETE) {
-            res->status = STORE_OK; /* the body may be a Status; ns and name are set */
-        } else {
-            res->status = STORE_INTERNAL;
-            snprintf(res->message, sizeof res->message, "apiserver: bad Lease in response: %s", e);
-        }
+    note_reachable(op->ks, r->http_code);
+    if (r->http_code >= 200 && r->http_code < 300) {
+        op_succeeded(op, r);
     } else {
         kube_status st;
-        bool have = kube_status_decode(r->body, r->body_len, &st) == 0;
-        res->status = kube_map_status(r->http_code, have ? &st : NULL, op->verb);
-        kube_status_message(r->http_code, have ? &st : NULL, res->message, sizeof res->message);
+        bool have = store_kube_describe(r, &st, res->message, sizeof res->message);
+        res->status = store_kube_map_status(r->http_code, have ? &st : NULL, op->verb);
         /* Conflicts and absent Leases are part of the protocol (debug);
          * anything else is worth a warning. */
-        log_event(r->http_code == 409 || r->http_code == 404 ? LOG_DEBUG : LOG_WARN,
-                  "apiserver_error", "op=%s code=%ld reason=%s message=%s", op_name(op->verb),
-                  r->http_code, log_q(have ? st.reason : ""), log_q(res->message));
+        if (r->http_code == 0)
+            log_event(LOG_WARN, "apiserver_error", "op=%s code=0 error=%s",
+                      kube_verb_name(op->verb), log_q(r->error));
+        else
+            log_event(r->http_code == 409 || r->http_code == 404 ? LOG_DEBUG : LOG_WARN,
+                      "apiserver_error", "op=%s code=%ld reason=%s message=%s",
+                      kube_verb_name(op->verb), r->http_code, log_q(have ? st.reason : ""),
+                      log_q(res->message));
     }
     if (res->status != STORE_OK)
         memset(&res->lease, 0, sizeof res->lease);
@@ -273,7 +262,16 @@ static void kube_get(store *s, const char *ns, const char *name, int timeout_ms,
 
 /* Create is a POST of the whole object; update is a JSON merge patch of the
  * spec, conditional on the resourceVersion, so that labels, annotations and
- * fields other writers set survive (a PUT would replace them). */
+ * fields other writers set survive (a PUT would replace them). The body, or
+ * NULL when a value cannot be encoded: */
+static char *write_body(const store_lease *lease, bool create, size_t *len)
+{
+    kube_lease kl;
+    if (!store_lease_to_kube(lease, &kl))
+        return NULL;
+    return create ? kube_lease_encode(&kl, false, len) : kube_lease_merge_patch(&kl, len);
+}
+
 static void write_lease(kube_store *ks, kube_verb verb, const store_lease *lease, int timeout_ms,
                         store_cb cb, void *ctx)
 {
@@ -286,8 +284,7 @@ static void write_lease(kube_store *ks, kube_verb verb, const store_lease *lease
         return;
     }
     size_t len;
-    char *body =
-        create ? kube_lease_encode(lease, false, &len) : kube_lease_merge_patch(lease, &len);
+    char *body = write_body(lease, create, &len);
     if (!body) {
         op_fail(op, STORE_INVALID, "the Lease cannot be encoded (a value is out of range)");
         return;
@@ -309,7 +306,7 @@ static void kube_create(store *s, const store_lease *lease, int timeout_ms, stor
 
 static void kube_update(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx)
 {
-    write_lease((kube_store *)s, KUBE_VERB_UPDATE, lease, timeout_ms, cb, ctx);
+    write_lease((kube_store *)s, KUBE_VERB_PATCH, lease, timeout_ms, cb, ctx);
 }
 
 static void kube_remove(store *s, const char *ns, const char *name, const char *rv, int timeout_ms,
@@ -321,22 +318,22 @@ static void kube_remove(store *s, const char *ns, const char *name, const char *
         return;
     char path[512], body[256];
     snprintf(path, sizeof path, LEASES_PATH "/%s", ns, name);
-    if (rv && rv[0]) {
-        /* The resourceVersion is a precondition: a stale one gets 409 Conflict. */
-        for (const char *p = rv; *p; p++) {
-            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 || p - rv >= STORE_RV_MAX) {
-                op_fail(op, STORE_INVALID, "invalid resourceVersion");
-                return;
-            }
-        }
-        int n = snprintf(body, sizeof body,
-                         "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
-                         "\"preconditions\":{\"resourceVersion\":\"%s\"}}",
-                         rv);
-        op_start(op, "DELETE", path, body, (size_t)n, NULL, timeout_ms);
-    } else {
+    if (!rv || !rv[0]) {
         op_start(op, "DELETE", path, NULL, 0, NULL, timeout_ms);
+        return;
     }
+    /* The resourceVersion is a precondition: a stale one gets 409 Conflict. */
+    for (const char *p = rv; *p; p++) {
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 || p - rv >= STORE_RV_MAX) {
+            op_fail(op, STORE_INVALID, "invalid resourceVersion");
+            return;
+        }
+    }
+    int n = snprintf(body, sizeof body,
+                     "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
+                     "\"preconditions\":{\"resourceVersion\":\"%s\"}}",
+                     rv);
+    op_start(op, "DELETE", path, body, (size_t)n, NULL, timeout_ms);
 }
 
 /* ---- watches ------------------------------------------------------------ */
@@ -414,14 +411,6 @@ static void known_del(store_watch *w, const char *name)
         w->known[i] = w->known[--w->n_known];
 }
 
-/* A named Lease that does not exist, for DELETE events. */
-static void absent_lease(const store_watch *w, store_lease *l)
-{
-    memset(l, 0, sizeof *l);
-    memcpy(l->ns, w->ns, sizeof l->ns);
-    memcpy(l->name, w->name, sizeof l->name);
-}
-
 static void watch_path(const store_watch *w, char *out, size_t len, bool watch)
 {
     int n = snprintf(out, len, LEASES_PATH "?", w->ns);
@@ -482,7 +471,7 @@ static void report_known(store_watch *w)
 {
     if (w->name[0] && w->n_known == 0) {
         store_lease l;
-        absent_lease(w, &l);
+        store_lease_absent(&l, w->ns, w->name);
         if (!emit(w, STORE_EVENT_DELETE, &l))
             return;
     }
@@ -495,6 +484,63 @@ static void report_known(store_watch *w)
     emit(w, STORE_EVENT_SYNCED, NULL);
 }
 
+/* Reports the Leases we knew that the list no longer has. Returns false
+ * when the consumer unwatched. */
+static bool report_gone(store_watch *w, const kube_lease_list *list, bool *reported)
+{
+    for (size_t i = 0; i < w->n_known;) {
+        bool present = false;
+        for (size_t j = 0; j < list->n && !present; j++)
+            present = strcmp(list->items[j].name, w->known[i].name) == 0;
+        if (present) {
+            i++;
+            continue;
+        }
+        store_lease gone = w->known[i];
+        w->known[i] = w->known[--w->n_known];
+        *reported = true;
+        if (!emit(w, STORE_EVENT_DELETE, &gone))
+            return false;
+    }
+    return true;
+}
+
+/* Reports a list's state: what is gone, what exists, then SYNCED, and
+ * watches on from its resourceVersion. */
+static void list_apply(store_watch *w, const kube_lease_list *list)
+{
+    if (list->n_bad)
+        log_event(LOG_WARN, "kube_lease_undecodable", "ns=%s count=%zu error=%s", w->ns,
+                  list->n_bad, log_q(list->bad_reason));
+    bool reported_gone = false;
+    if (!report_gone(w, list, &reported_gone))
+        return;
+    /* A named Lease that does not exist (unless it exists but is undecodable). */
+    if (w->name[0] && list->n == 0 && list->n_bad == 0 && !reported_gone) {
+        store_lease l;
+        store_lease_absent(&l, w->ns, w->name);
+        if (!emit(w, STORE_EVENT_DELETE, &l))
+            return;
+    }
+    for (size_t j = 0; j < list->n; j++) {
+        store_lease l;
+        store_lease_from_kube(&list->items[j], &l);
+        if (known_put(w, &l) != 0) {
+            watch_broken(w, "out of memory");
+            return;
+        }
+        if (!emit(w, STORE_EVENT_PUT, &l))
+            return;
+    }
+    memcpy(w->rv, list->resource_version, sizeof w->rv);
+    if (w->broken)
+        watch_reconnected(w);
+    w->broken = false;
+    if (!emit(w, STORE_EVENT_SYNCED, NULL))
+        return;
+    watch_start_stream(w);
+}
+
 static void list_done(void *ctx, const kube_response *r)
 {
     store_watch *w = ctx;
@@ -505,60 +551,13 @@ static void list_done(void *ctx, const kube_response *r)
     char e[300];
     if (r->http_code != 200) {
         kube_status st;
-        bool have = kube_status_decode(r->body, r->body_len, &st) == 0;
-        if (r->http_code)
-            kube_status_message(r->http_code, have ? &st : NULL, e, sizeof e);
-        else
-            snprintf(e, sizeof e, "apiserver: %s", r->error);
+        store_kube_describe(r, &st, e, sizeof e);
         watch_broken(w, e);
-        goto out;
-    }
-    if (kube_lease_list_decode(r->body, r->body_len, &list, e, sizeof e) != 0) {
+    } else if (kube_lease_list_decode(r->body, r->body_len, &list, e, sizeof e) != 0) {
         watch_broken(w, e);
-        goto out;
+    } else {
+        list_apply(w, &list);
     }
-    if (list.n_bad)
-        log_event(LOG_WARN, "kube_lease_undecodable", "ns=%s count=%zu error=%s", w->ns, list.n_bad,
-                  log_q(list.bad_reason));
-    /* Leases we knew that are gone now. */
-    bool reported_gone = false;
-    for (size_t i = 0; i < w->n_known;) {
-        bool present = false;
-        for (size_t j = 0; j < list.n && !present; j++)
-            present = strcmp(list.items[j].name, w->known[i].name) == 0;
-        if (present) {
-            i++;
-            continue;
-        }
-        store_lease gone = w->known[i];
-        w->known[i] = w->known[--w->n_known];
-        reported_gone = true;
-        if (!emit(w, STORE_EVENT_DELETE, &gone))
-            goto out;
-    }
-    /* A named Lease that does not exist (unless it exists but is undecodable). */
-    if (w->name[0] && list.n == 0 && list.n_bad == 0 && !reported_gone) {
-        store_lease l;
-        absent_lease(w, &l);
-        if (!emit(w, STORE_EVENT_DELETE, &l))
-            goto out;
-    }
-    for (size_t j = 0; j < list.n; j++) {
-        if (known_put(w, &list.items[j]) != 0) {
-            watch_broken(w, "out of memory");
-            goto out;
-        }
-        if (!emit(w, STORE_EVENT_PUT, &list.items[j]))
-            goto out;
-    }
-    memcpy(w->rv, list.resource_version, sizeof w->rv);
-    if (w->broken)
-        watch_reconnected(w);
-    w->broken = false;
-    if (!emit(w, STORE_EVENT_SYNCED, NULL))
-        goto out;
-    watch_start_stream(w);
-out:
     kube_lease_list_clear(&list);
     leave(w);
 }
@@ -583,21 +582,24 @@ static void watch_start_list(store_watch *w)
 static int on_event(void *ctx, const kube_watch_event *ev)
 {
     store_watch *w = ctx;
+    store_lease l;
     switch (ev->type) {
     case KUBE_WATCH_ADDED:
     case KUBE_WATCH_MODIFIED:
         w->gone_streak = 0;
         memcpy(w->rv, ev->lease.resource_version, sizeof w->rv);
-        if (known_put(w, &ev->lease) != 0) {
+        store_lease_from_kube(&ev->lease, &l);
+        if (known_put(w, &l) != 0) {
             w->stream_failed = true;
             return 1;
         }
-        return emit(w, STORE_EVENT_PUT, &ev->lease) ? 0 : 1;
+        return emit(w, STORE_EVENT_PUT, &l) ? 0 : 1;
     case KUBE_WATCH_DELETED:
         w->gone_streak = 0;
         memcpy(w->rv, ev->lease.resource_version, sizeof w->rv);
         known_del(w, ev->lease.name);
-        return emit(w, STORE_EVENT_DELETE, &ev->lease) ? 0 : 1;
+        store_lease_from_kube(&ev->lease, &l);
+        return emit(w, STORE_EVENT_DELETE, &l) ? 0 : 1;
     case KUBE_WATCH_BOOKMARK:
         w->gone_streak = 0;
         memcpy(w->rv, ev->lease.resource_version, sizeof w->rv);
@@ -675,8 +677,7 @@ static void stream_done(void *ctx, const kube_response *r)
         char e[300];
         if (r->http_code != 200 && r->http_code != 0) {
             kube_status st;
-            bool have = kube_status_decode(r->body, r->body_len, &st) == 0;
-            kube_status_message(r->http_code, have ? &st : NULL, e, sizeof e);
+            store_kube_describe(r, &st, e, sizeof e);
         } else if (r->curl_code != 0) {
             snprintf(e, sizeof e, "apiserver: %s", r->error);
             note_reachable(w->ks, 0);
