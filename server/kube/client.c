@@ -450,30 +450,33 @@ fail:
     return -1;
 }
 
-kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
+/* The request's header list: Accept, no Expect, the body's type and the
+ * bearer token. */
+static int setup_headers(kube_client *c, kube_request *r)
 {
-    if (c->flags & CLIENT_FREEING)
-        return NULL;
-    kube_client_token_maybe_refresh(c, mono_ms());
-    kube_request *r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    r->c = c;
-    r->o = *o;
-    loop_timer_init(c->l, &r->dispatch);
-    r->started_ms = mono_ms();
-    clock_gettime(CLOCK_MONOTONIC, &r->started);
-    r->verb = verb_of(o->method, o->path);
-    r->next = c->reqs;
-    if (c->reqs)
-        c->reqs->prev = r;
-    c->reqs = r;
-    size_t ulen = strlen(c->cfg.server) + strlen(o->path) + 1;
-    char *url = malloc(ulen);
-    CURL *e = r->easy = curl_easy_init();
-    if (!url || !e)
-        goto fail;
-    snprintf(url, ulen, "%s%s", c->cfg.server, o->path);
+    char content_type[96] = "";
+    if (r->o.body)
+        snprintf(content_type, sizeof content_type, "Content-Type: %s",
+                 r->o.content_type ? r->o.content_type : "application/json");
+    const char *hdrs[] = {"Accept: application/json",
+                          "Expect:", content_type[0] ? content_type : NULL, c->auth_header};
+    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
+        if (!hdrs[i])
+            continue;
+        struct curl_slist *h = curl_slist_append(r->headers, hdrs[i]);
+        if (!h)
+            return -1;
+        r->headers = h;
+    }
+    return 0;
+}
+
+/* Every option of r's easy handle: the URL, connection behaviour, timeouts,
+ * callbacks, method, headers, body and TLS. */
+static int setup_easy(kube_client *c, kube_request *r, const char *url)
+{
+    CURL *e = r->easy;
+    const kube_request_opts *o = &r->o;
     SET(CURLOPT_URL, url);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, r->errbuf);
@@ -500,25 +503,8 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     SET(CURLOPT_WRITEDATA, r);
     if (strcmp(o->method, "GET") != 0)
         SET(CURLOPT_CUSTOMREQUEST, o->method);
-    struct curl_slist *h;
-    char content_type[96] = "";
-    if (o->body)
-        snprintf(content_type, sizeof content_type, "Content-Type: %s",
-                 o->content_type ? o->content_type : "application/json");
-    const char *hdrs[] = {"Accept: application/json",
-                          "Expect:", content_type[0] ? content_type : NULL};
-    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
-        if (!hdrs[i])
-            continue;
-        if (!(h = curl_slist_append(r->headers, hdrs[i])))
-            goto fail;
-        r->headers = h;
-    }
-    if (c->auth_header) {
-        if (!(h = curl_slist_append(r->headers, c->auth_header)))
-            goto fail;
-        r->headers = h;
-    }
+    if (setup_headers(c, r) != 0)
+        goto fail;
     SET(CURLOPT_HTTPHEADER, r->headers);
     if (o->body) {
         r->body_copy = malloc(o->body_len + 1);
@@ -529,9 +515,36 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
         SET(CURLOPT_POSTFIELDSIZE, (long)o->body_len);
         SET(CURLOPT_POSTFIELDS, r->body_copy);
     }
-    if (setup_tls(c, e) != 0)
+    return setup_tls(c, e);
+fail:
+    return -1;
+}
+
+kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
+{
+    if (c->flags & CLIENT_FREEING)
+        return NULL;
+    kube_client_token_maybe_refresh(c, mono_ms());
+    kube_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->c = c;
+    r->o = *o;
+    loop_timer_init(c->l, &r->dispatch);
+    r->started_ms = mono_ms();
+    clock_gettime(CLOCK_MONOTONIC, &r->started);
+    r->verb = verb_of(o->method, o->path);
+    r->next = c->reqs;
+    if (c->reqs)
+        c->reqs->prev = r;
+    c->reqs = r;
+    size_t ulen = strlen(c->cfg.server) + strlen(o->path) + 1;
+    char *url = malloc(ulen);
+    r->easy = curl_easy_init();
+    if (!url || !r->easy)
         goto fail;
-    if (loop_curl_add(c->l, e, on_done, r) != 0)
+    snprintf(url, ulen, "%s%s", c->cfg.server, o->path);
+    if (setup_easy(c, r, url) != 0 || loop_curl_add(c->l, r->easy, on_done, r) != 0)
         goto fail;
     free(url);
     return r;
