@@ -1,4 +1,6 @@
-/* apiserver transport over the loop's curl multi handle (see client.h). */
+/* apiserver transport over the loop's curl multi handle (see client.h). The
+ * client, its requests and their callbacks belong to the loop thread: no
+ * locks. */
 #include "kube/client.h"
 
 #include <netinet/in.h>

@@ -1,4 +1,5 @@
 /* kubeconfig parsing: clusters, users and contexts, as kubectl reads them.
+ * Blocking reads at start-up; no global state, any thread.
  *
  * Precedence follows client-go: -data fields win over file references, and a
  * tokenFile wins over an inline token (it is re-read when tokens rotate). */

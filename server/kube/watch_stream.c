@@ -1,4 +1,4 @@
-/* Watch-stream framing (see watch_stream.h). */
+/* Watch-stream framing (pure; each parser is owned by one caller; see watch_stream.h). */
 #include "kube/watch_stream.h"
 
 #include <cjson/cJSON.h>

@@ -1,4 +1,5 @@
-/* The Lease codec on recorded apiserver responses, MicroTime, Status. */
+/* The Lease codec on recorded apiserver responses, MicroTime, Status (and
+ * how the Kubernetes store maps a Status: store/kube_map.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
