@@ -1,12 +1,14 @@
 /* The election engine: one thread owns every Lease's state — candidates,
  * terms, timers and the watch-fed cache — and is the only code that writes
- * Leases. Everything here implements the safety contract (DESIGN.md §2).
+ * Leases. Everything here implements the safety contract (docs/design.md,
+ * rules 1 to 6).
  *
- * Threads: engine_new/engine_run/engine_free belong to the owner (main).
- * Every other engine_* function is thread-safe: it copies its arguments,
- * posts them to the engine thread and returns at once. Results arrive through
- * callbacks that run on the engine thread; they must not block and must not
- * call back into the engine synchronously (posting is fine). */
+ * Threads: engine_new/engine_run/engine_free belong to the owner (main);
+ * engine_run runs the engine thread. Every other engine_* function is
+ * thread-safe: it copies its arguments, posts them to the engine thread and
+ * returns at once. Results arrive through callbacks that run on the engine
+ * thread, and only there; they must not block and must not call back into
+ * the engine synchronously (posting is fine). */
 #ifndef KL_ENGINE_ENGINE_H
 #define KL_ENGINE_ENGINE_H
 
@@ -137,11 +139,11 @@ engine *engine_new(const engine_config *cfg);
 void engine_run(engine *e);
 /* Thread-safe. Streams end with LOST_REASON_SHUTDOWN (campaigns) or are
  * closed (watches); held Leases are kept, not released, so that their holders
- * can resume on another replica of the service. */
+ * can resume on another replica of the service (docs/design.md, rule 5). */
 void engine_stop(engine *e);
 void engine_free(engine *e);
 
-/* Validation before anything touches the store (DESIGN.md §4). Returns 0, or
+/* Validation before anything touches the store. Returns 0, or
  * -1 with a message naming the field in msg. Pure; any thread. */
 int engine_validate_lease_ref(const char *ns, const char *name, char *msg, size_t msg_len);
 int engine_validate_identity(const char *identity, char *msg, size_t msg_len);
@@ -153,7 +155,8 @@ int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t m
  * ENGINE_EVENT_LOST/reason EXPIRED and message "already campaigning". */
 uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_listener listener);
 /* The stream behind a campaign is gone without a resignation: stop renewing,
- * release only after the granted validity has passed (rule 3). */
+ * release only after the granted validity has passed (docs/design.md,
+ * rule 3). */
 void engine_campaign_detach(engine *e, uint64_t campaign_id);
 
 /* Unary requests; done runs once on the engine thread. Each returns 0, or -1
