@@ -132,7 +132,7 @@ void engine_try_acquire(lease_state *ls)
     engine_copy_str(rec.name, sizeof rec.name, ls->name);
     engine_copy_str(rec.holder, sizeof rec.holder, c->req.identity);
     rec.lease_duration_s = c->req.lease_duration_s;
-    rec.acquire_time_us = rec.renew_time_us = wall_us();
+    rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
     if (!ls->exists) {
         acquire_absent(ls, c, &rec, now);
         return;
@@ -164,7 +164,7 @@ void engine_try_resume(lease_state *ls, candidate *c)
         ls->acq.state == ACQ_IDLE) {
         /* Renew the record as ours; the CAS fails if anyone wrote since. */
         store_lease rec = ls->record;
-        rec.renew_time_us = wall_us();
+        rec.renew_time_us = engine_wall_us(ls->e);
         rec.lease_duration_s = c->req.lease_duration_s;
         engine_campaign_set(c, CAMPAIGN_STANDBY);
         write_for(ls, c, false, &rec, true);

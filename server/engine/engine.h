@@ -8,7 +8,11 @@
  * thread-safe: it copies its arguments, posts them to the engine thread and
  * returns at once. Results arrive through callbacks that run on the engine
  * thread, and only there; they must not block and must not call back into
- * the engine synchronously (posting is fine). */
+ * the engine synchronously (posting is fine).
+ *
+ * Time: the engine reads time only from its loop (loop_now), so a loop
+ * given a manual clock (loop_set_clock) drives it in tests; wall time, only
+ * written into Lease timestamps, comes from engine_config.wall_clock. */
 #ifndef KL_ENGINE_ENGINE_H
 #define KL_ENGINE_ENGINE_H
 
@@ -62,6 +66,11 @@ typedef struct engine_config {
      * memory and apiserver watches follow the leases in use rather than
      * every name ever asked about. 0: ENGINE_IDLE_FORGET_MS_DEFAULT. */
     int64_t idle_forget_ms;
+    /* The wall clock for the acquireTime and renewTime the engine writes, in
+     * µs since the Unix epoch; NULL: wall_us(). Never used to judge expiry
+     * (docs/design.md, rule 1). */
+    int64_t (*wall_clock)(void *ctx);
+    void *wall_clock_ctx;
 } engine_config;
 
 #define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)

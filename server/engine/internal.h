@@ -20,7 +20,7 @@
  *
  * Time is the loop's (loop_now, engine_now_ms): observed monotonic time for
  * every expiry and validity (docs/design.md, rule 1); wall time only for
- * the timestamps written into Leases. */
+ * the timestamps written into Leases (engine_wall_us). */
 #ifndef KL_ENGINE_INTERNAL_H
 #define KL_ENGINE_INTERNAL_H
 
@@ -161,6 +161,8 @@ struct engine {
     int64_t max_grant_ms;
     bool volatile_store;
     int64_t idle_forget_ms;
+    int64_t (*wall_clock)(void *ctx);
+    void *wall_clock_ctx;
     loop_timer sweep_timer; /* runs while any lease is followed */
     int64_t started_ms;
     lease_state *leases[ENGINE_BUCKETS];
@@ -206,6 +208,12 @@ typedef struct cmd {
 static inline int64_t engine_now_ms(const engine *e)
 {
     return loop_now(e->loop);
+}
+
+/* Wall-clock time for Lease timestamps, µs since the Unix epoch. */
+static inline int64_t engine_wall_us(const engine *e)
+{
+    return e->wall_clock ? e->wall_clock(e->wall_clock_ctx) : wall_us();
 }
 
 /* How long a store request may take: half the renew deadline, at least 0.5 s. */

@@ -196,7 +196,7 @@ static void renew_fire(void *arg)
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
     engine_copy_str(rec.holder, sizeof rec.holder, t->identity);
     rec.transitions = t->epoch;
-    rec.renew_time_us = wall_us();
+    rec.renew_time_us = engine_wall_us(ls->e);
     rec.lease_duration_s = t->lease_s;
     ls->e->store->ops->update(ls->e->store, &rec, engine_request_timeout_ms(t->renew_s), renew_done,
                               ls);
@@ -353,7 +353,7 @@ static void term_finish(lease_state *ls)
     rel.transitions = t->epoch;
     rel.holder[0] = '\0';
     rel.lease_duration_s = 1;
-    rel.acquire_time_us = rel.renew_time_us = wall_us();
+    rel.acquire_time_us = rel.renew_time_us = engine_wall_us(ls->e);
     ls->e->store->ops->update(ls->e->store, &rel, engine_request_timeout_ms(t->renew_s),
                               release_done, ls);
 }
