@@ -89,6 +89,9 @@ engine *engine_new(const engine_config *cfg)
 void engine_run(engine *e)
 {
     loop_run(e->loop);
+    /* Normally done by the stop command already; not if it could not be
+     * posted, or if another engine stopped a loop they share. */
+    engine_shutdown(e);
 }
 
 void engine_stop(engine *e)
@@ -113,11 +116,7 @@ void engine_free(engine *e)
     for (unsigned b = 0; b < ENGINE_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
             next = ls->hash_next;
-            while (ls->candidates)
-                engine_candidate_end(ls->candidates, ENGINE_LOST_UNSPECIFIED, 0, NULL);
-            while (ls->watchers)
-                engine_watcher_close(ls->watchers);
-            engine_term_answer_resign(ls, false);
+            engine_lease_drop_streams(ls);
             engine_term_free(ls);
             engine_lease_drop(ls);
         }

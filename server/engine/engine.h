@@ -142,14 +142,29 @@ typedef struct engine_reply {
 
 typedef void (*engine_done)(void *ctx, const engine_reply *reply);
 
-/* Returns NULL on allocation failure. */
+/* Returns NULL on allocation failure. Call before engine_run (or on the
+ * loop's thread). */
 engine *engine_new(const engine_config *cfg);
-/* Runs the loop on the calling thread until engine_stop(). */
+/* Runs the loop on the calling thread (the engine thread) until
+ * engine_stop(), then returns once every stream has ended (see below). */
 void engine_run(engine *e);
-/* Thread-safe. Streams end with LOST_REASON_SHUTDOWN (campaigns) or are
- * closed (watches); held Leases are kept, not released, so that their holders
- * can resume on another replica of the service (docs/design.md, rule 5). */
+/* Thread-safe. Stopping, in order:
+ *  1. engine_stop(e), from any thread: on the engine thread, every campaign
+ *     ends with ENGINE_EVENT_LOST (reason SHUTDOWN) then on_close, every
+ *     watch gets on_close, and every request still waiting (a Resign whose
+ *     release is in flight, a GetHolder reading the store) is answered —
+ *     Resign OK and not released, GetHolder UNAVAILABLE. Held Leases are
+ *     kept, not released, so that their holders can resume on another
+ *     replica of the service (docs/design.md, rule 5). Requests that reach
+ *     the engine thread after this start nothing: campaigns end at once the
+ *     same way, watches close, unary requests get UNAVAILABLE.
+ *  2. engine_run returns on the engine thread; no callback runs after that.
+ *     Requests posted after it has returned are never run (their callbacks
+ *     never run either): stop posting before step 1.
+ *  3. engine_free(e), by the owner once engine_run has returned (joined). */
 void engine_stop(engine *e);
+/* Frees the engine; calls no callback. The store and the loop outlive it
+ * (free them after). NULL is a no-op. */
 void engine_free(engine *e);
 
 /* Validation before anything touches the store. Returns 0, or

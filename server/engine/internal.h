@@ -112,7 +112,7 @@ struct term {
 struct pending_get {
     pending_get *prev, *next; /* engine.gets */
     lease_state *ls;
-    engine_done done;
+    engine_done done; /* NULL once answered (at shutdown) */
     void *ctx;
 };
 
@@ -244,8 +244,8 @@ static inline bool engine_term_over(const term *t)
 
 /* The loop_fn that runs a posted command and frees it. */
 void engine_cmd_run(void *arg);
-/* Marks the engine stopping and ends every stream (campaigns with
- * LOST_REASON_SHUTDOWN, watches closed); idempotent. */
+/* Marks the engine stopping, ends every stream and answers every request
+ * still waiting; idempotent. */
 void engine_shutdown(engine *e);
 
 /* --- lease.c --- */
@@ -279,6 +279,8 @@ void engine_candidate_end(candidate *c, engine_lost_reason reason, int64_t epoch
 void engine_watcher_add(lease_state *ls, watcher *w);
 /* Removes a watcher and closes it. */
 void engine_watcher_close(watcher *w);
+/* Removes every stream of ls without a callback (engine_free). */
+void engine_lease_drop_streams(lease_state *ls);
 
 const char *engine_lost_reason_name(engine_lost_reason r);
 void engine_lease_labels(const lease_state *ls, char *out, size_t n);

@@ -300,3 +300,17 @@ void engine_watcher_close(watcher *w)
     free(w);
     gauges_update(e);
 }
+
+void engine_lease_drop_streams(lease_state *ls)
+{
+    while (ls->candidates) {
+        candidate *c = ls->candidates;
+        candidate_unlink(c);
+        free(c);
+    }
+    while (ls->watchers) {
+        watcher *w = ls->watchers;
+        watcher_unlink(w);
+        free(w);
+    }
+}

@@ -1,7 +1,9 @@
 /* The commands other threads post (engine.c), run on the engine thread:
  * campaigns and holder watches (streams), Confirm, Resign, GetHolder and
- * ListLeases (unary), and the stop. Each unary request is answered exactly
- * once. Engine thread only. */
+ * ListLeases (unary), and the stop. Once the engine stops, every stream
+ * ends and every request still waiting is answered, here, on the engine
+ * thread; commands that arrive later are refused the same way. Each unary
+ * request is answered exactly once. Engine thread only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,7 +225,8 @@ static void get_done(void *ctx, const store_result *res)
         r.code = engine_code_of(res->status);
         engine_copy_str(r.message, sizeof r.message, res->message);
     }
-    p->done(p->ctx, &r);
+    if (p->done)
+        p->done(p->ctx, &r);
     free(p);
 }
 
@@ -321,6 +324,13 @@ void engine_shutdown(engine *e)
             }
             while (ls->watchers)
                 engine_watcher_close(ls->watchers);
+            engine_term_answer_resign(ls, false);
+        }
+    }
+    for (pending_get *p = e->gets; p; p = p->next) {
+        if (p->done) {
+            reply_code(p->done, p->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
+            p->done = NULL; /* the read may still complete: it answers nobody */
         }
     }
 }
@@ -331,9 +341,37 @@ static void do_stop(cmd *k)
     loop_stop(k->e->loop);
 }
 
+/* A command that arrives once the engine has stopped starts nothing. */
+static void refuse(cmd *k)
+{
+    switch (k->kind) {
+    case CMD_CAMPAIGN:
+        refuse_stream(&k->listener, true, ENGINE_LOST_SHUTDOWN, SHUTDOWN_MSG);
+        break;
+    case CMD_WATCH:
+        refuse_stream(&k->listener, false, ENGINE_LOST_UNSPECIFIED, NULL);
+        break;
+    case CMD_CONFIRM:
+    case CMD_RESIGN:
+    case CMD_GET:
+    case CMD_LIST:
+        reply_code(k->done, k->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
+        break;
+    case CMD_DETACH:
+    case CMD_UNWATCH:
+    case CMD_STOP:
+        break;
+    }
+}
+
 void engine_cmd_run(void *arg)
 {
     cmd *k = arg;
+    if (atomic_load(&k->e->stopping) && k->kind != CMD_STOP) {
+        refuse(k);
+        free(k);
+        return;
+    }
     switch (k->kind) {
     case CMD_CAMPAIGN:
         do_campaign(k);
