@@ -68,8 +68,9 @@ static void acquire_done(void *ctx, const store_result *r)
 static void expiry_fire(void *arg)
 {
     lease_state *ls = arg;
+    /* A foreign holder's last sign of life is its last renewal we saw. */
     if (!ls->vacant_ms)
-        ls->vacant_ms = engine_now_ms(ls->e);
+        ls->vacant_ms = ls->observed_ms;
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);
     engine_try_acquire(ls);

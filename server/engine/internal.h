@@ -95,6 +95,7 @@ struct term {
     int32_t lease_s, renew_s, retry_s;
     int64_t renewed_sent_ms; /* send time of the last successful write */
     int64_t granted_until_ms;
+    int64_t confirmed_ms; /* the last grant: the holder's last sign of life */
     bool release_wanted; /* once over: release the Lease (else just forget the term) */
     loop_timer renew_timer;
     loop_timer guard_timer;  /* fires at granted_until / the renew deadline */
@@ -138,7 +139,11 @@ struct lease_state {
     bool exists;
     store_lease record;
     int64_t observed_ms;   /* when record last changed, by our clock */
-    int64_t vacant_ms;     /* when the Lease was last seen without a live holder; 0: held */
+    /* The last sign of life of the holder before the Lease fell vacant (its
+     * last confirmation or its resignation; for a holder on another replica,
+     * the last renewal observed), what kubelease_failover_seconds measures
+     * the leaderless gap from; 0: held. */
+    int64_t vacant_ms;
     int64_t transition_ms; /* when holder or epoch last changed */
     struct {
         acq_state state;

@@ -62,6 +62,8 @@ int64_t engine_term_grant(lease_state *ls, int64_t now)
 {
     term *t = ls->term;
     int64_t v = engine_term_valid_for(ls->e, t, now);
+    if (v > 0)
+        t->confirmed_ms = now;
     if (v > 0 && now + v > t->granted_until_ms) {
         t->granted_until_ms = now + v;
         term_schedule_guard(ls);
@@ -307,7 +309,10 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     engine_lost_labels(labels, reason, with_reason, sizeof with_reason);
     metrics_add("kubelease_terms_lost_total", with_reason, 1);
     metrics_set("kubelease_leader", labels, 0);
-    ls->vacant_ms = engine_now_ms(ls->e);
+    /* A resignation is the holder's last word; otherwise (it died, froze or
+     * lost its connection) its last confirmation was its last sign of life. */
+    ls->vacant_ms =
+        reason == ENGINE_LOST_RESIGNED || !t->confirmed_ms ? engine_now_ms(ls->e) : t->confirmed_ms;
     if (t->owner)
         engine_candidate_end(t->owner, reason, t->epoch, msg);
     loop_timer_stop(&t->renew_timer);

@@ -467,6 +467,70 @@ static void test_engine_forgets_idle_leases(void **state)
     metrics_free_all();
 }
 
+/* kubelease_failover_seconds{...}_sum and _count, from the rendered page. */
+static void failover_metric(double *sum, double *count)
+{
+    char *page = metrics_render(NULL);
+    assert_non_null(page);
+    const char *s = strstr(page, "kubelease_failover_seconds_sum ");
+    const char *c = strstr(page, "kubelease_failover_seconds_count ");
+    assert_non_null(s);
+    assert_non_null(c);
+    *sum = strtod(s + strlen("kubelease_failover_seconds_sum "), NULL);
+    *count = strtod(c + strlen("kubelease_failover_seconds_count "), NULL);
+    free(page);
+}
+
+/* kubelease_failover_seconds is the leaderless gap users suffer: after a
+ * holder that stopped confirming, from its last confirmation (about the
+ * validity it was granted); after a resignation, from the resignation
+ * (nothing, on one replica). */
+static void test_engine_failover_metric_measures_from_the_last_sign_of_life(void **state)
+{
+    (void)state;
+    metrics_init();
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for("gap", "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    campaign(f, b, req_for("gap", "b"));
+    campaign(f, c, req_for("gap", "c"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    harness_sleep_ms(500);
+    int64_t confirmed = harness_now_ms();
+    assert_int_equal(confirm(f, "gap", "a", a->events[i].epoch).code, ENGINE_OK);
+
+    /* a dies: no goodbye, no further confirmation. */
+    engine_campaign_detach(f->engine, a->id);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 10000);
+    assert_true(j >= 0);
+    double sum, count;
+    failover_metric(&sum, &count);
+    assert_int_equal((int)count, 1);
+    double gap = (double)(b->at_ms[j] - confirmed) / 1000.0;
+    assert_true(sum >= gap - 0.01 && sum <= gap + 0.01);
+    assert_true(sum >= 1.0); /* the grant (the 2 s retry period), not the 0 after it ran out */
+
+    /* b resigns: c takes over at once, and so does the metric. */
+    resign(f, "gap", "b");
+    int k = wait_kind(c, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(k >= 0);
+    double sum2, count2;
+    failover_metric(&sum2, &count2);
+    assert_int_equal((int)count2, 2);
+    assert_true(sum2 - sum < 0.05);
+
+    resign(f, "gap", "c");
+    assert_true(wait_closed(c, 5000));
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+    metrics_free_all();
+}
+
 static void set_watch_delay(fixture *f, void *arg)
 {
     store_memory_set_watch_delay(f->store, *(int *)arg);
@@ -1001,6 +1065,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_engine_stop_answers_waiting_requests_and_refuses_later_ones, setup, teardown),
         cmocka_unit_test(test_engine_forgets_idle_leases),
+        cmocka_unit_test(test_engine_failover_metric_measures_from_the_last_sign_of_life),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
