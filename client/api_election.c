@@ -217,6 +217,36 @@ int kl_wait_lost_timeout(kl_client *c, const char *ns, const char *lease, int ti
     return wait_lost(c, ns, lease, timeout_ms, err);
 }
 
+int kl_wait_ended(kl_client *c, const char *ns, const char *lease, int timeout_ms, kl_error *err)
+{
+    int rc;
+    if (timeout_ms < 0)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "timeout_ms must be >= 0, not %d",
+                          timeout_ms);
+    struct kl__election *el = el_wait_begin(c, ns, lease, "kl_wait_ended", &rc, err);
+    if (!el)
+        return rc;
+    int64_t until = kl__now_ms() + timeout_ms;
+    for (;;) {
+        int64_t now = kl__now_ms();
+        kl__election_check_deadline(el, now);
+        if (el->state == KL__EL_CLOSED) {
+            rc = KL_OK;
+            break;
+        }
+        if (now >= until) {
+            rc =
+                kl__seterr(err, KL_ERR_TIMEOUT, "election for %s %s after %d ms", el->key,
+                           kl__election_over(el) ? "still resigning" : "still running", timeout_ms);
+            break;
+        }
+        kl__loop_wait_until(&c->loop, until);
+    }
+    kl__election_unref(el);
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
+}
+
 int kl_is_leader(kl_client *c, const char *ns, const char *lease, int64_t *valid_for_ms,
                  kl_error *err)
 {

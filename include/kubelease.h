@@ -179,6 +179,20 @@ KL_EXPORT int kl_wait_lost(kl_client *c, const char *ns, const char *lease, kl_e
 KL_EXPORT int kl_wait_lost_timeout(kl_client *c, const char *ns, const char *lease, int timeout_ms,
                                    kl_error *err);
 
+/* Blocks until this client's election for ns/lease is over and the I/O
+ * thread is done with it: after kl_cancel_election, until the service has
+ * answered the resignation (the Lease is released; a standby may already
+ * lead) or the library gave up on it after resign_timeout_ms; after a loss,
+ * until the campaign is closed. A program that cancels, then waits here
+ * before it exits, hands over in milliseconds instead of after its validity.
+ * Waits at most timeout_ms (>= 0), then returns KL_ERR_TIMEOUT with the
+ * election untouched (still running, or still resigning). KL_OK when ended;
+ * KL_ERR_NO_ELECTION when this client never started an election for
+ * ns/lease (or started a new one since); KL_ERR_IN_CALLBACK from a watch
+ * callback. */
+KL_EXPORT int kl_wait_ended(kl_client *c, const char *ns, const char *lease, int timeout_ms,
+                            kl_error *err);
+
 /* Ends this client's election for ns/lease: marks it not-leader at once (so
  * kl_is_leader is 0 and waiters return before this returns), then the I/O
  * thread resigns (the service releases the Lease immediately, and a waiting

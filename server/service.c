@@ -127,10 +127,11 @@ const char *service_store_kind(const service *svc)
  *    replica (docs/design.md, rule 5); watches are closed. Its callbacks
  *    (events, on_close, replies) may run on its thread until it is joined:
  *    the server takes them as usual, queueing end frames.
- * 3. engine_free() may still close streams it knew, on this thread. After
- *    it no engine callback can run, so only now may the server end what the
- *    engine left without racing with one: calls it never answered, streams
- *    it never closed. Then the streams get SHUTDOWN_DRAIN_MS to write their
+ * 3. engine_free(): the engine ended every stream and answered every call
+ *    on its own thread before engine_run() returned, and it calls nothing
+ *    now. Once it is gone no engine callback can run, so only now may the
+ *    server end what it still holds without racing with one (calls posted
+ *    too late to be answered, for instance). Then the streams get SHUTDOWN_DRAIN_MS to write their
  *    end frames, so that clients see a clean end of stream.
  * 4. The HTTP server stops: whatever is still suspended is resumed first
  *    (MHD_stop_daemon wants no suspended connection), then the daemon.

@@ -3,15 +3,10 @@
  * K8sLeaseCancelElection and K8sLeaseGetHolder on the process's kl_client.
  *
  * Each maps onto libkubelease calls and translates the result into the Go
- * wrapper's conventions; libkubelease keeps the election state (one election
- * per ns/lease per client). One thing is kept here: the identity each
- * election campaigned as, until a K8sLeaseWaitLost after its cancellation
- * has seen the Lease released (see wait_released). That list is guarded by
- * started_mu, never held during a call to libkubelease. */
-#include <pthread.h>
+ * wrapper's conventions; libkubelease keeps all election state (one election
+ * per ns/lease per client), so nothing here needs a lock. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -19,89 +14,13 @@
  * default resign timeout (2 s) and a margin. */
 #define KW_RELEASE_WAIT_MS 3000
 
-struct started {
-    struct started *next;
-    char *ns;
-    char *lease;
-    char *identity;
-};
-
-static pthread_mutex_t started_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct started *started; /* under started_mu */
-
-static void started_free(struct started *st)
-{
-    if (st) {
-        free(st->ns);
-        free(st->lease);
-        free(st->identity);
-        free(st);
-    }
-}
-
-/* Removes the record of ns/lease and returns it (NULL if none). */
-static struct started *started_take(const char *ns, const char *lease)
-{
-    struct started **p, *st;
-
-    pthread_mutex_lock(&started_mu);
-    for (p = &started; *p; p = &(*p)->next)
-        if (strcmp((*p)->ns, ns) == 0 && strcmp((*p)->lease, lease) == 0)
-            break;
-    st = *p;
-    if (st)
-        *p = st->next;
-    pthread_mutex_unlock(&started_mu);
-    return st;
-}
-
-/* Remembers the identity of the election just started for ns/lease. Out of
- * memory only loses the wait for its release. */
-static void started_add(const char *ns, const char *lease, const char *identity)
-{
-    struct started *st = calloc(1, sizeof(*st));
-
-    started_free(started_take(ns, lease));
-    if (!st || !(st->ns = strdup(ns)) || !(st->lease = strdup(lease)) ||
-        !(st->identity = strdup(identity))) {
-        started_free(st);
-        return;
-    }
-    pthread_mutex_lock(&started_mu);
-    st->next = started;
-    started = st;
-    pthread_mutex_unlock(&started_mu);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* After a cancelled election: waits until the service no longer names its
- * identity as the holder, i.e. the resignation libkubelease sends in the
- * background has landed, at most KW_RELEASE_WAIT_MS and not past an error.
+/* After a cancelled election: waits until libkubelease has finished its
+ * resignation (the service released the Lease), at most KW_RELEASE_WAIT_MS.
  * The Go wrapper released the Lease before its K8sLeaseWaitLost returned, so
  * a process that cancels, waits and exits hands over at once. */
 static void wait_released(kl_client *c, const char *ns, const char *lease)
 {
-    struct started *st = started_take(ns, lease);
-    int64_t until = now_ms() + KW_RELEASE_WAIT_MS;
-
-    while (st) {
-        char *holder = NULL;
-        int rc = kl_get_holder(c, ns, lease, &holder, NULL, NULL);
-        int mine = rc == KL_OK && holder && strcmp(holder, st->identity) == 0;
-        kl_free(holder);
-        if (!mine || now_ms() >= until)
-            break;
-        struct timespec pause = {0, 10 * 1000000};
-        nanosleep(&pause, NULL);
-    }
-    started_free(st);
+    kl_wait_ended(c, ns, lease, KW_RELEASE_WAIT_MS, NULL);
 }
 
 KW_EXPORT int K8sLeaseRunElection(char *ns, char *leaseName, char *identity, int leaseDurationSec,
@@ -115,7 +34,6 @@ KW_EXPORT int K8sLeaseRunElection(char *ns, char *leaseName, char *identity, int
     if (kl_run_election(c, ns, leaseName, identity, leaseDurationSec, renewDeadlineSec,
                         retryPeriodSec, &err) != KL_OK)
         return kw_fail(errMsg, "%s", err.message);
-    started_add(ns, leaseName, identity);
     return 0;
 }
 

@@ -348,9 +348,12 @@ void metrics_init(void)
                     0);
     metrics_declare("kubelease_renewal_failures_total", METRICS_COUNTER,
                     "Failed lease renewals, by store status.", NULL, 0);
-    metrics_declare("kubelease_failover_seconds", METRICS_HISTOGRAM,
-                    "Time from the end of a term to the next leader elected by this replica.",
-                    failover, sizeof failover / sizeof failover[0]);
+    metrics_declare(
+        "kubelease_failover_seconds", METRICS_HISTOGRAM,
+        "Leaderless time before each term this replica started: from the previous holder's "
+        "last sign of life (its last confirmation or its resignation; for a holder on "
+        "another replica, its last renewal observed) to the new term's start.",
+        failover, sizeof failover / sizeof failover[0]);
     metrics_declare("kubelease_apiserver_requests_total", METRICS_COUNTER,
                     "Requests to the Kubernetes API server, by verb and HTTP code.", NULL, 0);
     metrics_declare("kubelease_apiserver_request_duration_seconds", METRICS_HISTOGRAM,

@@ -1,12 +1,18 @@
 /* The election engine: one thread owns every Lease's state — candidates,
  * terms, timers and the watch-fed cache — and is the only code that writes
- * Leases. Everything here implements the safety contract (DESIGN.md §2).
+ * Leases. Everything here implements the safety contract (docs/design.md,
+ * rules 1 to 6).
  *
- * Threads: engine_new/engine_run/engine_free belong to the owner (main).
- * Every other engine_* function is thread-safe: it copies its arguments,
- * posts them to the engine thread and returns at once. Results arrive through
- * callbacks that run on the engine thread; they must not block and must not
- * call back into the engine synchronously (posting is fine). */
+ * Threads: engine_new/engine_run/engine_free belong to the owner (main);
+ * engine_run runs the engine thread. Every other engine_* function is
+ * thread-safe: it copies its arguments, posts them to the engine thread and
+ * returns at once. Results arrive through callbacks that run on the engine
+ * thread, and only there; they must not block and must not call back into
+ * the engine synchronously (posting is fine).
+ *
+ * Time: the engine reads time only from its loop (loop_now), so a loop
+ * given a manual clock (loop_set_clock) drives it in tests; wall time, only
+ * written into Lease timestamps, comes from engine_config.wall_clock. */
 #ifndef KL_ENGINE_ENGINE_H
 #define KL_ENGINE_ENGINE_H
 
@@ -60,6 +66,11 @@ typedef struct engine_config {
      * memory and apiserver watches follow the leases in use rather than
      * every name ever asked about. 0: ENGINE_IDLE_FORGET_MS_DEFAULT. */
     int64_t idle_forget_ms;
+    /* The wall clock for the acquireTime and renewTime the engine writes, in
+     * µs since the Unix epoch; NULL: wall_us(). Never used to judge expiry
+     * (docs/design.md, rule 1). */
+    int64_t (*wall_clock)(void *ctx);
+    void *wall_clock_ctx;
 } engine_config;
 
 #define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
@@ -131,17 +142,32 @@ typedef struct engine_reply {
 
 typedef void (*engine_done)(void *ctx, const engine_reply *reply);
 
-/* Returns NULL on allocation failure. */
+/* Returns NULL on allocation failure. Call before engine_run (or on the
+ * loop's thread). */
 engine *engine_new(const engine_config *cfg);
-/* Runs the loop on the calling thread until engine_stop(). */
+/* Runs the loop on the calling thread (the engine thread) until
+ * engine_stop(), then returns once every stream has ended (see below). */
 void engine_run(engine *e);
-/* Thread-safe. Streams end with LOST_REASON_SHUTDOWN (campaigns) or are
- * closed (watches); held Leases are kept, not released, so that their holders
- * can resume on another replica of the service. */
+/* Thread-safe. Stopping, in order:
+ *  1. engine_stop(e), from any thread: on the engine thread, every campaign
+ *     ends with ENGINE_EVENT_LOST (reason SHUTDOWN) then on_close, every
+ *     watch gets on_close, and every request still waiting (a Resign whose
+ *     release is in flight, a GetHolder reading the store) is answered —
+ *     Resign OK and not released, GetHolder UNAVAILABLE. Held Leases are
+ *     kept, not released, so that their holders can resume on another
+ *     replica of the service (docs/design.md, rule 5). Requests that reach
+ *     the engine thread after this start nothing: campaigns end at once the
+ *     same way, watches close, unary requests get UNAVAILABLE.
+ *  2. engine_run returns on the engine thread; no callback runs after that.
+ *     Requests posted after it has returned are never run (their callbacks
+ *     never run either): stop posting before step 1.
+ *  3. engine_free(e), by the owner once engine_run has returned (joined). */
 void engine_stop(engine *e);
+/* Frees the engine; calls no callback. The store and the loop outlive it
+ * (free them after). NULL is a no-op. */
 void engine_free(engine *e);
 
-/* Validation before anything touches the store (DESIGN.md §4). Returns 0, or
+/* Validation before anything touches the store. Returns 0, or
  * -1 with a message naming the field in msg. Pure; any thread. */
 int engine_validate_lease_ref(const char *ns, const char *name, char *msg, size_t msg_len);
 int engine_validate_identity(const char *identity, char *msg, size_t msg_len);
@@ -153,7 +179,8 @@ int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t m
  * ENGINE_EVENT_LOST/reason EXPIRED and message "already campaigning". */
 uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_listener listener);
 /* The stream behind a campaign is gone without a resignation: stop renewing,
- * release only after the granted validity has passed (rule 3). */
+ * release only after the granted validity has passed (docs/design.md,
+ * rule 3). */
 void engine_campaign_detach(engine *e, uint64_t campaign_id);
 
 /* Unary requests; done runs once on the engine thread. Each returns 0, or -1

@@ -1,4 +1,5 @@
-/* Request validation (DESIGN.md §4): pure functions, any thread. */
+/* Request validation: names, identities and durations are checked before
+ * anything touches the store. Pure functions, any thread. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

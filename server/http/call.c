@@ -51,7 +51,7 @@ static http_call *call_new(http_server *s, struct MHD_Connection *conn, const ht
     k->method = q->method;
     k->codec = q->codec;
     if (q->timeout_ms >= 0)
-        k->deadline_ms = http_now_ms() + q->timeout_ms;
+        k->deadline_ms = http_deadline_ms(q->timeout_ms);
     return k;
 }
 

@@ -22,6 +22,7 @@
 #define KL_HTTP_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,7 +53,7 @@ struct http_server {
     uint16_t port, ops_port;
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
-    int listen_fd;           /* the owner's: after MHD_quiesce_daemon; -1 before */
+    atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
     pthread_mutex_t mu; /* guards everything below */
     bool stopping;      /* no new engine requests: answer "unavailable" */
@@ -86,6 +87,10 @@ typedef struct http_req {
 } http_req;
 
 int64_t http_now_ms(void);
+/* The monotonic ms at which a Connect-Timeout-Ms of timeout_ms that starts now
+ * has fully passed: one more than now + timeout_ms, since now is truncated to
+ * whole milliseconds and a deadline must never end a call early. */
+int64_t http_deadline_ms(int64_t timeout_ms);
 
 /* --- router.c: the MHD access handler and request completion ----------- */
 

@@ -127,7 +127,6 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
         return NULL;
     }
     s->engine = cfg->engine;
-    s->listen_fd = -1;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_MAX_BODY;
     s->user_timeout_ms =
         cfg->stream_user_timeout_ms ? cfg->stream_user_timeout_ms : DEFAULT_USER_TIMEOUT_MS;
@@ -158,6 +157,20 @@ fail:
     return NULL;
 }
 
+/* MHD's accept policy: once quiesced, a new connection is closed as soon as
+ * it is accepted, so clients reconnect to another replica at once.
+ * (MHD_quiesce_daemon would close the listening socket instead, but on an
+ * epoll daemon with a thread pool it races with the workers' own removal of
+ * that socket from their epoll sets, and libmicrohttpd 0.9.75 then aborts
+ * the process: "Failed to remove listen FD from epoll set".) */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    http_server *s = cls;
+    (void)addr;
+    (void)addrlen;
+    return atomic_load(&s->refusing) ? MHD_NO : MHD_YES;
+}
+
 static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
                                        const struct sockaddr_storage *ss, bool v6)
 {
@@ -171,7 +184,7 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
     unsigned hard_per_ip = cfg->max_per_ip ? http_limits_hard(cfg->max_per_ip) : 0;
     unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     return MHD_start_daemon(
-        flags, 0, NULL, NULL, http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        flags, 0, accept_policy, s, http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
@@ -259,9 +272,7 @@ void http_server_quiesce(http_server *s)
     s->stopping = true;
     s->gone = true;
     pthread_mutex_unlock(&s->mu);
-    /* The listening socket is ours to close, after MHD_stop_daemon. */
-    if (s->daemon && s->listen_fd < 0)
-        s->listen_fd = MHD_quiesce_daemon(s->daemon);
+    atomic_store(&s->refusing, true);
 }
 
 int http_server_finish(http_server *s, int timeout_ms)
@@ -288,8 +299,6 @@ void http_server_stop(http_server *s)
         MHD_stop_daemon(s->ops_daemon);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
-    if (s->listen_fd >= 0)
-        close(s->listen_fd);
     free(s->namespaces);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->drained);

@@ -21,6 +21,11 @@ int64_t http_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t http_deadline_ms(int64_t timeout_ms)
+{
+    return http_now_ms() + timeout_ms + 1;
+}
+
 /* Waits on s->wake (a CLOCK_MONOTONIC condition) until wake_ms at most. */
 static void wait_until_locked(http_server *s, int64_t wake_ms)
 {

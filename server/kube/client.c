@@ -1,4 +1,6 @@
-/* apiserver transport over the loop's curl multi handle (see client.h). */
+/* apiserver transport over the loop's curl multi handle (see client.h). The
+ * client, its requests and their callbacks belong to the loop thread: no
+ * locks. */
 #include "kube/client.h"
 
 #include <netinet/in.h>
@@ -13,6 +15,21 @@
 
 /* Bound tokens rotate; re-read the file at least this often. */
 #define TOKEN_REREAD_MS KUBE_TOKEN_REREAD_MS
+
+/* A callback may cancel its own request or free the whole client (hiredis's
+ * REDIS_IN_CALLBACK and REDIS_FREEING). While a callback runs, its request
+ * and the client carry an IN_CALLBACK flag; a cancel or a free asked for
+ * then aborts the transfers at once but only marks what the running callback
+ * still uses (REQ_CANCELLED, CLIENT_FREEING), and callback_end() frees it
+ * once the callback has returned. */
+enum {
+    REQ_IN_CALLBACK = 1 << 0, /* one of its callbacks is running */
+    REQ_CANCELLED = 1 << 1,   /* cancelled: no further callback; freed by callback_end */
+};
+enum {
+    CLIENT_IN_CALLBACK = 1 << 0, /* a request's callback is running */
+    CLIENT_FREEING = 1 << 1,     /* kube_client_free was called from a callback */
+};
 
 struct kube_request {
     kube_request *prev, *next;
@@ -32,6 +49,7 @@ struct kube_request {
     bool streaming_body;    /* 2xx streaming: data goes to on_data */
     bool too_big;
     bool aborted;        /* on_data asked to stop */
+    unsigned flags;      /* REQ_* */
     loop_timer dispatch; /* zero-delay timer handing data to the callbacks */
     int64_t started_ms;
     struct timespec started; /* for the latency metric */
@@ -42,6 +60,7 @@ struct kube_client {
     loop *l;
     kube_config cfg;
     kube_request *reqs;
+    unsigned flags; /* CLIENT_* */
     int64_t token_read_ms;
     bool token_stale;
     uint64_t token_reads;
@@ -172,42 +191,66 @@ static int buf_append(kube_request *r, const char *data, size_t n)
     return 0;
 }
 
-/* The request whose callback runs now; kube_client_cancel clears it when
- * that callback cancels the request, so the caller knows to stop. */
-static _Thread_local kube_request *current;
+static void client_release(kube_client *c)
+{
+    wipe_free(c->auth_header);
+    kube_config_clear(&c->cfg);
+    free(c);
+}
 
-enum { DELIVER_OK, DELIVER_STOP, DELIVER_CANCELLED };
+/* Brackets every callback of r (see REQ_IN_CALLBACK). */
+static void callback_begin(kube_request *r)
+{
+    r->flags |= REQ_IN_CALLBACK;
+    r->c->flags |= CLIENT_IN_CALLBACK;
+}
+
+/* Ends a callback of r and carries out a cancel or free it asked for.
+ * Returns false when r is gone: the caller touches neither r nor its client
+ * again. */
+static bool callback_end(kube_request *r)
+{
+    kube_client *c = r->c;
+    r->flags &= ~(unsigned)REQ_IN_CALLBACK;
+    c->flags &= ~(unsigned)CLIENT_IN_CALLBACK;
+    if (!(r->flags & REQ_CANCELLED))
+        return true;
+    req_free(r);
+    if (c->flags & CLIENT_FREEING)
+        client_release(c); /* every other request was freed by kube_client_free */
+    return false;
+}
+
+enum { DELIVER_OK, DELIVER_STOP, DELIVER_GONE };
 
 /* Hands buffered headers and data to the callbacks. */
 static int deliver(kube_request *r)
 {
     if (!r->o.on_data || !r->headers_done)
         return DELIVER_OK;
-    current = r;
     if (!r->headers_delivered) {
         r->headers_delivered = true;
         if (r->o.on_headers) {
+            callback_begin(r);
             r->o.on_headers(r->o.ctx, r->http_code);
-            if (current != r)
-                return DELIVER_CANCELLED;
+            if (!callback_end(r))
+                return DELIVER_GONE;
         }
     }
-    int rc = DELIVER_OK;
-    if (r->streaming_body && r->len > 0 && !r->aborted) {
-        /* Detach the buffer so a callback that cancels r frees nothing we use. */
-        char *data = r->buf;
-        size_t len = r->len;
-        r->buf = NULL;
-        r->len = r->cap = 0;
-        int stop = r->o.on_data(r->o.ctx, data, len);
-        free(data);
-        if (current != r)
-            return DELIVER_CANCELLED;
-        if (stop)
-            rc = DELIVER_STOP;
-    }
-    current = NULL;
-    return rc;
+    if (!r->streaming_body || r->len == 0 || r->aborted)
+        return DELIVER_OK;
+    /* The bytes are handed over and the buffer starts afresh, so that a
+     * burst does not keep its memory for the life of a watch. */
+    char *data = r->buf;
+    size_t len = r->len;
+    r->buf = NULL;
+    r->len = r->cap = 0;
+    callback_begin(r);
+    int stop = r->o.on_data(r->o.ctx, data, len);
+    free(data);
+    if (!callback_end(r))
+        return DELIVER_GONE;
+    return stop ? DELIVER_STOP : DELIVER_OK;
 }
 
 static void dispatch_fire(void *arg);
@@ -338,12 +381,10 @@ static void finish(kube_request *r, CURLcode result)
     res.body_len = no_body ? 0 : r->len;
     res.elapsed_ms = mono_ms() - r->started_ms;
     account(r, res.http_code);
-    current = r;
+    callback_begin(r);
     r->o.on_done(r->o.ctx, &res);
-    if (current == r) {
-        current = NULL;
+    if (callback_end(r))
         req_free(r);
-    }
 }
 
 static void on_done(void *arg, CURL *easy, CURLcode result)
@@ -359,7 +400,7 @@ static void on_done(void *arg, CURL *easy, CURLcode result)
         r->streaming_body = r->o.on_data && code < 300;
     }
     int rc = r->aborted ? DELIVER_OK : deliver(r);
-    if (rc == DELIVER_CANCELLED)
+    if (rc == DELIVER_GONE)
         return;
     if (rc == DELIVER_STOP)
         r->aborted = true;
@@ -411,28 +452,33 @@ fail:
     return -1;
 }
 
-kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
+/* The request's header list: Accept, no Expect, the body's type and the
+ * bearer token. */
+static int setup_headers(kube_client *c, kube_request *r)
 {
-    kube_client_token_maybe_refresh(c, mono_ms());
-    kube_request *r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    r->c = c;
-    r->o = *o;
-    loop_timer_init(c->l, &r->dispatch);
-    r->started_ms = mono_ms();
-    clock_gettime(CLOCK_MONOTONIC, &r->started);
-    r->verb = verb_of(o->method, o->path);
-    r->next = c->reqs;
-    if (c->reqs)
-        c->reqs->prev = r;
-    c->reqs = r;
-    size_t ulen = strlen(c->cfg.server) + strlen(o->path) + 1;
-    char *url = malloc(ulen);
-    CURL *e = r->easy = curl_easy_init();
-    if (!url || !e)
-        goto fail;
-    snprintf(url, ulen, "%s%s", c->cfg.server, o->path);
+    char content_type[96] = "";
+    if (r->o.body)
+        snprintf(content_type, sizeof content_type, "Content-Type: %s",
+                 r->o.content_type ? r->o.content_type : "application/json");
+    const char *hdrs[] = {"Accept: application/json",
+                          "Expect:", content_type[0] ? content_type : NULL, c->auth_header};
+    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
+        if (!hdrs[i])
+            continue;
+        struct curl_slist *h = curl_slist_append(r->headers, hdrs[i]);
+        if (!h)
+            return -1;
+        r->headers = h;
+    }
+    return 0;
+}
+
+/* Every option of r's easy handle: the URL, connection behaviour, timeouts,
+ * callbacks, method, headers, body and TLS. */
+static int setup_easy(kube_client *c, kube_request *r, const char *url)
+{
+    CURL *e = r->easy;
+    const kube_request_opts *o = &r->o;
     SET(CURLOPT_URL, url);
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_ERRORBUFFER, r->errbuf);
@@ -459,25 +505,8 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     SET(CURLOPT_WRITEDATA, r);
     if (strcmp(o->method, "GET") != 0)
         SET(CURLOPT_CUSTOMREQUEST, o->method);
-    struct curl_slist *h;
-    char content_type[96] = "";
-    if (o->body)
-        snprintf(content_type, sizeof content_type, "Content-Type: %s",
-                 o->content_type ? o->content_type : "application/json");
-    const char *hdrs[] = {"Accept: application/json",
-                          "Expect:", content_type[0] ? content_type : NULL};
-    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
-        if (!hdrs[i])
-            continue;
-        if (!(h = curl_slist_append(r->headers, hdrs[i])))
-            goto fail;
-        r->headers = h;
-    }
-    if (c->auth_header) {
-        if (!(h = curl_slist_append(r->headers, c->auth_header)))
-            goto fail;
-        r->headers = h;
-    }
+    if (setup_headers(c, r) != 0)
+        goto fail;
     SET(CURLOPT_HTTPHEADER, r->headers);
     if (o->body) {
         r->body_copy = malloc(o->body_len + 1);
@@ -488,9 +517,36 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
         SET(CURLOPT_POSTFIELDSIZE, (long)o->body_len);
         SET(CURLOPT_POSTFIELDS, r->body_copy);
     }
-    if (setup_tls(c, e) != 0)
+    return setup_tls(c, e);
+fail:
+    return -1;
+}
+
+kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
+{
+    if (c->flags & CLIENT_FREEING)
+        return NULL;
+    kube_client_token_maybe_refresh(c, mono_ms());
+    kube_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->c = c;
+    r->o = *o;
+    loop_timer_init(c->l, &r->dispatch);
+    r->started_ms = mono_ms();
+    clock_gettime(CLOCK_MONOTONIC, &r->started);
+    r->verb = verb_of(o->method, o->path);
+    r->next = c->reqs;
+    if (c->reqs)
+        c->reqs->prev = r;
+    c->reqs = r;
+    size_t ulen = strlen(c->cfg.server) + strlen(o->path) + 1;
+    char *url = malloc(ulen);
+    r->easy = curl_easy_init();
+    if (!url || !r->easy)
         goto fail;
-    if (loop_curl_add(c->l, e, on_done, r) != 0)
+    snprintf(url, ulen, "%s%s", c->cfg.server, o->path);
+    if (setup_easy(c, r, url) != 0 || loop_curl_add(c->l, r->easy, on_done, r) != 0)
         goto fail;
     free(url);
     return r;
@@ -502,21 +558,24 @@ fail:
 
 void kube_client_cancel(kube_client *c, kube_request *r)
 {
-    if (!r)
+    if (!r || (r->flags & REQ_CANCELLED))
         return;
-    if (current == r)
-        current = NULL;
+    r->flags |= REQ_CANCELLED;
+    loop_timer_stop(&r->dispatch);
     loop_curl_remove(c->l, r->easy);
-    req_free(r);
+    if (!(r->flags & REQ_IN_CALLBACK))
+        req_free(r);
 }
 
 void kube_client_free(kube_client *c)
 {
-    if (!c)
+    if (!c || (c->flags & CLIENT_FREEING))
         return;
-    while (c->reqs)
-        kube_client_cancel(c, c->reqs);
-    wipe_free(c->auth_header);
-    kube_config_clear(&c->cfg);
-    free(c);
+    c->flags |= CLIENT_FREEING;
+    for (kube_request *r = c->reqs, *next; r; r = next) {
+        next = r->next;
+        kube_client_cancel(c, r);
+    }
+    if (!(c->flags & CLIENT_IN_CALLBACK))
+        client_release(c);
 }

@@ -5,7 +5,9 @@
  * Callbacks never run inside a libcurl callback or inside the call that
  * started the request: response headers and streamed data are handed over
  * from a zero-delay loop timer, completion from the loop's transfer-done
- * hook. So a callback may start or cancel any request, including its own.
+ * hook. So a callback may start or cancel any request, including its own,
+ * and may free the client: what the running callback still uses is freed
+ * when it returns (flags on the request and the client, as in hiredis).
  * Loop thread only. */
 #ifndef KL_KUBE_CLIENT_H
 #define KL_KUBE_CLIENT_H
@@ -56,12 +58,14 @@ typedef struct kube_request_opts {
 /* Takes the contents of *cfg (which is zeroed) and returns a client, or NULL
  * with err filled. */
 kube_client *kube_client_new(loop *l, kube_config *cfg, char *err, size_t err_len);
-/* Aborts every request without calling its callbacks. NULL is a no-op. */
+/* Aborts every request without calling its callbacks. NULL is a no-op. From
+ * inside a callback, the client is freed when that callback returns; no other
+ * callback runs and kube_client_start returns NULL meanwhile. */
 void kube_client_free(kube_client *c);
 const kube_config *kube_client_config(const kube_client *c);
 
 /* Starts a request; returns NULL when it cannot be started (out of memory,
- * libcurl refused), without calling any callback. */
+ * libcurl refused, the client is being freed), without calling any callback. */
 kube_request *kube_client_start(kube_client *c, const kube_request_opts *o);
 /* Aborts a request; no callback runs for it after this returns. NULL is a no-op. */
 void kube_client_cancel(kube_client *c, kube_request *r);

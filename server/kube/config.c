@@ -1,4 +1,7 @@
-/* Shared helpers of the Kubernetes configuration loaders. */
+/* Shared helpers of the Kubernetes configuration loaders: reading files and
+ * tokens, base64, freeing a configuration. Blocking file I/O, no global
+ * state: any thread (in practice start-up, and the loop thread re-reading a
+ * rotated token). */
 #include "kube/config.h"
 
 #include <errno.h>

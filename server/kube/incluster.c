@@ -1,4 +1,5 @@
-/* In-cluster configuration (what client-go's rest.InClusterConfig reads). */
+/* In-cluster configuration (what client-go's rest.InClusterConfig reads).
+ * Blocking reads at start-up; no global state, any thread. */
 #include "kube/incluster.h"
 
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* kubeconfig parsing: clusters, users and contexts, as kubectl reads them.
+ * Blocking reads at start-up; no global state, any thread.
  *
  * Precedence follows client-go: -data fields win over file references, and a
  * tokenFile wins over an inline token (it is re-read when tokens rotate). */
@@ -141,6 +142,75 @@ void kube_kubeconfig_sel_clear(kube_kubeconfig_sel *s)
     memset(s, 0, sizeof *s);
 }
 
+/* The named cluster's server, CA and TLS setting. */
+static int select_cluster(doc *d, yaml_node_t *root, kube_kubeconfig_sel *s)
+{
+    char what[300];
+    yaml_node_t *cl = find_named(d, root, "clusters", "cluster", s->cluster, "cluster");
+    if (!cl)
+        return -1;
+    snprintf(what, sizeof what, "cluster \"%s\"", s->cluster);
+    if (get_string(d, cl, "server", what, &s->server) != 0 ||
+        get_string(d, cl, "certificate-authority-data", what, &s->ca_data) != 0 ||
+        get_string(d, cl, "certificate-authority", what, &s->ca_file) != 0 ||
+        get_bool(d, cl, "insecure-skip-tls-verify", what, &s->insecure) != 0)
+        return -1;
+    if (!s->server || !s->server[0]) {
+        snprintf(d->err, d->err_len, "cluster \"%s\" has no server", s->cluster);
+        return -1;
+    }
+    if (strncmp(s->server, "https://", 8) != 0 && strncmp(s->server, "http://", 7) != 0) {
+        snprintf(d->err, d->err_len, "cluster \"%s\": server must start with https:// or http://",
+                 s->cluster);
+        return -1;
+    }
+    if (strpbrk(s->server, " \t\r\n?#")) {
+        snprintf(d->err, d->err_len, "cluster \"%s\": server is not a valid URL", s->cluster);
+        return -1;
+    }
+    size_t sl = strlen(s->server);
+    while (sl > 0 && s->server[sl - 1] == '/')
+        s->server[--sl] = 0;
+    return 0;
+}
+
+/* The named user's credentials: a client certificate and key, a token or a
+ * token file. */
+static int select_user(doc *d, yaml_node_t *root, kube_kubeconfig_sel *s)
+{
+    char what[300];
+    yaml_node_t *u = find_named(d, root, "users", "user", s->user, "user");
+    if (!u)
+        return -1;
+    snprintf(what, sizeof what, "user \"%s\"", s->user);
+    if (get_string(d, u, "client-certificate-data", what, &s->cert_data) != 0 ||
+        get_string(d, u, "client-certificate", what, &s->cert_file) != 0 ||
+        get_string(d, u, "client-key-data", what, &s->key_data) != 0 ||
+        get_string(d, u, "client-key", what, &s->key_file) != 0 ||
+        get_string(d, u, "token", what, &s->token) != 0 ||
+        get_string(d, u, "tokenFile", what, &s->token_file) != 0)
+        return -1;
+    bool cert = s->cert_data || s->cert_file, key = s->key_data || s->key_file;
+    if (cert != key) {
+        snprintf(d->err, d->err_len, "user \"%s\": %s without %s", s->user,
+                 cert ? "client-certificate" : "client-key",
+                 cert ? "client-key" : "client-certificate");
+        return -1;
+    }
+    if (!cert && !s->token && !s->token_file) {
+        if (map_get(d, u, "exec") || map_get(d, u, "auth-provider"))
+            snprintf(d->err, d->err_len,
+                     "user \"%s\" uses exec or auth-provider credentials, which are not "
+                     "supported (use a token, tokenFile or client certificate)",
+                     s->user);
+        else
+            snprintf(d->err, d->err_len, "user \"%s\" has no credentials", s->user);
+        return -1;
+    }
+    return 0;
+}
+
+/* The context (given, or the current one), then its cluster and user. */
 static int select_context(doc *d, const char *context, kube_kubeconfig_sel *s)
 {
     char what[300];
@@ -179,62 +249,7 @@ static int select_context(doc *d, const char *context, kube_kubeconfig_sel *s)
         snprintf(d->err, d->err_len, "context \"%s\" names no user", s->context);
         return -1;
     }
-
-    yaml_node_t *cl = find_named(d, root, "clusters", "cluster", s->cluster, "cluster");
-    if (!cl)
-        return -1;
-    snprintf(what, sizeof what, "cluster \"%s\"", s->cluster);
-    if (get_string(d, cl, "server", what, &s->server) != 0 ||
-        get_string(d, cl, "certificate-authority-data", what, &s->ca_data) != 0 ||
-        get_string(d, cl, "certificate-authority", what, &s->ca_file) != 0 ||
-        get_bool(d, cl, "insecure-skip-tls-verify", what, &s->insecure) != 0)
-        return -1;
-    if (!s->server || !s->server[0]) {
-        snprintf(d->err, d->err_len, "cluster \"%s\" has no server", s->cluster);
-        return -1;
-    }
-    if (strncmp(s->server, "https://", 8) != 0 && strncmp(s->server, "http://", 7) != 0) {
-        snprintf(d->err, d->err_len, "cluster \"%s\": server must start with https:// or http://",
-                 s->cluster);
-        return -1;
-    }
-    if (strpbrk(s->server, " \t\r\n?#")) {
-        snprintf(d->err, d->err_len, "cluster \"%s\": server is not a valid URL", s->cluster);
-        return -1;
-    }
-    size_t sl = strlen(s->server);
-    while (sl > 0 && s->server[sl - 1] == '/')
-        s->server[--sl] = 0;
-
-    yaml_node_t *u = find_named(d, root, "users", "user", s->user, "user");
-    if (!u)
-        return -1;
-    snprintf(what, sizeof what, "user \"%s\"", s->user);
-    if (get_string(d, u, "client-certificate-data", what, &s->cert_data) != 0 ||
-        get_string(d, u, "client-certificate", what, &s->cert_file) != 0 ||
-        get_string(d, u, "client-key-data", what, &s->key_data) != 0 ||
-        get_string(d, u, "client-key", what, &s->key_file) != 0 ||
-        get_string(d, u, "token", what, &s->token) != 0 ||
-        get_string(d, u, "tokenFile", what, &s->token_file) != 0)
-        return -1;
-    bool cert = s->cert_data || s->cert_file, key = s->key_data || s->key_file;
-    if (cert != key) {
-        snprintf(d->err, d->err_len, "user \"%s\": %s without %s", s->user,
-                 cert ? "client-certificate" : "client-key",
-                 cert ? "client-key" : "client-certificate");
-        return -1;
-    }
-    if (!cert && !s->token && !s->token_file) {
-        if (map_get(d, u, "exec") || map_get(d, u, "auth-provider"))
-            snprintf(d->err, d->err_len,
-                     "user \"%s\" uses exec or auth-provider credentials, which are not "
-                     "supported (use a token, tokenFile or client certificate)",
-                     s->user);
-        else
-            snprintf(d->err, d->err_len, "user \"%s\" has no credentials", s->user);
-        return -1;
-    }
-    return 0;
+    return select_cluster(d, root, s) == 0 && select_user(d, root, s) == 0 ? 0 : -1;
 }
 
 /* A kubeconfig is a few levels deep. libyaml's scanner slows down

@@ -1,4 +1,4 @@
-/* Lease JSON codec, MicroTime, Status errors (pure; see lease_json.h). */
+/* Lease, LeaseList, Status and MicroTime JSON codec (pure; see lease_json.h). */
 #include "kube/lease_json.h"
 
 #include <cjson/cJSON.h>
@@ -225,7 +225,7 @@ int kube_status_decode(const char *buf, size_t len, kube_status *out)
 
 /* ---- Lease ----------------------------------------------------------------- */
 
-int kube_lease_from_json(const cJSON *obj, store_lease *out, char *err, size_t err_len)
+int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
     if (!cJSON_IsObject(obj)) {
@@ -260,8 +260,8 @@ int kube_lease_from_json(const cJSON *obj, store_lease *out, char *err, size_t e
         goto fail;
     }
     int64_t dur, trans;
-    if (copy_str(spec, "holderIdentity", "spec.holderIdentity", out->holder, sizeof out->holder,
-                 err, err_len) ||
+    if (copy_str(spec, "holderIdentity", "spec.holderIdentity", out->holder_identity,
+                 sizeof out->holder_identity, err, err_len) ||
         get_int(spec, "leaseDurationSeconds", "spec.leaseDurationSeconds", INT32_MIN, INT32_MAX,
                 &dur, err, err_len) ||
         get_int(spec, "leaseTransitions", "spec.leaseTransitions", INT32_MIN, INT32_MAX, &trans,
@@ -269,15 +269,15 @@ int kube_lease_from_json(const cJSON *obj, store_lease *out, char *err, size_t e
         get_time(spec, "acquireTime", "spec.acquireTime", &out->acquire_time_us, err, err_len) ||
         get_time(spec, "renewTime", "spec.renewTime", &out->renew_time_us, err, err_len))
         goto fail;
-    out->lease_duration_s = (int32_t)dur;
-    out->transitions = trans;
+    out->lease_duration_seconds = (int32_t)dur;
+    out->lease_transitions = (int32_t)trans;
     return 0;
 fail:
     memset(out, 0, sizeof *out);
     return -1;
 }
 
-int kube_lease_decode(const char *buf, size_t len, store_lease *out, char *err, size_t err_len)
+int kube_lease_decode(const char *buf, size_t len, kube_lease *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
     cJSON *root = cJSON_ParseWithLength(buf, len);
@@ -312,14 +312,14 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
 }
 
 /* The object (patch false) or a JSON merge patch (patch true) for l. */
-static char *encode(const store_lease *l, bool with_rv, bool patch, size_t *len)
+static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
 {
     char acq[KUBE_MICROTIME_LEN], ren[KUBE_MICROTIME_LEN];
     char *text = NULL;
     if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
-        !bounded(l->holder, sizeof l->holder) ||
-        !bounded(l->resource_version, sizeof l->resource_version) || l->transitions < 0 ||
-        l->transitions > INT32_MAX || l->lease_duration_s < 0 || (patch && !l->resource_version[0]))
+        !bounded(l->holder_identity, sizeof l->holder_identity) ||
+        !bounded(l->resource_version, sizeof l->resource_version) || l->lease_transitions < 0 ||
+        l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
         (l->renew_time_us && kube_microtime_format(l->renew_time_us, ren) != 0))
@@ -333,10 +333,10 @@ static char *encode(const store_lease *l, bool with_rv, bool patch, size_t *len)
                     !cJSON_AddStringToObject(md, "namespace", l->ns))) ||
         (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
         !(spec = cJSON_AddObjectToObject(root, "spec")) ||
-        !cJSON_AddStringToObject(spec, "holderIdentity", l->holder) ||
-        !add_number(spec, "leaseDurationSeconds", l->lease_duration_s, l->lease_duration_s > 0,
-                    patch) ||
-        !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)l->transitions) ||
+        !cJSON_AddStringToObject(spec, "holderIdentity", l->holder_identity) ||
+        !add_number(spec, "leaseDurationSeconds", l->lease_duration_seconds,
+                    l->lease_duration_seconds > 0, patch) ||
+        !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)l->lease_transitions) ||
         !add_string(spec, "acquireTime", l->acquire_time_us ? acq : NULL, patch) ||
         !add_string(spec, "renewTime", l->renew_time_us ? ren : NULL, patch))
         goto done;
@@ -348,12 +348,12 @@ done:
     return text;
 }
 
-char *kube_lease_encode(const store_lease *l, bool with_rv, size_t *len)
+char *kube_lease_encode(const kube_lease *l, bool with_rv, size_t *len)
 {
     return encode(l, with_rv, false, len);
 }
 
-char *kube_lease_merge_patch(const store_lease *l, size_t *len)
+char *kube_lease_merge_patch(const kube_lease *l, size_t *len)
 {
     return encode(l, true, true, len);
 }
@@ -419,74 +419,4 @@ done:
         kube_lease_list_clear(out);
     cJSON_Delete(root);
     return rc;
-}
-
-/* ---- status mapping --------------------------------------------------------- */
-
-store_status kube_map_status(long code, const kube_status *st, kube_verb verb)
-{
-    if (code >= 200 && code < 300)
-        return STORE_OK;
-    switch (code) {
-    case 0:
-    case 429:
-        return STORE_UNAVAILABLE;
-    case 404:
-        return STORE_NOT_FOUND;
-    case 409:
-        if (st && strcmp(st->reason, "AlreadyExists") == 0)
-            return STORE_EXISTS;
-        if (st && strcmp(st->reason, "Conflict") == 0)
-            return STORE_CONFLICT;
-        return verb == KUBE_VERB_CREATE ? STORE_EXISTS : STORE_CONFLICT;
-    case 401:
-    case 403:
-        return STORE_FORBIDDEN;
-    case 400:
-    case 422:
-        return STORE_INVALID;
-    default:
-        return code >= 500 && code < 600 ? STORE_UNAVAILABLE : STORE_INTERNAL;
-    }
-}
-
-static const char *http_reason(long code)
-{
-    switch (code) {
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 409:
-        return "Conflict";
-    case 410:
-        return "Gone";
-    case 422:
-        return "Unprocessable Entity";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "Error";
-    }
-}
-
-void kube_status_message(long code, const kube_status *st, char *out, size_t out_len)
-{
-    const char *reason = st && st->reason[0] ? st->reason : http_reason(code);
-    if (st && st->message[0])
-        snprintf(out, out_len, "apiserver: %ld %s: %s", code, reason, st->message);
-    else
-        snprintf(out, out_len, "apiserver: %ld %s", code, reason);
 }

@@ -1,5 +1,6 @@
-/* The coordination.k8s.io/v1 Lease JSON codec and Kubernetes Status errors.
- * Pure functions over buffers (cJSON): no I/O, no global state. */
+/* The JSON codec of the Kubernetes API's types (kube/api.h): Lease,
+ * LeaseList, Status and MicroTime. Pure functions over buffers (cJSON): no
+ * I/O, no global state, any thread. */
 #ifndef KL_KUBE_LEASE_JSON_H
 #define KL_KUBE_LEASE_JSON_H
 
@@ -7,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store/store.h"
+#include "kube/api.h"
 
 struct cJSON;
 
@@ -22,32 +23,24 @@ int kube_microtime_format(int64_t us, char out[KUBE_MICROTIME_LEN]);
  * "Z" or +hh:mm/-hh:mm offset. Returns 0, or -1 when s is not such a time. */
 int kube_microtime_parse(const char *s, int64_t *us);
 
-/* A Kubernetes Status (the body of an error response or of a watch ERROR
- * event). message is cut to fit: it is for logs only. */
-typedef struct kube_status {
-    int code;        /* HTTP code it carries; 0 when absent */
-    char reason[64]; /* "Conflict", "AlreadyExists", "NotFound", "Expired", ... */
-    char message[256];
-} kube_status;
-
-/* Decodes a Status object. Returns 0, or -1 when the body is not one (not
+/* Decodes a Status (kube/api.h). Returns 0, or -1 when the body is not one (not
  * JSON, or no code/reason/message at all); *out is then zeroed. */
 int kube_status_decode(const char *buf, size_t len, kube_status *out);
 int kube_status_from_json(const struct cJSON *obj, kube_status *out);
 
 /* Decodes one Lease. Unknown fields are ignored; a string too long for its
- * store_lease field, a missing metadata.name/namespace or a field of the wrong
+ * kube_lease field, a missing metadata.name/namespace or a field of the wrong
  * type is an error naming the field (nothing is truncated). Returns 0, or -1
  * with err filled. */
-int kube_lease_decode(const char *buf, size_t len, store_lease *out, char *err, size_t err_len);
-int kube_lease_from_json(const struct cJSON *obj, store_lease *out, char *err, size_t err_len);
+int kube_lease_decode(const char *buf, size_t len, kube_lease *out, char *err, size_t err_len);
+int kube_lease_from_json(const struct cJSON *obj, kube_lease *out, char *err, size_t err_len);
 
 /* Encodes a Lease for create (with_rv false) or update (with_rv true:
  * metadata.resourceVersion is included). Unset fields (duration 0, times 0)
  * are omitted; holderIdentity is always written. Returns a malloc'd
  * NUL-terminated JSON text (caller frees) with *len set, or NULL when a
  * value cannot be encoded or memory runs out. */
-char *kube_lease_encode(const store_lease *lease, bool with_rv, size_t *len);
+char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
 
 /* Encodes the JSON merge patch (RFC 7386) that makes a Lease's spec equal
  * lease's, on the condition that its resourceVersion is still
@@ -58,38 +51,20 @@ char *kube_lease_encode(const store_lease *lease, bool with_rv, size_t *len);
  * know) is left as other writers set it. Returns a malloc'd NUL-terminated
  * text with *len set, or NULL when the resourceVersion is empty, a value
  * cannot be encoded, or memory runs out. */
-char *kube_lease_merge_patch(const store_lease *lease, size_t *len);
+char *kube_lease_merge_patch(const kube_lease *lease, size_t *len);
 
 /* A decoded LeaseList. Items that cannot be decoded are counted in n_bad
  * (the first reason in bad_reason) and left out. */
 typedef struct kube_lease_list {
-    store_lease *items; /* malloc'd; free with kube_lease_list_clear */
+    kube_lease *items; /* malloc'd; free with kube_lease_list_clear */
     size_t n;
     size_t n_bad;
     char bad_reason[256];
-    char resource_version[STORE_RV_MAX];
+    char resource_version[KUBE_RV_MAX];
 } kube_lease_list;
 
 int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, char *err,
                            size_t err_len);
 void kube_lease_list_clear(kube_lease_list *l);
-
-/* What the store was doing, for mapping 409. */
-typedef enum kube_verb {
-    KUBE_VERB_GET,
-    KUBE_VERB_CREATE,
-    KUBE_VERB_UPDATE, /* a conditional merge patch (kube_lease_merge_patch) */
-    KUBE_VERB_DELETE,
-    KUBE_VERB_LIST
-} kube_verb;
-
-/* Maps an HTTP status (0: transport error) and an optional decoded Status to
- * a store_status: 404 NOT_FOUND; 409 AlreadyExists EXISTS, 409 Conflict
- * CONFLICT; 401/403 FORBIDDEN; 400/422 INVALID; 429/5xx/0 UNAVAILABLE. */
-store_status kube_map_status(long http_code, const kube_status *st, kube_verb verb);
-
-/* Writes "apiserver: 409 Conflict: <message>" (reason and message from st
- * when present, else the HTTP reason phrase). */
-void kube_status_message(long http_code, const kube_status *st, char *out, size_t out_len);
 
 #endif

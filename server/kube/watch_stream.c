@@ -1,10 +1,12 @@
-/* Watch-stream framing (see watch_stream.h). */
+/* Watch-stream framing (pure; each parser is owned by one caller; see watch_stream.h). */
 #include "kube/watch_stream.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kube/lease_json.h"
 
 void kube_watch_parser_init(kube_watch_parser *p, size_t line_max)
 {

@@ -6,8 +6,7 @@
 
 #include <stddef.h>
 
-#include "kube/lease_json.h"
-#include "store/store.h"
+#include "kube/api.h"
 
 #define KUBE_WATCH_LINE_MAX_DEFAULT (1024 * 1024)
 
@@ -24,7 +23,7 @@ typedef enum kube_watch_type {
 
 typedef struct kube_watch_event {
     kube_watch_type type;
-    store_lease lease;
+    kube_lease lease;
     kube_status status;
 } kube_watch_event;
 

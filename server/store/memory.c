@@ -62,13 +62,6 @@ struct mem_op {
     store_event_type event;    /* OP_DELIVER */
 };
 
-const char *store_status_name(store_status s)
-{
-    static const char *const names[] = {"ok",          "not_found", "exists",  "conflict",
-                                        "unavailable", "forbidden", "invalid", "internal"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
-}
-
 static mem_entry **find(mem_store *m, const char *ns, const char *name)
 {
     mem_entry **p = &m->entries;
@@ -160,9 +153,8 @@ static void sync_watch(mem_store *m, struct store_watch *w)
         }
     }
     if (!seen && w->name[0] && !w->dead) {
-        store_lease gone = {0};
-        snprintf(gone.ns, sizeof gone.ns, "%s", w->ns);
-        snprintf(gone.name, sizeof gone.name, "%s", w->name);
+        store_lease gone;
+        store_lease_absent(&gone, w->ns, w->name);
         w->cb(w->ctx, STORE_EVENT_DELETE, &gone);
     }
     if (!w->dead)
@@ -178,13 +170,75 @@ static void fail(store_result *r, store_status st, const char *what, const store
     snprintf(r->message, sizeof r->message, "lease %.60s/%.150s: %s", l->ns, l->name, what);
 }
 
+/* Applies a get, create, update or remove to the entries and fills *r.
+ * Returns true when the entries changed (*ev: how the watches hear of it). */
+static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_type *ev)
+{
+    mem_entry **slot = find(m, op->lease.ns, op->lease.name);
+    mem_entry *e = *slot;
+    switch (op->kind) {
+    case OP_GET:
+        if (!e)
+            fail(r, STORE_NOT_FOUND, "not found", &op->lease);
+        else
+            r->lease = e->lease;
+        return false;
+    case OP_CREATE:
+        if (e) {
+            fail(r, STORE_EXISTS, "already exists", &op->lease);
+            return false;
+        }
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            fail(r, STORE_INTERNAL, "out of memory", &op->lease);
+            return false;
+        }
+        e->lease = op->lease;
+        snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
+        e->next = m->entries;
+        m->entries = e;
+        r->lease = e->lease;
+        return true;
+    case OP_UPDATE:
+        if (!e) {
+            fail(r, STORE_NOT_FOUND, "not found", &op->lease);
+            return false;
+        }
+        if (strcmp(e->lease.resource_version, op->lease.resource_version) != 0) {
+            fail(r, STORE_CONFLICT, "the object has been modified", &op->lease);
+            return false;
+        }
+        e->lease = op->lease;
+        snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
+        r->lease = e->lease;
+        return true;
+    case OP_REMOVE:
+        if (!e) {
+            fail(r, STORE_NOT_FOUND, "not found", &op->lease);
+            return false;
+        }
+        if (op->rv[0] && strcmp(e->lease.resource_version, op->rv) != 0) {
+            fail(r, STORE_CONFLICT, "the object has been modified", &op->lease);
+            return false;
+        }
+        r->lease = e->lease;
+        *slot = e->next;
+        free(e);
+        *ev = STORE_EVENT_DELETE;
+        return true;
+    case OP_WATCH_SYNC:
+    case OP_DELIVER:
+        break;
+    }
+    return false;
+}
+
 static void run_op(void *arg)
 {
     mem_op *op = arg;
     mem_store *m = op->m;
     store_result r = {0};
     store_event_type ev = STORE_EVENT_PUT;
-    bool changed = false;
 
     if (op->delayed)
         delayed_unlink(m, op);
@@ -207,62 +261,7 @@ static void run_op(void *arg)
         free(op);
         return;
     }
-
-    mem_entry **slot = find(m, op->lease.ns, op->lease.name);
-    mem_entry *e = *slot;
-    switch (op->kind) {
-    case OP_GET:
-        if (!e)
-            fail(&r, STORE_NOT_FOUND, "not found", &op->lease);
-        else
-            r.lease = e->lease;
-        break;
-    case OP_CREATE:
-        if (e) {
-            fail(&r, STORE_EXISTS, "already exists", &op->lease);
-            break;
-        }
-        e = calloc(1, sizeof *e);
-        if (!e) {
-            fail(&r, STORE_INTERNAL, "out of memory", &op->lease);
-            break;
-        }
-        e->lease = op->lease;
-        snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
-        e->next = m->entries;
-        m->entries = e;
-        r.lease = e->lease;
-        changed = true;
-        break;
-    case OP_UPDATE:
-        if (!e) {
-            fail(&r, STORE_NOT_FOUND, "not found", &op->lease);
-        } else if (strcmp(e->lease.resource_version, op->lease.resource_version) != 0) {
-            fail(&r, STORE_CONFLICT, "the object has been modified", &op->lease);
-        } else {
-            e->lease = op->lease;
-            snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
-            r.lease = e->lease;
-            changed = true;
-        }
-        break;
-    case OP_REMOVE:
-        if (!e) {
-            fail(&r, STORE_NOT_FOUND, "not found", &op->lease);
-        } else if (op->rv[0] && strcmp(e->lease.resource_version, op->rv) != 0) {
-            fail(&r, STORE_CONFLICT, "the object has been modified", &op->lease);
-        } else {
-            r.lease = e->lease;
-            *slot = e->next;
-            free(e);
-            ev = STORE_EVENT_DELETE;
-            changed = true;
-        }
-        break;
-    case OP_WATCH_SYNC:
-    case OP_DELIVER:
-        break;
-    }
+    bool changed = apply(m, op, &r, &ev);
     op->cb(op->ctx, &r);
     if (changed)
         notify(m, ev, &r.lease);

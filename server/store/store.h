@@ -32,17 +32,25 @@ typedef struct store_lease {
     char resource_version[STORE_RV_MAX];
 } store_lease;
 
+/* The outcome of an operation, X(name, text): the enum gets STORE_<name>
+ * (STORE_OK is 0) and store_status_name() the text, for logs and metrics. */
+#define STORE_STATUS_MAP(X)                                                                        \
+    X(OK, "ok")                                                                                    \
+    X(NOT_FOUND, "not_found")     /* get, update, delete: no such Lease */                         \
+    X(EXISTS, "exists")           /* create: a Lease of that name exists */                        \
+    X(CONFLICT, "conflict")       /* update, delete: resourceVersion is stale */                   \
+    X(UNAVAILABLE, "unavailable") /* transport error, timeout, 5xx, 429 */                         \
+    X(FORBIDDEN, "forbidden")     /* 401/403 */                                                    \
+    X(INVALID, "invalid")         /* 400/422: the store refused the object */                      \
+    X(INTERNAL, "internal")       /* anything else (bad response, out of memory) */
+
 typedef enum store_status {
-    STORE_OK = 0,
-    STORE_NOT_FOUND,   /* get, update, delete: no such Lease */
-    STORE_EXISTS,      /* create: a Lease of that name exists */
-    STORE_CONFLICT,    /* update, delete: resourceVersion is stale */
-    STORE_UNAVAILABLE, /* transport error, timeout, 5xx, 429 */
-    STORE_FORBIDDEN,   /* 401/403 */
-    STORE_INVALID,     /* 400/422: the store refused the object */
-    STORE_INTERNAL,    /* anything else (bad response, out of memory) */
+#define STORE_STATUS_ENUM(name, text) STORE_##name,
+    STORE_STATUS_MAP(STORE_STATUS_ENUM)
+#undef STORE_STATUS_ENUM
 } store_status;
 
+/* "ok", "not_found", ... ("unknown" for a value outside the enum). Static. */
 const char *store_status_name(store_status s);
 
 typedef struct store_result {
@@ -96,6 +104,10 @@ struct store {
     const store_ops *ops;
     const char *kind; /* "kube" or "memory" */
 };
+
+/* Sets *l to a Lease that does not exist: only ns and name (for DELETE
+ * events about a named Lease that is absent). */
+void store_lease_absent(store_lease *l, const char *ns, const char *name);
 
 static inline void store_free(store *s)
 {

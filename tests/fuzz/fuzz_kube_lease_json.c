@@ -15,12 +15,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *buf = (const char *)data;
     char err[256];
-    store_lease l;
+    kube_lease l;
     if (kube_lease_decode(buf, size, &l, err, sizeof err) == 0) {
         size_t len;
         char *json = kube_lease_encode(&l, true, &len);
         if (json) {
-            store_lease again;
+            kube_lease again;
             if (kube_lease_decode(json, len, &again, err, sizeof err) != 0 ||
                 memcmp(&l, &again, sizeof l) != 0)
                 abort();

@@ -251,6 +251,29 @@ static void test_cancel_makes_wait_lost_return_promptly(void **state)
     kl_client_free(c);
 }
 
+/* kl_wait_ended after a cancel returns once the service has released the
+ * Lease: a read right after it finds nobody holding it. */
+static void test_wait_ended_returns_after_the_release(void **state)
+{
+    (void)state;
+    kl_client *c = new_client(), *reader = new_client();
+    kl_error err;
+    char *holder = NULL;
+    assert_int_equal(kl_wait_ended(c, h_ns, "ended", 0, &err), KL_ERR_NO_ELECTION);
+    run_and_win(c, "ended", "ended-node:8080", NULL);
+    assert_int_equal(kl_wait_ended(c, h_ns, "ended", 0, &err), KL_ERR_TIMEOUT);
+    assert_non_null(strstr(err.message, "still running"));
+    int64_t t0 = h_now_ms();
+    assert_int_equal(kl_cancel_election(c, h_ns, "ended", &err), KL_OK);
+    assert_int_equal(kl_wait_ended(c, h_ns, "ended", 5000, &err), KL_OK);
+    printf("kl_wait_ended returned %lld ms after kl_cancel_election\n",
+           (long long)(h_now_ms() - t0));
+    assert_int_equal(kl_get_holder(reader, h_ns, "ended", &holder, NULL, &err), KL_OK);
+    assert_null(holder);
+    kl_client_free(reader);
+    kl_client_free(c);
+}
+
 struct reader {
     kl_client *c;
     int bad;
@@ -550,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_sequential_handoff_is_fast),
         cmocka_unit_test(test_concurrent_candidates_one_winner),
         cmocka_unit_test(test_cancel_makes_wait_lost_return_promptly),
+        cmocka_unit_test(test_wait_ended_returns_after_the_release),
         cmocka_unit_test(test_get_holder_during_election_from_threads),
         cmocka_unit_test(test_empty_holder_after_leader_dies),
         cmocka_unit_test(test_failover_after_leader_death),

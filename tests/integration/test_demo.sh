@@ -42,6 +42,17 @@ grep -q "metrics      http://127.0.0.1:$port/metrics" "$out" || fail "the metric
 grep -q 'scripts/demo.sh stop' "$out" || fail "how to stop is not printed"
 pass "narration: failover to epoch $f_epoch in $f_ms ms, handoff to epoch $h_epoch in $h_ms ms"
 
+# The failover metric tells the leaderless gaps the narration told: the crash
+# (about the 2 s grant, from the dead leader's last confirmation) and the
+# handoff (milliseconds), not the 0 s after the grant ran out.
+metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "no /metrics"
+f_sum=$(awk '$1 == "kubelease_failover_seconds_sum" { print $2 }' <<<"$metrics")
+f_count=$(awk '$1 == "kubelease_failover_seconds_count" { print $2 }' <<<"$metrics")
+[[ $f_count == 2 ]] || fail "kubelease_failover_seconds_count is '$f_count', expected 2 (failover, handoff)"
+awk -v s="$f_sum" 'BEGIN { exit !(s >= 1.0 && s < 5.0) }' ||
+    fail "kubelease_failover_seconds_sum is '$f_sum' after a ${f_ms} ms failover and a ${h_ms} ms handoff"
+pass "kubelease_failover_seconds: $f_count failovers, ${f_sum} s in all"
+
 # Left running: the service and two replicas, one of them leading.
 curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || fail "the service is not running after the demo"
 leases=$(curl -s -X POST -H 'Content-Type: application/json' --data '{}' \

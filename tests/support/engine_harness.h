@@ -1,5 +1,14 @@
-/* Test support: runs an engine on its own thread, as kubeleased does, and
- * records the events of its streams so tests can wait for them. Header-only
+/* Test support: runs an engine and records the events of its streams so
+ * tests can wait for them. Two ways to run it:
+ *   fixture_start         the engine on its own thread, as kubeleased runs
+ *                         it, in real time (integration tests);
+ *   fixture_start_manual  the engine's loop on the test thread, over the
+ *                         memory store, with a manual clock: every wait
+ *                         below runs the loop and moves the clock to the
+ *                         next timer instead of sleeping, so a test takes
+ *                         the time its callbacks take, not the time it
+ *                         models (unit tests).
+ * The waits, harness_now_ms and harness_sleep_ms work in both. Header-only
  * (static functions) so that each test binary takes what it uses. */
 #ifndef KL_TESTS_ENGINE_HARNESS_H
 #define KL_TESTS_ENGINE_HARNESS_H
@@ -19,8 +28,73 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "engine/engine.h"
+#include "store/memory.h"
+#include "support/manual_clock.h"
 
 #define MAX_EVENTS 256
+
+typedef struct fixture {
+    loop *loop;
+    store *store;
+    engine *engine;
+    pthread_t thread;
+    bool threaded;      /* the engine runs on its own thread, in real time */
+    bool stopped;       /* the engine's run is over (fixture_join) */
+    const char *ns;     /* namespace of confirm/resign/get_holder */
+    manual_clock clock; /* not threaded: the loop's clock */
+} fixture;
+
+/* The fixture whose loop the waits run (manual time); NULL in real time. */
+static fixture *harness_manual;
+
+/* Wall time (µs) at the manual clock's start: a fixed day, so that the
+ * Lease timestamps tests see do not depend on when they run. */
+#define HARNESS_WALL_START_US ((int64_t)1767225600 * 1000000) /* 2026-01-01 */
+
+static inline int64_t harness_now_ms(void)
+{
+    return harness_manual ? harness_manual->clock.now_ms : mono_ms();
+}
+
+static inline int64_t harness_wall_us(void)
+{
+    if (!harness_manual)
+        return wall_us();
+    return HARNESS_WALL_START_US + (harness_manual->clock.now_ms - MANUAL_CLOCK_START_MS) * 1000;
+}
+
+static inline int64_t harness_wall_clock(void *ctx)
+{
+    (void)ctx;
+    return harness_wall_us();
+}
+
+/* Lets ms pass: the manual clock moves (running what falls due), or the
+ * thread sleeps. */
+static inline void harness_sleep_ms(int ms)
+{
+    if (harness_manual) {
+        manual_clock_advance(&harness_manual->clock, ms);
+        return;
+    }
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Manual time: runs the loop until done(arg) or timeout_ms have passed on
+ * the clock. Returns done(arg). */
+static inline bool harness_run_until(bool (*done)(void *arg), void *arg, int timeout_ms)
+{
+    manual_clock *c = &harness_manual->clock;
+    int64_t deadline = c->now_ms + timeout_ms;
+    for (;;) {
+        manual_clock_settle(c);
+        if (done(arg))
+            return true;
+        if (!manual_clock_step(c, deadline))
+            return done(arg);
+    }
+}
 
 /* A stream as the RPC layer would hold it: events recorded in order. */
 typedef struct sink {
@@ -31,6 +105,7 @@ typedef struct sink {
     int n;
     int read; /* next event next_event() returns */
     bool closed;
+    pthread_t closed_by; /* the thread on_close ran on */
     uint64_t id;
 } sink;
 
@@ -39,7 +114,7 @@ static inline void sink_on_event(void *ctx, const engine_event *ev)
     sink *s = ctx;
     pthread_mutex_lock(&s->mu);
     if (s->n < MAX_EVENTS) {
-        s->at_ms[s->n] = mono_ms();
+        s->at_ms[s->n] = harness_now_ms();
         s->events[s->n++] = *ev;
     }
     pthread_cond_broadcast(&s->cv);
@@ -51,6 +126,7 @@ static inline void sink_on_close(void *ctx)
     sink *s = ctx;
     pthread_mutex_lock(&s->mu);
     s->closed = true;
+    s->closed_by = pthread_self();
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
@@ -86,32 +162,59 @@ static inline void deadline_in(struct timespec *ts, int ms)
     }
 }
 
+/* The next unread event of kind in s (reading past others), or -1. */
+static inline int take_kind(sink *s, engine_event_kind kind)
+{
+    while (s->read < s->n) {
+        int i = s->read++;
+        if (s->events[i].kind == kind)
+            return i;
+    }
+    return -1;
+}
+
+typedef struct kind_wait {
+    sink *s;
+    engine_event_kind kind;
+    int found;
+} kind_wait;
+
+static inline bool kind_seen(void *arg)
+{
+    kind_wait *w = arg;
+    if (w->found < 0)
+        w->found = take_kind(w->s, w->kind);
+    return w->found >= 0;
+}
+
 /* Waits up to timeout_ms for the next event of the given kind, skipping
  * others (CANDIDATE keep-alives, HEARTBEATs). Returns its index or -1. */
 static inline int wait_kind(sink *s, engine_event_kind kind, int timeout_ms)
 {
+    if (harness_manual) {
+        kind_wait w = {s, kind, -1};
+        harness_run_until(kind_seen, &w, timeout_ms);
+        return w.found;
+    }
     struct timespec ts;
     deadline_in(&ts, timeout_ms);
     int found = -1;
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (s->read < s->n) {
-            int i = s->read++;
-            if (s->events[i].kind == kind) {
-                found = i;
-                goto out;
-            }
-        }
-        if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) != 0)
-            break;
-    }
-out:
+    while ((found = take_kind(s, kind)) < 0 && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+        ;
     pthread_mutex_unlock(&s->mu);
     return found;
 }
 
+static inline bool sink_closed(void *arg)
+{
+    return ((sink *)arg)->closed;
+}
+
 static inline bool wait_closed(sink *s, int timeout_ms)
 {
+    if (harness_manual)
+        return harness_run_until(sink_closed, s, timeout_ms);
     struct timespec ts;
     deadline_in(&ts, timeout_ms);
     pthread_mutex_lock(&s->mu);
@@ -141,8 +244,17 @@ static inline void box_done(void *ctx, const engine_reply *r)
     pthread_mutex_unlock(&b->mu);
 }
 
+static inline bool box_done_yet(void *arg)
+{
+    return ((reply_box *)arg)->done;
+}
+
 static inline void box_wait(reply_box *b)
 {
+    if (harness_manual) {
+        assert_true(harness_run_until(box_done_yet, b, 5000));
+        return;
+    }
     struct timespec ts;
     deadline_in(&ts, 5000);
     pthread_mutex_lock(&b->mu);
@@ -160,48 +272,85 @@ static inline void box_wait(reply_box *b)
         }                                                                                          \
     }
 
-typedef struct fixture {
-    loop *loop;
-    store *store;
-    engine *engine;
-    pthread_t thread;
-    bool stopped;
-    const char *ns; /* namespace of confirm/resign/get_holder */
-} fixture;
-
 static inline void *engine_thread(void *arg)
 {
     engine_run(arg);
     return NULL;
 }
 
-/* Starts an engine on its own thread over store s (which it takes). */
-static inline fixture *fixture_start(loop *l, store *s)
+static inline void harness_log_level(void)
 {
     log_level level;
     const char *want = getenv("KL_LOG_LEVEL");
     if (want && log_parse_level(want, &level) == 0)
         log_set_level(level);
+}
+
+/* Starts an engine on its own thread over store s (which it takes). */
+static inline fixture *fixture_start(loop *l, store *s)
+{
+    harness_log_level();
     fixture *f = calloc(1, sizeof *f);
     f->loop = l;
     f->store = s;
     f->ns = "default";
+    f->threaded = true;
     engine_config cfg = {.loop = f->loop, .store = f->store};
     f->engine = engine_new(&cfg);
     pthread_create(&f->thread, NULL, engine_thread, f->engine);
     return f;
 }
 
+/* cfg with the fixture's loop, store and (manual) wall clock filled in. */
+static inline engine_config fixture_engine_config(const fixture *f, engine_config cfg)
+{
+    cfg.loop = f->loop;
+    cfg.store = f->store;
+    if (!f->threaded)
+        cfg.wall_clock = harness_wall_clock;
+    return cfg;
+}
+
+/* Starts an engine configured as cfg (its loop and store are made here)
+ * over a memory store, on a loop the test thread runs with a manual clock.
+ * One at a time. */
+static inline fixture *fixture_start_manual(engine_config cfg)
+{
+    harness_log_level();
+    fixture *f = calloc(1, sizeof *f);
+    f->loop = loop_new();
+    manual_clock_attach(&f->clock, f->loop);
+    f->store = store_memory_new(f->loop);
+    f->ns = "default";
+    harness_manual = f;
+    cfg = fixture_engine_config(f, cfg);
+    f->engine = engine_new(&cfg);
+    return f;
+}
+
+/* After engine_stop(): waits until the engine's run is over (joins its
+ * thread, or runs the loop until nothing is left to run). */
+static inline void fixture_join(fixture *f)
+{
+    if (f->threaded)
+        pthread_join(f->thread, NULL);
+    else
+        manual_clock_settle(&f->clock);
+    f->stopped = true;
+}
+
 static inline void fixture_stop(fixture *f)
 {
     if (!f->stopped) {
         engine_stop(f->engine);
-        pthread_join(f->thread, NULL);
+        fixture_join(f);
     }
     loop_drain(f->loop);
     engine_free(f->engine);
     store_free(f->store);
     loop_free(f->loop);
+    if (harness_manual == f)
+        harness_manual = NULL;
     free(f);
 }
 
@@ -229,6 +378,11 @@ static inline void run_on_loop(fixture *f, void (*fn)(fixture *, void *), void *
 {
     on_loop o = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, fn, f, arg};
     loop_post(f->loop, on_loop_run, &o);
+    if (!f->threaded) {
+        manual_clock_settle(&f->clock);
+        assert_true(o.done);
+        return;
+    }
     pthread_mutex_lock(&o.mu);
     while (!o.done)
         pthread_cond_wait(&o.cv, &o.mu);

@@ -8,6 +8,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/loop.h"
 
@@ -32,13 +34,23 @@ static inline void manual_clock_attach(manual_clock *c, loop *l)
     loop_set_clock(l, manual_clock_read, c);
 }
 
+/* Passes at one time after which settling gives up: something re-arms
+ * itself at the same time forever (a livelock in real time too). */
+#define MANUAL_CLOCK_MAX_PASSES 100000
+
 /* Runs what is ready at the current time (posted tasks, what they post, due
  * timers) until nothing is. Returns the number of callbacks run. */
 static inline unsigned manual_clock_settle(manual_clock *c)
 {
     unsigned n = 0, k;
-    while ((k = loop_drain(c->l)) > 0)
+    for (int passes = 0; (k = loop_drain(c->l)) > 0; passes++) {
+        if (passes == MANUAL_CLOCK_MAX_PASSES) {
+            fprintf(stderr, "manual_clock: still busy after %d passes at %lld ms\n", passes,
+                    (long long)c->now_ms);
+            abort();
+        }
         n += k;
+    }
     return n;
 }
 

@@ -1,15 +1,16 @@
 /* The election engine on the in-memory store: acquisition, epochs, grants,
  * release after the granted validity, resumes, renewal failure, watches.
- * The engine runs on its own thread, as in kubeleased; the tests talk to it
- * through the public engine API and wait for events with timeouts. */
+ * The tests talk to the engine through its public API and wait for events
+ * with timeouts, in the loop's time: the test thread runs the engine's loop
+ * with a manual clock (fixture_start_manual), so a wait of seconds takes
+ * no real time and every time a test measures is exact. */
 #include "support/engine_harness.h"
 #include "core/metrics.h"
 #include "store/memory.h"
 
 static int setup(void **state)
 {
-    loop *l = loop_new();
-    *state = fixture_start(l, store_memory_new(l));
+    *state = fixture_start_manual((engine_config){0});
     return 0;
 }
 
@@ -67,7 +68,7 @@ static void test_engine_release_wakes_next_candidate_with_larger_epoch(void **st
     assert_true(j >= 0);
     assert_string_equal(b->events[j].holder, "candidate-a");
 
-    int64_t t0 = mono_ms();
+    int64_t t0 = harness_now_ms();
     resign(f, "handoff", "candidate-a");
     j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
     assert_true(j >= 0);
@@ -160,7 +161,7 @@ static void test_engine_detached_leader_released_after_granted_validity(void **s
     campaign(f, b, req_for("detach", "standby"));
     assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
     engine_reply c = confirm(f, "detach", "leader", a->events[i].epoch);
-    int64_t granted_until = mono_ms() + c.valid_for_ms;
+    int64_t granted_until = harness_now_ms() + c.valid_for_ms;
     assert_int_equal(c.code, ENGINE_OK);
 
     engine_campaign_detach(f->engine, a->id);
@@ -262,7 +263,7 @@ static void test_engine_resume_after_validity_fails(void **state)
 static void test_engine_resume_on_other_replica_is_not_released_by_the_first(void **state)
 {
     fixture *f = *state;
-    engine_config cfg = {.loop = f->loop, .store = f->store};
+    engine_config cfg = fixture_engine_config(f, (engine_config){0});
     engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
     sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
     campaign(f, a, req_for("moved", "mover"));
@@ -271,7 +272,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     int64_t epoch = a->events[i].epoch;
     engine_reply c = confirm(f, "moved", "mover", epoch);
     assert_int_equal(c.code, ENGINE_OK);
-    int64_t first_granted_until = mono_ms() + c.valid_for_ms;
+    int64_t first_granted_until = harness_now_ms() + c.valid_for_ms;
     engine_campaign_detach(f->engine, a->id); /* the connection to replica 1 broke */
 
     engine_campaign_req r = req_for("moved", "mover");
@@ -285,7 +286,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     b->id = engine_campaign(e2, &rb, listener_of(b));
 
     /* Keep confirming on replica 2 well past what replica 1 had granted. */
-    while (mono_ms() < first_granted_until + 2500) {
+    while (harness_now_ms() < first_granted_until + 2500) {
         reply_box bx = BOX_INIT;
         assert_int_equal(engine_confirm(e2, "default", "moved", "mover", epoch, box_done, &bx), 0);
         box_wait(&bx);
@@ -308,8 +309,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     assert_true(wait_closed(a2, 5000));
     /* Stop replica 2 first (its stop also stops the shared loop). */
     engine_stop(e2);
-    pthread_join(f->thread, NULL);
-    f->stopped = true;
+    fixture_join(f);
     engine_stop(f->engine);
     loop_drain(f->loop);
     engine_free(e2);
@@ -347,10 +347,9 @@ static void test_engine_resign_during_renewal_still_releases(void **state)
     campaign(f, b, rb);
     /* The first renewal is sent 1 s after the acquisition and takes 0.8 s:
      * resign in the middle of it, confirming until then. */
-    while (mono_ms() < a->at_ms[i] + 1300) {
+    while (harness_now_ms() < a->at_ms[i] + 1300) {
         assert_int_equal(confirm(f, "slow-store", "leader", epoch).code, ENGINE_OK);
-        struct timespec ts = {0, 100 * 1000000};
-        nanosleep(&ts, NULL);
+        harness_sleep_ms(100);
     }
     engine_reply res = resign(f, "slow-store", "leader");
     assert_true(res.released);
@@ -370,13 +369,9 @@ static void test_engine_resign_during_renewal_still_releases(void **state)
 static void test_engine_volatile_store_holds_first_acquisition_for_a_grant(void **state)
 {
     (void)state;
-    loop *l = loop_new();
-    store *s = store_memory_new(l);
-    engine_config cfg = {.loop = l, .store = s, .volatile_store = true};
-    engine *e = engine_new(&cfg);
-    int64_t started = mono_ms();
-    pthread_t t;
-    pthread_create(&t, NULL, engine_thread, e);
+    fixture *f = fixture_start_manual((engine_config){.volatile_store = true});
+    engine *e = f->engine;
+    int64_t started = harness_now_ms();
     sink *a = sink_new();
     engine_campaign_req r = req_for("after-restart", "a");
     a->id = engine_campaign(e, &r, listener_of(a));
@@ -384,12 +379,7 @@ static void test_engine_volatile_store_holds_first_acquisition_for_a_grant(void 
     assert_true(i >= 0);
     assert_true(a->at_ms[i] - started >= 2000); /* the retry period: the default grant */
     assert_true(a->at_ms[i] - started < 3000);
-    engine_stop(e);
-    pthread_join(t, NULL);
-    loop_drain(l);
-    engine_free(e);
-    store_free(s);
-    loop_free(l);
+    fixture_stop(f);
     sink_free(a);
 }
 
@@ -428,15 +418,8 @@ static size_t listed_count(engine *e)
 static void test_engine_forgets_idle_leases(void **state)
 {
     (void)state;
-    loop *l = loop_new();
-    fixture *f = calloc(1, sizeof *f);
-    f->loop = l;
-    f->store = store_memory_new(l);
-    f->ns = "default";
     metrics_init(); /* the per-lease series follow the leases too */
-    engine_config cfg = {.loop = l, .store = f->store, .idle_forget_ms = 300};
-    f->engine = engine_new(&cfg);
-    pthread_create(&f->thread, NULL, engine_thread, f->engine);
+    fixture *f = fixture_start_manual((engine_config){.idle_forget_ms = 300});
 
     sink *a = sink_new(), *w = sink_new();
     campaign(f, a, req_for("idle-held", "a"));
@@ -449,8 +432,8 @@ static void test_engine_forgets_idle_leases(void **state)
     assert_int_equal(watches_of(f), 3);
 
     /* The read-only lease goes; the held and the watched ones stay. */
-    int64_t until = mono_ms() + 5000;
-    while (watches_of(f) > 2 && mono_ms() < until) {
+    int64_t until = harness_now_ms() + 5000;
+    while (watches_of(f) > 2 && harness_now_ms() < until) {
         assert_int_equal(wait_kind(a, ENGINE_EVENT_LOST, 50), -1);
         assert_int_equal(confirm(f, "idle-held", "a", epoch).code, ENGINE_OK);
     }
@@ -464,11 +447,9 @@ static void test_engine_forgets_idle_leases(void **state)
     assert_true(wait_closed(a, 5000));
     engine_unwatch(f->engine, wid);
     assert_true(wait_closed(w, 5000));
-    until = mono_ms() + 5000;
-    while (watches_of(f) > 0 && mono_ms() < until) {
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    until = harness_now_ms() + 5000;
+    while (watches_of(f) > 0 && harness_now_ms() < until)
+        harness_sleep_ms(20);
     assert_int_equal(watches_of(f), 0);
     assert_int_equal(listed_count(f->engine), 0);
     assert_false(metrics_has("lease=\"idle-held\""));
@@ -483,6 +464,70 @@ static void test_engine_forgets_idle_leases(void **state)
     fixture_stop(f);
     sink_free(a);
     sink_free(w);
+    metrics_free_all();
+}
+
+/* kubelease_failover_seconds{...}_sum and _count, from the rendered page. */
+static void failover_metric(double *sum, double *count)
+{
+    char *page = metrics_render(NULL);
+    assert_non_null(page);
+    const char *s = strstr(page, "kubelease_failover_seconds_sum ");
+    const char *c = strstr(page, "kubelease_failover_seconds_count ");
+    assert_non_null(s);
+    assert_non_null(c);
+    *sum = strtod(s + strlen("kubelease_failover_seconds_sum "), NULL);
+    *count = strtod(c + strlen("kubelease_failover_seconds_count "), NULL);
+    free(page);
+}
+
+/* kubelease_failover_seconds is the leaderless gap users suffer: after a
+ * holder that stopped confirming, from its last confirmation (about the
+ * validity it was granted); after a resignation, from the resignation
+ * (nothing, on one replica). */
+static void test_engine_failover_metric_measures_from_the_last_sign_of_life(void **state)
+{
+    (void)state;
+    metrics_init();
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for("gap", "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    campaign(f, b, req_for("gap", "b"));
+    campaign(f, c, req_for("gap", "c"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    harness_sleep_ms(500);
+    int64_t confirmed = harness_now_ms();
+    assert_int_equal(confirm(f, "gap", "a", a->events[i].epoch).code, ENGINE_OK);
+
+    /* a dies: no goodbye, no further confirmation. */
+    engine_campaign_detach(f->engine, a->id);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 10000);
+    assert_true(j >= 0);
+    double sum, count;
+    failover_metric(&sum, &count);
+    assert_int_equal((int)count, 1);
+    double gap = (double)(b->at_ms[j] - confirmed) / 1000.0;
+    assert_true(sum >= gap - 0.01 && sum <= gap + 0.01);
+    assert_true(sum >= 1.0); /* the grant (the 2 s retry period), not the 0 after it ran out */
+
+    /* b resigns: c takes over at once, and so does the metric. */
+    resign(f, "gap", "b");
+    int k = wait_kind(c, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(k >= 0);
+    double sum2, count2;
+    failover_metric(&sum2, &count2);
+    assert_int_equal((int)count2, 2);
+    assert_true(sum2 - sum < 0.05);
+
+    resign(f, "gap", "c");
+    assert_true(wait_closed(c, 5000));
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
     metrics_free_all();
 }
 
@@ -509,13 +554,12 @@ static void test_engine_lagging_watch_does_not_supersede_a_new_term(void **state
     int64_t epoch = b->events[j].epoch;
     assert_int_equal(epoch, a->events[i].epoch + 1);
     /* The late events (first's acquisition and release) arrive meanwhile. */
-    int64_t until = mono_ms() + 1000;
-    while (mono_ms() < until) {
+    int64_t until = harness_now_ms() + 1000;
+    while (harness_now_ms() < until) {
         engine_reply c = confirm(f, "lagging", "second", epoch);
         if (c.code != ENGINE_OK)
             fail_msg("the term ended: %s", c.message);
-        struct timespec ts = {0, 100 * 1000000};
-        nanosleep(&ts, NULL);
+        harness_sleep_ms(100);
     }
     assert_true(wait_kind(b, ENGINE_EVENT_LOST, 0) < 0);
     assert_string_equal(get_holder(f, "lagging", false).holder, "second");
@@ -629,7 +673,7 @@ static void test_engine_expiry_by_observed_time_ignores_renew_time(void **state)
         assert_int_equal(p.res.status, STORE_OK);
 
         sink *a = sink_new();
-        int64_t t0 = mono_ms();
+        int64_t t0 = harness_now_ms();
         campaign(f, a, req_for(names[k], "kubelease-candidate"));
         int i = wait_kind(a, ENGINE_EVENT_ELECTED, 6000);
         assert_true(i >= 0);
@@ -647,7 +691,8 @@ static void test_engine_expiry_by_observed_time_ignores_renew_time(void **state)
 static void test_engine_respects_foreign_holder_until_release(void **state)
 {
     fixture *f = *state;
-    put_arg p = {.lease = foreign_lease("foreign", "other-client", 2, wall_us()), .create = true};
+    put_arg p = {.lease = foreign_lease("foreign", "other-client", 2, harness_wall_us()),
+                 .create = true};
     run_on_loop(f, put_on_loop, &p);
     finish_store_op(f, &p);
     sink *a = sink_new();
@@ -660,7 +705,7 @@ static void test_engine_respects_foreign_holder_until_release(void **state)
         run_on_loop(f, get_on_loop, &g);
         finish_store_op(f, &g);
         put_arg u = {.lease = g.res.lease};
-        u.lease.renew_time_us = wall_us();
+        u.lease.renew_time_us = harness_wall_us();
         run_on_loop(f, put_on_loop, &u);
         finish_store_op(f, &u);
         assert_int_equal(u.res.status, STORE_OK);
@@ -672,7 +717,7 @@ static void test_engine_respects_foreign_holder_until_release(void **state)
     put_arg rel = {.lease = g.res.lease};
     rel.lease.holder[0] = '\0';
     rel.lease.lease_duration_s = 1;
-    int64_t t0 = mono_ms();
+    int64_t t0 = harness_now_ms();
     run_on_loop(f, put_on_loop, &rel);
     finish_store_op(f, &rel);
     int i = wait_kind(a, ENGINE_EVENT_ELECTED, 2000);
@@ -734,17 +779,16 @@ static void test_engine_renew_failure_ends_term_by_deadline(void **state)
     assert_true(i >= 0);
     int64_t epoch = a->events[i].epoch;
     run_on_loop(f, set_unavailable, NULL);
-    int64_t t0 = mono_ms();
+    int64_t t0 = harness_now_ms();
     /* Keep confirming, as a live client does, until the engine says no. */
     int64_t deadline_seen = 0;
     for (;;) {
         engine_reply c = confirm(f, "renew-fail", "leader", epoch);
         if (c.code != ENGINE_OK)
             break;
-        deadline_seen = mono_ms() + c.valid_for_ms;
-        struct timespec ts = {0, 200 * 1000000};
-        nanosleep(&ts, NULL); /* the client's confirm cadence */
-        assert_true(mono_ms() - t0 < 5000);
+        deadline_seen = harness_now_ms() + c.valid_for_ms;
+        harness_sleep_ms(200); /* the client's confirm cadence */
+        assert_true(harness_now_ms() - t0 < 5000);
     }
     int k = wait_kind(a, ENGINE_EVENT_LOST, 5000);
     assert_true(k >= 0);
@@ -827,8 +871,7 @@ static void test_engine_stop_keeps_held_leases(void **state)
     campaign(f, a, req_for("kept", "leader"));
     assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
     engine_stop(f->engine);
-    pthread_join(f->thread, NULL);
-    f->stopped = true;
+    fixture_join(f);
     int i = wait_kind(a, ENGINE_EVENT_LOST, 0);
     assert_true(i >= 0);
     assert_int_equal(a->events[i].reason, ENGINE_LOST_SHUTDOWN);
@@ -841,6 +884,82 @@ static void test_engine_stop_keeps_held_leases(void **state)
     assert_int_equal(g.res.status, STORE_OK);
     assert_string_equal(g.res.lease.holder, "leader");
     sink_free(a);
+}
+
+/* The stop ends every stream on the engine thread, before engine_run
+ * returns (the engine on its own thread here, as in kubeleased). */
+static void test_engine_stop_ends_streams_on_the_engine_thread(void **state)
+{
+    (void)state;
+    loop *l = loop_new();
+    fixture *f = fixture_start(l, store_memory_new(l));
+    sink *a = sink_new(), *w = sink_new();
+    campaign(f, a, req_for("stopping", "leader"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    w->id = engine_watch(f->engine, "default", "stopping", listener_of(w));
+    assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 5000) >= 0);
+    engine_stop(f->engine);
+    fixture_join(f);
+    int i = wait_kind(a, ENGINE_EVENT_LOST, 0);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].reason, ENGINE_LOST_SHUTDOWN);
+    assert_true(wait_closed(a, 0));
+    assert_true(wait_closed(w, 0));
+    assert_true(pthread_equal(a->closed_by, f->thread));
+    assert_true(pthread_equal(w->closed_by, f->thread));
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(w);
+}
+
+/* The stop answers the requests still waiting (a Resign whose release is in
+ * flight, a consistent GetHolder) and refuses what comes after it; then
+ * engine_free calls nothing. */
+static void test_engine_stop_answers_waiting_requests_and_refuses_later_ones(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *late = sink_new(), *late_w = sink_new();
+    campaign(f, a, req_for("stop-waiting", "leader"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    int latency = 5000;
+    run_on_loop(f, set_latency, &latency);
+    reply_box rs = BOX_INIT, g = BOX_INIT, lc = BOX_INIT;
+    assert_int_equal(engine_resign(f->engine, "default", "stop-waiting", "leader", box_done, &rs),
+                     0);
+    assert_int_equal(engine_get_holder(f->engine, "default", "stop-waiting", true, box_done, &g),
+                     0);
+    run_on_loop(f, noop_on_loop, NULL);
+    assert_false(rs.done); /* the release takes 5 s */
+    assert_false(g.done);
+
+    engine_stop(f->engine);
+    campaign(f, late, req_for("stop-waiting", "late"));
+    late_w->id = engine_watch(f->engine, "default", "stop-waiting", listener_of(late_w));
+    assert_int_equal(
+        engine_confirm(f->engine, "default", "stop-waiting", "leader", 1, box_done, &lc), 0);
+    fixture_join(f);
+    assert_true(rs.done);
+    assert_int_equal(rs.r.code, ENGINE_OK);
+    assert_false(rs.r.released);
+    assert_true(g.done);
+    assert_int_equal(g.r.code, ENGINE_UNAVAILABLE);
+    int i = wait_kind(late, ENGINE_EVENT_LOST, 0);
+    assert_true(i >= 0);
+    assert_int_equal(late->events[i].reason, ENGINE_LOST_SHUTDOWN);
+    assert_true(wait_closed(late, 0));
+    assert_true(wait_closed(late_w, 0));
+    assert_int_equal(late_w->n, 0);
+    assert_true(lc.done);
+    assert_int_equal(lc.r.code, ENGINE_UNAVAILABLE);
+
+    int events = a->n + late->n + late_w->n;
+    loop_drain(f->loop);
+    engine_free(f->engine);
+    f->engine = NULL; /* freed: teardown frees the rest */
+    assert_int_equal(a->n + late->n + late_w->n, events);
+    sink_free(a);
+    sink_free(late);
+    sink_free(late_w);
 }
 
 static void test_engine_validation_names_the_field(void **state)
@@ -942,7 +1061,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_get_holder_not_found_vs_no_holder, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_stop_keeps_held_leases, setup, teardown),
+        cmocka_unit_test(test_engine_stop_ends_streams_on_the_engine_thread),
+        cmocka_unit_test_setup_teardown(
+            test_engine_stop_answers_waiting_requests_and_refuses_later_ones, setup, teardown),
         cmocka_unit_test(test_engine_forgets_idle_leases),
+        cmocka_unit_test(test_engine_failover_metric_measures_from_the_last_sign_of_life),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -213,6 +213,18 @@ static void test_http_probes_and_status_page(void **state)
     assert_int_equal(http(f, "/livez", NULL, NULL, "x", 1, &b), 405);
 }
 
+/* Once quiesced, the server closes new connections at once (clients go to
+ * another replica), without libmicrohttpd's racy MHD_quiesce_daemon. */
+static void test_http_quiesce_closes_new_connections(void **state)
+{
+    fixture *f = *state;
+    body b;
+    assert_int_equal(http(f, "/livez", NULL, NULL, NULL, 0, &b), 200);
+    http_server_quiesce(f->srv);
+    assert_int_equal(http(f, "/livez", NULL, NULL, NULL, 0, &b), -1);
+    assert_int_equal(b.len, 0);
+}
+
 /* A stream open at shutdown ends with Lost SHUTDOWN and an end frame. */
 typedef struct stream_result {
     const fixture *f;
@@ -274,6 +286,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_connect_timeout_ms_answers_deadline_exceeded,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_probes_and_status_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_quiesce_closes_new_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_status_page_and_shutdown_ending_streams_cleanly,
                                         setup, teardown),
     };

@@ -1,4 +1,5 @@
-/* The Lease codec on recorded apiserver responses, MicroTime, Status. */
+/* The Lease codec on recorded apiserver responses, MicroTime, Status (and
+ * how the Kubernetes store maps a Status: store/kube_map.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include "kube/lease_json.h"
 #include "kube_fixtures.h"
+#include "store/kube_map.h"
 
 static int64_t mt(const char *s)
 {
@@ -23,16 +25,16 @@ static int64_t mt(const char *s)
 static void test_lease_decode_held(void **state)
 {
     (void)state;
-    store_lease l;
+    kube_lease l;
     char err[256];
     assert_int_equal(kube_lease_decode(FIX_LEASE_HELD, strlen(FIX_LEASE_HELD), &l, err, sizeof err),
                      0);
     assert_string_equal(l.name, "demo");
     assert_string_equal(l.ns, "default");
     assert_string_equal(l.resource_version, "1234");
-    assert_string_equal(l.holder, "replica-a");
-    assert_int_equal(l.lease_duration_s, 15);
-    assert_int_equal(l.transitions, 3);
+    assert_string_equal(l.holder_identity, "replica-a");
+    assert_int_equal(l.lease_duration_seconds, 15);
+    assert_int_equal(l.lease_transitions, 3);
     /* 2026-11-29T14:00:00Z = 1795960800 */
     assert_int_equal(l.acquire_time_us, 1795960800LL * 1000000 + 123456);
     assert_int_equal(l.renew_time_us, 1795960810LL * 1000000 + 654321);
@@ -41,21 +43,21 @@ static void test_lease_decode_held(void **state)
 static void test_lease_decode_sparse_ignores_unknown_fields(void **state)
 {
     (void)state;
-    store_lease l;
+    kube_lease l;
     char err[256];
     assert_int_equal(
         kube_lease_decode(FIX_LEASE_SPARSE, strlen(FIX_LEASE_SPARSE), &l, err, sizeof err), 0);
     assert_string_equal(l.name, "kube-scheduler");
-    assert_string_equal(l.holder, "node-1_2f0c");
-    assert_int_equal(l.lease_duration_s, 0);
-    assert_int_equal(l.transitions, 0);
+    assert_string_equal(l.holder_identity, "node-1_2f0c");
+    assert_int_equal(l.lease_duration_seconds, 0);
+    assert_int_equal(l.lease_transitions, 0);
     assert_int_equal(l.acquire_time_us, 0);
     assert_int_equal(l.renew_time_us, 0);
 }
 
 static void decode_error(const char *json, const char *needle)
 {
-    store_lease l;
+    kube_lease l;
     char err[256] = "";
     memset(&l, 0x55, sizeof l);
     assert_int_equal(kube_lease_decode(json, strlen(json), &l, err, sizeof err), -1);
@@ -80,10 +82,10 @@ static void test_lease_decode_rejects_bad_input(void **state)
         json, sizeof json,
         "{\"metadata\":{\"name\":\"x\",\"namespace\":\"y\"},\"spec\":{\"holderIdentity\":\"%s\"}}",
         big);
-    store_lease l;
+    kube_lease l;
     char err[256];
     assert_int_equal(kube_lease_decode(json, strlen(json), &l, err, sizeof err), 0);
-    assert_int_equal(strlen(l.holder), 255);
+    assert_int_equal(strlen(l.holder_identity), 255);
 
     memset(big, 'n', 254);
     big[254] = 0;
@@ -121,13 +123,13 @@ static void test_lease_decode_rejects_bad_input(void **state)
 static void test_lease_encode_round_trip(void **state)
 {
     (void)state;
-    store_lease in = {0}, out;
+    kube_lease in = {0}, out;
     strcpy(in.ns, "default");
     strcpy(in.name, "demo");
-    strcpy(in.holder, "replica \"b\"\n");
+    strcpy(in.holder_identity, "replica \"b\"\n");
     strcpy(in.resource_version, "99");
-    in.lease_duration_s = 15;
-    in.transitions = 7;
+    in.lease_duration_seconds = 15;
+    in.lease_transitions = 7;
     in.acquire_time_us = mt("2026-11-29T14:00:00.5Z");
     in.renew_time_us = mt("2026-11-29T14:00:01Z");
     size_t len;
@@ -146,9 +148,9 @@ static void test_lease_encode_round_trip(void **state)
 
     /* Create: no resourceVersion; unset duration and times are omitted;
      * holderIdentity and leaseTransitions are always written. */
-    in.lease_duration_s = 0;
+    in.lease_duration_seconds = 0;
     in.acquire_time_us = in.renew_time_us = 0;
-    in.holder[0] = 0;
+    in.holder_identity[0] = 0;
     json = kube_lease_encode(&in, false, NULL);
     assert_non_null(json);
     assert_null(strstr(json, "resourceVersion"));
@@ -159,9 +161,9 @@ static void test_lease_encode_round_trip(void **state)
     free(json);
 
     /* Values that cannot be encoded are refused. */
-    in.transitions = -1;
+    in.lease_transitions = -1;
     assert_null(kube_lease_encode(&in, false, NULL));
-    in.transitions = 1;
+    in.lease_transitions = 1;
     in.renew_time_us = INT64_MAX;
     assert_null(kube_lease_encode(&in, false, NULL));
 }
@@ -171,13 +173,13 @@ static void test_lease_encode_round_trip(void **state)
 static void test_lease_merge_patch(void **state)
 {
     (void)state;
-    store_lease in = {0};
+    kube_lease in = {0};
     strcpy(in.ns, "default");
     strcpy(in.name, "demo");
-    strcpy(in.holder, "replica-a");
+    strcpy(in.holder_identity, "replica-a");
     strcpy(in.resource_version, "42");
-    in.lease_duration_s = 15;
-    in.transitions = 3;
+    in.lease_duration_seconds = 15;
+    in.lease_transitions = 3;
     in.acquire_time_us = mt("2026-11-29T14:00:00.5Z");
     in.renew_time_us = mt("2026-11-29T14:00:01Z");
     size_t len;
@@ -192,8 +194,8 @@ static void test_lease_merge_patch(void **state)
     free(json);
 
     /* A release: no holder, unset duration and times are removed (null). */
-    in.holder[0] = 0;
-    in.lease_duration_s = 0;
+    in.holder_identity[0] = 0;
+    in.lease_duration_seconds = 0;
     in.acquire_time_us = in.renew_time_us = 0;
     json = kube_lease_merge_patch(&in, NULL);
     assert_non_null(json);
@@ -206,7 +208,7 @@ static void test_lease_merge_patch(void **state)
     in.resource_version[0] = 0;
     assert_null(kube_lease_merge_patch(&in, NULL));
     strcpy(in.resource_version, "42");
-    in.transitions = -1;
+    in.lease_transitions = -1;
     assert_null(kube_lease_merge_patch(&in, NULL));
 }
 
@@ -294,7 +296,7 @@ static void test_status_decode_and_mapping(void **state)
     assert_int_equal(kube_status_decode(FIX_STATUS_CONFLICT, strlen(FIX_STATUS_CONFLICT), &st), 0);
     assert_int_equal(st.code, 409);
     assert_string_equal(st.reason, "Conflict");
-    assert_int_equal(kube_map_status(409, &st, KUBE_VERB_UPDATE), STORE_CONFLICT);
+    assert_int_equal(store_kube_map_status(409, &st, KUBE_VERB_PATCH), STORE_CONFLICT);
     kube_status_message(409, &st, msg, sizeof msg);
     assert_true(strncmp(msg,
                         "apiserver: 409 Conflict: Operation cannot be fulfilled on "
@@ -304,14 +306,14 @@ static void test_status_decode_and_mapping(void **state)
     assert_int_equal(kube_status_decode(FIX_STATUS_EXISTS, strlen(FIX_STATUS_EXISTS), &st), 0);
     assert_string_equal(st.reason, "AlreadyExists");
     assert_string_equal(st.message, "leases.coordination.k8s.io \"demo\" already exists");
-    assert_int_equal(kube_map_status(409, &st, KUBE_VERB_CREATE), STORE_EXISTS);
+    assert_int_equal(store_kube_map_status(409, &st, KUBE_VERB_CREATE), STORE_EXISTS);
 
     assert_int_equal(kube_status_decode(FIX_STATUS_NOT_FOUND, strlen(FIX_STATUS_NOT_FOUND), &st),
                      0);
-    assert_int_equal(kube_map_status(404, &st, KUBE_VERB_GET), STORE_NOT_FOUND);
+    assert_int_equal(store_kube_map_status(404, &st, KUBE_VERB_GET), STORE_NOT_FOUND);
     assert_int_equal(kube_status_decode(FIX_STATUS_FORBIDDEN, strlen(FIX_STATUS_FORBIDDEN), &st),
                      0);
-    assert_int_equal(kube_map_status(403, &st, KUBE_VERB_GET), STORE_FORBIDDEN);
+    assert_int_equal(store_kube_map_status(403, &st, KUBE_VERB_GET), STORE_FORBIDDEN);
     assert_non_null(strstr(st.message, "cannot get resource"));
     /* A message longer than the buffer is cut, never overflowing it. */
     char longst[1200];
@@ -322,19 +324,19 @@ static void test_status_decode_and_mapping(void **state)
     assert_int_equal(kube_status_decode(longst, strlen(longst), &st), 0);
     assert_int_equal(strlen(st.message), sizeof st.message - 1);
     assert_int_equal(kube_status_decode(FIX_STATUS_INVALID, strlen(FIX_STATUS_INVALID), &st), 0);
-    assert_int_equal(kube_map_status(422, &st, KUBE_VERB_UPDATE), STORE_INVALID);
+    assert_int_equal(store_kube_map_status(422, &st, KUBE_VERB_PATCH), STORE_INVALID);
 
     /* Without a Status body: by HTTP code and verb. */
-    assert_int_equal(kube_map_status(409, NULL, KUBE_VERB_CREATE), STORE_EXISTS);
-    assert_int_equal(kube_map_status(409, NULL, KUBE_VERB_UPDATE), STORE_CONFLICT);
-    assert_int_equal(kube_map_status(401, NULL, KUBE_VERB_GET), STORE_FORBIDDEN);
-    assert_int_equal(kube_map_status(400, NULL, KUBE_VERB_GET), STORE_INVALID);
-    assert_int_equal(kube_map_status(429, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
-    assert_int_equal(kube_map_status(503, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
-    assert_int_equal(kube_map_status(0, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
-    assert_int_equal(kube_map_status(200, NULL, KUBE_VERB_GET), STORE_OK);
-    assert_int_equal(kube_map_status(201, NULL, KUBE_VERB_CREATE), STORE_OK);
-    assert_int_equal(kube_map_status(302, NULL, KUBE_VERB_GET), STORE_INTERNAL);
+    assert_int_equal(store_kube_map_status(409, NULL, KUBE_VERB_CREATE), STORE_EXISTS);
+    assert_int_equal(store_kube_map_status(409, NULL, KUBE_VERB_PATCH), STORE_CONFLICT);
+    assert_int_equal(store_kube_map_status(401, NULL, KUBE_VERB_GET), STORE_FORBIDDEN);
+    assert_int_equal(store_kube_map_status(400, NULL, KUBE_VERB_GET), STORE_INVALID);
+    assert_int_equal(store_kube_map_status(429, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
+    assert_int_equal(store_kube_map_status(503, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
+    assert_int_equal(store_kube_map_status(0, NULL, KUBE_VERB_GET), STORE_UNAVAILABLE);
+    assert_int_equal(store_kube_map_status(200, NULL, KUBE_VERB_GET), STORE_OK);
+    assert_int_equal(store_kube_map_status(201, NULL, KUBE_VERB_CREATE), STORE_OK);
+    assert_int_equal(store_kube_map_status(302, NULL, KUBE_VERB_GET), STORE_INTERNAL);
     kube_status_message(503, NULL, msg, sizeof msg);
     assert_string_equal(msg, "apiserver: 503 Service Unavailable");
 
@@ -354,8 +356,8 @@ static void test_lease_list_decode(void **state)
     assert_int_equal(l.n, 2);
     assert_int_equal(l.n_bad, 0);
     assert_string_equal(l.items[0].resource_version, "1240");
-    assert_string_equal(l.items[0].holder, "");
-    assert_int_equal(l.items[0].lease_duration_s, 1);
+    assert_string_equal(l.items[0].holder_identity, "");
+    assert_int_equal(l.items[0].lease_duration_seconds, 1);
     assert_string_equal(l.items[1].name, "kube-scheduler");
     kube_lease_list_clear(&l);
 

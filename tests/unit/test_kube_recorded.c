@@ -1,5 +1,6 @@
-/* The codec and the watch framing on responses recorded from kube-apiserver
- * v1.34 (tests/unit/fixtures/kube/, captured with the test control plane). */
+/* The codec, the watch framing and the store's status mapping on responses
+ * recorded from kube-apiserver v1.34 (tests/unit/fixtures/kube/, captured
+ * with the test control plane). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include "kube/config.h"
 #include "kube/lease_json.h"
 #include "kube/watch_stream.h"
+#include "store/kube_map.h"
 
 /* The fixtures live next to this file. */
 static kube_blob fixture(const char *name)
@@ -30,10 +32,10 @@ static kube_blob fixture(const char *name)
     return b;
 }
 
-static store_lease lease_of(const char *name)
+static kube_lease lease_of(const char *name)
 {
     kube_blob b = fixture(name);
-    store_lease l;
+    kube_lease l;
     char err[256];
     if (kube_lease_decode((char *)b.data, b.len, &l, err, sizeof err) != 0)
         fail_msg("%s: %s", name, err);
@@ -51,22 +53,22 @@ static int64_t mt(const char *s)
 static void test_recorded_leases(void **state)
 {
     (void)state;
-    store_lease g = lease_of("get_200.json");
+    kube_lease g = lease_of("get_200.json");
     assert_string_equal(g.ns, "kubelease-test");
     assert_string_equal(g.name, "demo");
-    assert_string_equal(g.holder, "replica-a");
-    assert_int_equal(g.lease_duration_s, 15);
-    assert_int_equal(g.transitions, 1);
+    assert_string_equal(g.holder_identity, "replica-a");
+    assert_int_equal(g.lease_duration_seconds, 15);
+    assert_int_equal(g.lease_transitions, 1);
     assert_int_equal(g.acquire_time_us, mt("2026-11-29T14:00:00.123456Z"));
     assert_int_equal(g.renew_time_us, g.acquire_time_us);
     assert_true(g.resource_version[0]);
 
-    store_lease c = lease_of("create_201.json");
+    kube_lease c = lease_of("create_201.json");
     assert_memory_equal(&c, &g, sizeof c); /* what create returned is what get returns */
 
-    store_lease u = lease_of("update_200.json");
-    assert_string_equal(u.holder, "");
-    assert_int_equal(u.lease_duration_s, 1);
+    kube_lease u = lease_of("update_200.json");
+    assert_string_equal(u.holder_identity, "");
+    assert_int_equal(u.lease_duration_seconds, 1);
     assert_int_equal(u.renew_time_us, mt("2026-11-29T14:00:20.000001Z"));
     assert_string_not_equal(u.resource_version, g.resource_version);
 
@@ -82,7 +84,7 @@ static void test_recorded_leases(void **state)
     char err[256];
     assert_int_equal(kube_lease_list_decode((char *)b.data, b.len, &list, err, sizeof err), 0);
     assert_int_equal(list.n, 1);
-    assert_string_equal(list.items[0].holder, "replica-a");
+    assert_string_equal(list.items[0].holder_identity, "replica-a");
     assert_true(list.resource_version[0]);
     kube_lease_list_clear(&list);
     kube_blob_free(&b);
@@ -97,7 +99,7 @@ static void status_of(const char *name, int code, const char *reason, kube_verb 
     assert_int_equal(kube_status_decode((char *)b.data, b.len, &st), 0);
     assert_int_equal(st.code, code);
     assert_string_equal(st.reason, reason);
-    assert_int_equal(kube_map_status(code, &st, verb), want);
+    assert_int_equal(store_kube_map_status(code, &st, verb), want);
     kube_status_message(code, &st, msg, sizeof msg);
     if (strncmp(msg, msg_prefix, strlen(msg_prefix)) != 0)
         fail_msg("%s: \"%s\" does not start with \"%s\"", name, msg, msg_prefix);
@@ -111,12 +113,12 @@ static void test_recorded_statuses(void **state)
               STORE_EXISTS,
               "apiserver: 409 AlreadyExists: leases.coordination.k8s.io \"demo\" "
               "already exists");
-    status_of("update_409_conflict.json", 409, "Conflict", KUBE_VERB_UPDATE, STORE_CONFLICT,
+    status_of("update_409_conflict.json", 409, "Conflict", KUBE_VERB_PATCH, STORE_CONFLICT,
               "apiserver: 409 Conflict: Operation cannot be fulfilled on "
               "leases.coordination.k8s.io \"demo\": the object has been modified");
     status_of("delete_409_conflict.json", 409, "Conflict", KUBE_VERB_DELETE, STORE_CONFLICT,
               "apiserver: 409 Conflict: Operation cannot be fulfilled");
-    status_of("update_422_invalid.json", 422, "Invalid", KUBE_VERB_UPDATE, STORE_INVALID,
+    status_of("update_422_invalid.json", 422, "Invalid", KUBE_VERB_PATCH, STORE_INVALID,
               "apiserver: 422 Invalid: leases.coordination.k8s.io \"demo\" is invalid");
     status_of("get_404.json", 404, "NotFound", KUBE_VERB_GET, STORE_NOT_FOUND,
               "apiserver: 404 NotFound: leases.coordination.k8s.io \"nope\" not found");
@@ -127,7 +129,7 @@ static void test_recorded_statuses(void **state)
 
     /* A plain DELETE answers a Status of success, not a Lease. */
     kube_blob b = fixture("delete_200.json");
-    store_lease l;
+    kube_lease l;
     char err[256];
     assert_int_equal(kube_lease_decode((char *)b.data, b.len, &l, err, sizeof err), -1);
     assert_non_null(strstr(err, "Status"));
@@ -160,7 +162,7 @@ static void test_recorded_watch_stream_any_split(void **state)
     kube_watch_parser_free(&p);
     assert_int_equal(whole.n, 4);
     assert_int_equal(whole.ev[0].type, KUBE_WATCH_MODIFIED);
-    assert_string_equal(whole.ev[0].lease.holder, "");
+    assert_string_equal(whole.ev[0].lease.holder_identity, "");
     assert_int_equal(whole.ev[1].type, KUBE_WATCH_DELETED);
     assert_string_equal(whole.ev[1].lease.name, "demo");
     assert_int_equal(whole.ev[2].type, KUBE_WATCH_BOOKMARK);

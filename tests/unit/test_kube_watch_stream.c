@@ -49,7 +49,7 @@ static void check_stream(const rec *r)
     assert_string_equal(r->ev[0].lease.resource_version, "77");
     assert_int_equal(r->ev[1].type, KUBE_WATCH_MODIFIED);
     assert_string_equal(r->ev[1].lease.name, "demo");
-    assert_int_equal(r->ev[1].lease.lease_duration_s, 1);
+    assert_int_equal(r->ev[1].lease.lease_duration_seconds, 1);
     assert_int_equal(r->ev[2].type, KUBE_WATCH_BOOKMARK);
     assert_string_equal(r->ev[2].lease.resource_version, "1500");
     assert_int_equal(r->ev[3].type, KUBE_WATCH_DELETED);

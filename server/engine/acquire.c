@@ -1,0 +1,188 @@
+/* Acquisitions and resumes: the writes that start a term. The first standby
+ * candidate acquires a lease that is absent, free, or expired by observed
+ * time, with a larger epoch than any before (docs/design.md, rule 4); a
+ * resuming candidate takes back its own term, here or from another replica
+ * of the service, if it is still valid (docs/design.md, rule 5). One write
+ * at a time per lease; its state (acq_state) changes only in acq_set. A
+ * foreign holder's expiry is a timer at the observed time plus its
+ * leaseDurationSeconds. Engine thread only. */
+#include <string.h>
+
+#include "core/log.h"
+#include "engine/internal.h"
+
+static const char *acq_state_name(acq_state s)
+{
+    static const char *const names[] = {"idle", "acquiring", "resuming"};
+    return names[s];
+}
+
+static void acq_set(lease_state *ls, acq_state state)
+{
+    if (ls->acq.state == state)
+        return;
+    log_event(LOG_DEBUG, "acquisition_state", "ns=%s lease=%s from=%s to=%s", ls->ns, ls->name,
+              acq_state_name(ls->acq.state), acq_state_name(state));
+    ls->acq.state = state;
+}
+
+static void retry_fire(void *arg)
+{
+    engine_try_acquire(arg);
+}
+
+static void acquire_done(void *ctx, const store_result *r)
+{
+    lease_state *ls = ctx;
+    bool resume = ls->acq.state == ACQ_RESUMING;
+    acq_set(ls, ACQ_IDLE);
+    log_event(LOG_DEBUG, "acquire_done", "ns=%s lease=%s status=%s rv=%s", ls->ns, ls->name,
+              store_status_name(r->status),
+              r->status == STORE_OK ? r->lease.resource_version : "-");
+    candidate *c = *engine_campaign_slot(ls->e, ls->acq.campaign_id);
+    int64_t sent = ls->acq.sent_ms;
+    if (r->status == STORE_OK) {
+        if (!c || ls->term) {
+            engine_term_release_unclaimed(ls, &r->lease);
+            return;
+        }
+        engine_term_start(ls, c, &r->lease, sent, resume);
+        return;
+    }
+    if (resume && c) {
+        engine_candidate_end(c, ENGINE_LOST_RESUME_FAILED, 0, r->message);
+        return;
+    }
+    if (r->status == STORE_CONFLICT || r->status == STORE_EXISTS) {
+        /* Lost the race; the watch brings the winner's record. */
+        return;
+    }
+    log_event(LOG_WARN, "acquire_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
+              store_status_name(r->status), log_q(r->message));
+    if (!loop_timer_active(&ls->retry_timer) && c) {
+        int64_t retry = (int64_t)c->req.retry_period_s * 1000;
+        loop_timer_start(&ls->retry_timer, engine_now_ms(ls->e) + retry, retry_fire, ls);
+    }
+}
+
+static void expiry_fire(void *arg)
+{
+    lease_state *ls = arg;
+    /* A foreign holder's last sign of life is its last renewal we saw. */
+    if (!ls->vacant_ms)
+        ls->vacant_ms = ls->observed_ms;
+    engine_notify_watchers(ls, false);
+    engine_notify_standbys(ls);
+    engine_try_acquire(ls);
+}
+
+void engine_schedule_expiry(lease_state *ls)
+{
+    if (!ls->exists || !ls->record.holder[0] || ls->term)
+        return;
+    int64_t due = ls->observed_ms + (int64_t)ls->record.lease_duration_s * 1000 + 1;
+    if (loop_timer_active(&ls->expiry_timer) && ls->expiry_due_ms == due)
+        return;
+    ls->expiry_due_ms = due;
+    loop_timer_start(&ls->expiry_timer, due, expiry_fire, ls);
+}
+
+static void write_for(lease_state *ls, candidate *c, bool create, const store_lease *rec,
+                      bool resume)
+{
+    ls->acq.campaign_id = c->id;
+    ls->acq.sent_ms = engine_now_ms(ls->e);
+    acq_set(ls, resume ? ACQ_RESUMING : ACQ_ACQUIRING);
+    int timeout = engine_request_timeout_ms(c->req.renew_deadline_s);
+    log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
+              ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
+              (int)create);
+    if (create)
+        ls->e->store->ops->create(ls->e->store, rec, timeout, acquire_done, ls);
+    else
+        ls->e->store->ops->update(ls->e->store, rec, timeout, acquire_done, ls);
+}
+
+/* The Lease does not exist: create it, unless the store is volatile and a
+ * previous run of the service may still have holders acting on its grants. */
+static void acquire_absent(lease_state *ls, candidate *c, store_lease *rec, int64_t now)
+{
+    engine *e = ls->e;
+    int64_t grant = engine_grant_ms(e, c->req.retry_period_s);
+    if (e->volatile_store && now < e->started_ms + grant) {
+        if (!loop_timer_active(&ls->retry_timer))
+            loop_timer_start(&ls->retry_timer, e->started_ms + grant, retry_fire, ls);
+        return;
+    }
+    rec->transitions = 1;
+    write_for(ls, c, true, rec, false);
+}
+
+void engine_try_acquire(lease_state *ls)
+{
+    if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
+        return;
+    candidate *c = ls->candidates;
+    while (c && c->state == CAMPAIGN_RESUMING)
+        c = c->next; /* resumes are handled when they arrive */
+    if (!c)
+        return;
+    int64_t now = engine_now_ms(ls->e);
+    store_lease rec = {0};
+    engine_copy_str(rec.ns, sizeof rec.ns, ls->ns);
+    engine_copy_str(rec.name, sizeof rec.name, ls->name);
+    engine_copy_str(rec.holder, sizeof rec.holder, c->req.identity);
+    rec.lease_duration_s = c->req.lease_duration_s;
+    rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
+    if (!ls->exists) {
+        acquire_absent(ls, c, &rec, now);
+        return;
+    }
+    if (!engine_record_expired(ls, now)) {
+        engine_schedule_expiry(ls);
+        return;
+    }
+    /* Every new term gets a larger epoch (docs/design.md, rule 4), even for
+     * the same identity. */
+    rec.transitions = ls->record.transitions + 1;
+    engine_copy_str(rec.resource_version, sizeof rec.resource_version, ls->record.resource_version);
+    write_for(ls, c, false, &rec, false);
+}
+
+/* A candidate asks to resume its term at epoch: reattach to our term, or
+ * take over a term another replica of the service was renewing. */
+void engine_try_resume(lease_state *ls, candidate *c)
+{
+    int64_t now = engine_now_ms(ls->e);
+    term *t = ls->term;
+    if (t && !engine_term_over(t) && strcmp(t->identity, c->req.identity) == 0 &&
+        t->epoch == c->req.resume_epoch && engine_term_valid_for(ls->e, t, now) > 0) {
+        engine_term_reattach(ls, c);
+        return;
+    }
+    if (!t && ls->exists && strcmp(ls->record.holder, c->req.identity) == 0 &&
+        ls->record.transitions == c->req.resume_epoch && !engine_record_expired(ls, now) &&
+        ls->acq.state == ACQ_IDLE) {
+        /* Renew the record as ours; the CAS fails if anyone wrote since. */
+        store_lease rec = ls->record;
+        rec.renew_time_us = engine_wall_us(ls->e);
+        rec.lease_duration_s = c->req.lease_duration_s;
+        engine_campaign_set(c, CAMPAIGN_STANDBY);
+        write_for(ls, c, false, &rec, true);
+        return;
+    }
+    if (ls->acq.state != ACQ_IDLE)
+        return; /* decided when the write in flight completes */
+    engine_candidate_end(
+        c, ENGINE_LOST_RESUME_FAILED, c->req.resume_epoch,
+        "the term to resume is over (the Lease has another holder or epoch, or expired)");
+}
+
+void engine_process_resumes(lease_state *ls)
+{
+    for (candidate *c = ls->candidates, *next; c; c = next) {
+        next = c->next;
+        if (c->state == CAMPAIGN_RESUMING)
+            engine_try_resume(ls, c);
+    }
+}

@@ -1,0 +1,352 @@
+/* The election engine's internals, shared by the files of engine/ and by
+ * nothing else:
+ *
+ *   engine.c    the public API: requests copied into commands and posted to
+ *               the engine thread; start, stop, readiness
+ *   request.c   the commands, run on the engine thread
+ *   lease.c     the lease table, the record cached from the store, and the
+ *               campaigns and watches attached to each lease
+ *   notify.c    what streams are told: standby state, holder changes,
+ *               keep-alives
+ *   term.c      terms: grants, renewals, the guard, the end and the release
+ *   acquire.c   acquisitions and resumes; a foreign holder's expiry
+ *   watch.c     the store's watch events
+ *   sweep.c     forgetting idle leases
+ *   validate.c  request validation (pure)
+ *
+ * Threads: every function here runs on the engine's loop thread, and only
+ * that thread touches the structures below, except the engine fields marked
+ * atomic (read by engine_ready and engine_stop from any thread).
+ *
+ * Time is the loop's (loop_now, engine_now_ms): observed monotonic time for
+ * every expiry and validity (docs/design.md, rule 1); wall time only for
+ * the timestamps written into Leases (engine_wall_us). */
+#ifndef KL_ENGINE_INTERNAL_H
+#define KL_ENGINE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+
+#define ENGINE_BUCKETS 1024
+/* namespace="...",lease="..." with every byte escaped at worst */
+#define ENGINE_LABELS_MAX (2 * STORE_NS_MAX + 2 * STORE_NAME_MAX + 32)
+/* ...,reason="..." */
+#define ENGINE_REASON_LABELS_MAX (ENGINE_LABELS_MAX + 64)
+
+typedef struct lease_state lease_state;
+typedef struct candidate candidate;
+typedef struct watcher watcher;
+typedef struct term term;
+typedef struct pending_get pending_get;
+
+/* Where a campaign is in its life (engine_campaign_set). */
+typedef enum campaign_state {
+    CAMPAIGN_RESUMING, /* asks to resume a term; decided once the lease is synced */
+    CAMPAIGN_STANDBY,  /* waits for the lease (an acquisition may be in flight) */
+    CAMPAIGN_LEADING,  /* owns the lease's term */
+} campaign_state;
+
+struct candidate {
+    candidate *next;      /* in lease_state.candidates, in arrival order */
+    candidate *hash_next; /* in engine.campaigns */
+    uint64_t id;
+    lease_state *ls;
+    campaign_state state;
+    engine_campaign_req req;
+    engine_listener listener;
+};
+
+struct watcher {
+    watcher *next;
+    watcher *hash_next;
+    uint64_t id;
+    lease_state *ls;
+    engine_listener listener;
+    bool sent; /* the current state has been sent at least once */
+    bool last_exists;
+    char last_holder[STORE_HOLDER_MAX];
+    int64_t last_epoch;
+};
+
+/* Where a term is in its life (term.c's term_set). */
+typedef enum term_state {
+    TERM_LEADING,   /* held; the next renewal is scheduled */
+    TERM_RENEWING,  /* held; a renewal is in flight */
+    TERM_ENDING,    /* over; waiting for the renewal in flight */
+    TERM_RELEASING, /* over; the release is in flight */
+} term_state;
+
+/* A term lives while its holder keeps confirming it. The engine renews the
+ * Lease every retry period; each Confirm grants at most
+ *   min(last renewal send time + renewDeadline, now + grant) - now
+ * and granted_until remembers the latest such deadline. When it passes
+ * without a fresher Confirm (holder dead, frozen, or its stream gone), the
+ * term ends and the Lease is released: nobody can still believe in it
+ * (docs/design.md, rule 3). A resignation releases at once. */
+struct term {
+    candidate *owner; /* NULL once its stream is gone (waiting for granted_until) */
+    term_state state;
+    char identity[STORE_HOLDER_MAX];
+    int64_t epoch;
+    int32_t lease_s, renew_s, retry_s;
+    int64_t renewed_sent_ms; /* send time of the last successful write */
+    int64_t granted_until_ms;
+    int64_t confirmed_ms; /* the last grant: the holder's last sign of life */
+    bool release_wanted; /* once over: release the Lease (else just forget the term) */
+    loop_timer renew_timer;
+    loop_timer guard_timer;  /* fires at granted_until / the renew deadline */
+    int64_t renew_sent_ms;   /* send time of the renewal in flight */
+    engine_done resign_done; /* a Resign waiting for the release to land */
+    void *resign_ctx;
+    /* The resourceVersion of this term's last successful write. Renewals and
+     * the release are compare-and-swap on it, not on the latest record seen:
+     * if another replica of the service took over the term (a resume there),
+     * our writes fail instead of overwriting — or releasing — its term. */
+    char rv[STORE_RV_MAX];
+};
+
+/* GetHolder waiting for a watch to sync, or for a consistent read. */
+struct pending_get {
+    pending_get *prev, *next; /* engine.gets */
+    lease_state *ls;
+    engine_done done; /* NULL once answered (at shutdown) */
+    void *ctx;
+};
+
+/* A write that would start a term (acquire.c's acq_set). */
+typedef enum acq_state {
+    ACQ_IDLE,
+    ACQ_ACQUIRING, /* a create or update for a new term is in flight */
+    ACQ_RESUMING,  /* an update renewing a record as a resumed term is in flight */
+} acq_state;
+
+/* Everything the engine knows of one Lease: its last record as seen through
+ * the store's watch, the monotonic time at which that record last changed
+ * (observed time, as client-go judges expiry), the candidates campaigning
+ * here, the holder watchers, and — when one of this engine's candidates
+ * holds the Lease — the term. */
+struct lease_state {
+    lease_state *hash_next;
+    engine *e;
+    char ns[STORE_NS_MAX];
+    char name[STORE_NAME_MAX];
+    store_watch *watch;
+    bool synced;
+    bool exists;
+    store_lease record;
+    int64_t observed_ms;   /* when record last changed, by our clock */
+    /* The last sign of life of the holder before the Lease fell vacant (its
+     * last confirmation or its resignation; for a holder on another replica,
+     * the last renewal observed), what kubelease_failover_seconds measures
+     * the leaderless gap from; 0: held. */
+    int64_t vacant_ms;
+    int64_t transition_ms; /* when holder or epoch last changed */
+    struct {
+        acq_state state;
+        int64_t sent_ms;
+        uint64_t campaign_id; /* the candidate it is for */
+    } acq;
+    candidate *candidates;
+    watcher *watchers;
+    term *term;
+    loop_timer expiry_timer;
+    int64_t expiry_due_ms;
+    loop_timer tick_timer; /* keep-alive to standbys */
+    loop_timer retry_timer;
+    int64_t idle_since_ms; /* when the sweep first found it idle; 0: in use */
+};
+
+struct engine {
+    loop *loop;
+    store *store;
+    int64_t max_grant_ms;
+    bool volatile_store;
+    int64_t idle_forget_ms;
+    int64_t (*wall_clock)(void *ctx);
+    void *wall_clock_ctx;
+    loop_timer sweep_timer; /* runs while any lease is followed */
+    int64_t started_ms;
+    lease_state *leases[ENGINE_BUCKETS];
+    candidate *campaigns[ENGINE_BUCKETS];
+    watcher *watchers[ENGINE_BUCKETS];
+    atomic_uint_fast64_t next_id;
+    atomic_bool reachable;
+    atomic_int unsynced;
+    atomic_bool stopping;
+    /* Engine thread only, mirrored in metrics. */
+    int n_candidates, n_watchers, n_leases;
+    int n_elections;   /* leases with at least one candidate */
+    pending_get *gets; /* GetHolder reads in flight */
+};
+
+/* A request from another thread, run on the engine thread (request.c). */
+typedef enum cmd_kind {
+    CMD_CAMPAIGN,
+    CMD_DETACH,
+    CMD_CONFIRM,
+    CMD_RESIGN,
+    CMD_GET,
+    CMD_LIST,
+    CMD_WATCH,
+    CMD_UNWATCH,
+    CMD_STOP,
+} cmd_kind;
+
+typedef struct cmd {
+    engine *e;
+    cmd_kind kind;
+    uint64_t id;
+    engine_campaign_req req; /* ns, name, identity used by every kind */
+    int64_t epoch;
+    bool consistent;
+    engine_listener listener;
+    engine_done done;
+    void *ctx;
+} cmd;
+
+/* --- small helpers (inline) --- */
+
+static inline int64_t engine_now_ms(const engine *e)
+{
+    return loop_now(e->loop);
+}
+
+/* Wall-clock time for Lease timestamps, µs since the Unix epoch. */
+static inline int64_t engine_wall_us(const engine *e)
+{
+    return e->wall_clock ? e->wall_clock(e->wall_clock_ctx) : wall_us();
+}
+
+/* How long a store request may take: half the renew deadline, at least 0.5 s. */
+static inline int engine_request_timeout_ms(int32_t renew_s)
+{
+    int64_t t = (int64_t)renew_s * 1000 / 2;
+    return t < 500 ? 500 : (int)t;
+}
+
+static inline void engine_copy_str(char *dst, size_t n, const char *src)
+{
+    snprintf(dst, n, "%s", src ? src : "");
+}
+
+static inline void engine_send_event(const engine_listener *l, const engine_event *ev)
+{
+    if (l->on_event)
+        l->on_event(l->ctx, ev);
+}
+
+/* Over: ended, waiting for its renewal to land or its release to be written. */
+static inline bool engine_term_over(const term *t)
+{
+    return t->state == TERM_ENDING || t->state == TERM_RELEASING;
+}
+
+/* --- request.c --- */
+
+/* The loop_fn that runs a posted command and frees it. */
+void engine_cmd_run(void *arg);
+/* Marks the engine stopping, ends every stream and answers every request
+ * still waiting; idempotent. */
+void engine_shutdown(engine *e);
+
+/* --- lease.c --- */
+
+lease_state *engine_lease_find(engine *e, const char *ns, const char *name);
+/* Finds or starts following a lease (its store watch starts). NULL when out
+ * of memory. */
+lease_state *engine_lease_get(engine *e, const char *ns, const char *name);
+/* Unlinks an unused lease_state from the table, removes its metric series,
+ * stops what runs for it and frees it. */
+void engine_lease_forget(lease_state *ls);
+/* Stops what runs for a lease_state and frees it, without callbacks (the
+ * caller has unlinked it, or frees the whole engine). */
+void engine_lease_drop(lease_state *ls);
+
+/* The holder as an observer should see it: "" when free or expired. */
+const char *engine_live_holder(const lease_state *ls, int64_t now);
+bool engine_record_expired(const lease_state *ls, int64_t now);
+/* Adopts a record written by this engine (or read back) as the latest state. */
+void engine_adopt_record(lease_state *ls, const store_lease *rec, int64_t now);
+/* True when resourceVersion a is newer than b. */
+bool engine_rv_newer(const char *a, const char *b);
+
+candidate **engine_campaign_slot(engine *e, uint64_t id);
+watcher **engine_watcher_slot(engine *e, uint64_t id);
+/* Links a new candidate (state set by the caller) at the end of its lease's. */
+void engine_candidate_add(lease_state *ls, candidate *c);
+void engine_campaign_set(candidate *c, campaign_state state);
+/* Removes a candidate, sending Lost (when reason != 0) and closing it. */
+void engine_candidate_end(candidate *c, engine_lost_reason reason, int64_t epoch, const char *msg);
+void engine_watcher_add(lease_state *ls, watcher *w);
+/* Removes a watcher and closes it. */
+void engine_watcher_close(watcher *w);
+/* Removes every stream of ls without a callback (engine_free). */
+void engine_lease_drop_streams(lease_state *ls);
+
+const char *engine_lost_reason_name(engine_lost_reason r);
+void engine_lease_labels(const lease_state *ls, char *out, size_t n);
+/* The labels of kubelease_terms_lost_total: the lease's and the reason. */
+void engine_lost_labels(const char *lease_labels, engine_lost_reason r, char *out, size_t n);
+#define ENGINE_N_LOST_REASONS (ENGINE_LOST_EXPIRED + 1)
+
+/* --- notify.c --- */
+
+void engine_notify_candidate(candidate *c);
+/* Tells every standby (candidates that do not lead) the current state. */
+void engine_notify_standbys(lease_state *ls);
+/* Sends the holder state to watchers whose view differs (all when force). */
+void engine_notify_watchers(lease_state *ls, bool force);
+/* Keeps standbys' streams alive: every retry period while any stands by. */
+void engine_tick_ensure(lease_state *ls, int32_t period_s);
+
+/* --- term.c --- */
+
+/* The longest validity one grant may give (the max_grant_ms option, else
+ * the retry period). */
+int64_t engine_grant_ms(const engine *e, int32_t retry_s);
+/* Validity the engine may grant now (docs/design.md, rule 3), 0 when none. */
+int64_t engine_term_valid_for(const engine *e, const term *t, int64_t now);
+/* Records a grant and returns its validity (0: the term cannot be vouched for). */
+int64_t engine_term_grant(lease_state *ls, int64_t now);
+/* ls's term when identity holds it and it is not over, else NULL. */
+term *engine_term_of(lease_state *ls, const char *identity);
+/* Starts a term for c from a record it has just written (sent at sent_ms). */
+void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, int64_t sent_ms,
+                       bool resumed);
+/* Reattaches a resuming candidate to ls's term and tells it it leads. */
+void engine_term_reattach(lease_state *ls, candidate *c);
+/* Ends the term: tells its owner why, and releases the Lease when release is
+ * true (only once nobody can believe in the term any more, or on resign). */
+void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg, bool release);
+/* Gives back at once a Lease acquired for a candidate that left meanwhile. */
+void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec);
+/* Answers a Resign waiting for ls's term, if any (released: the release landed). */
+void engine_term_answer_resign(lease_state *ls, bool released);
+/* Frees ls's term without any callback. */
+void engine_term_free(lease_state *ls);
+
+/* --- acquire.c --- */
+
+/* Starts an acquisition for the first waiting candidate when the Lease is
+ * free, absent, or expired by observed time. */
+void engine_try_acquire(lease_state *ls);
+/* Decides a resuming candidate's request (the lease is synced). */
+void engine_try_resume(lease_state *ls, candidate *c);
+void engine_process_resumes(lease_state *ls);
+/* Plans the acquisition attempt at a foreign holder's expiry. */
+void engine_schedule_expiry(lease_state *ls);
+
+/* --- watch.c --- */
+
+void engine_on_watch(void *ctx, store_event_type type, const store_lease *lease);
+
+/* --- sweep.c --- */
+
+/* Keeps the idle sweep running while any lease is followed. */
+void engine_sweep_ensure(engine *e);
+
+#endif

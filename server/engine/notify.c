@@ -1,0 +1,69 @@
+/* What the streams are told besides a term's own events: standbys (the
+ * candidates that do not lead) learn the holder and epoch, holder watchers
+ * every change of holder, epoch or existence, and standbys get a keep-alive
+ * every retry period so that a stream nobody writes to is seen to live.
+ * Engine thread only. */
+#include <string.h>
+
+#include "engine/internal.h"
+
+void engine_notify_candidate(candidate *c)
+{
+    lease_state *ls = c->ls;
+    engine_event ev = {.kind = ENGINE_EVENT_CANDIDATE};
+    engine_copy_str(ev.holder, sizeof ev.holder, engine_live_holder(ls, engine_now_ms(ls->e)));
+    ev.epoch = ls->exists ? ls->record.transitions : 0;
+    engine_send_event(&c->listener, &ev);
+}
+
+void engine_notify_standbys(lease_state *ls)
+{
+    for (candidate *c = ls->candidates; c; c = c->next)
+        if (c->state != CAMPAIGN_LEADING)
+            engine_notify_candidate(c);
+}
+
+void engine_notify_watchers(lease_state *ls, bool force)
+{
+    if (!ls->synced)
+        return;
+    const char *holder = engine_live_holder(ls, engine_now_ms(ls->e));
+    int64_t epoch = ls->exists ? ls->record.transitions : 0;
+    for (watcher *w = ls->watchers; w; w = w->next) {
+        if (!force && w->sent && w->last_exists == ls->exists && w->last_epoch == epoch &&
+            strcmp(w->last_holder, holder) == 0)
+            continue;
+        w->sent = true;
+        w->last_exists = ls->exists;
+        w->last_epoch = epoch;
+        engine_copy_str(w->last_holder, sizeof w->last_holder, holder);
+        engine_event ev = {.kind = ENGINE_EVENT_HOLDER, .exists = ls->exists, .epoch = epoch};
+        engine_copy_str(ev.holder, sizeof ev.holder, holder);
+        engine_send_event(&w->listener, &ev);
+    }
+}
+
+/* The keep-alive: every standby hears the current state, then again after
+ * the shortest retry period among them; it stops when none stands by. */
+static void tick_fire(void *arg)
+{
+    lease_state *ls = arg;
+    int32_t period = 0;
+    for (candidate *c = ls->candidates; c; c = c->next) {
+        if (c->state == CAMPAIGN_LEADING)
+            continue;
+        engine_notify_candidate(c);
+        if (!period || c->req.retry_period_s < period)
+            period = c->req.retry_period_s;
+    }
+    if (period)
+        loop_timer_start(&ls->tick_timer, engine_now_ms(ls->e) + (int64_t)period * 1000, tick_fire,
+                         ls);
+}
+
+void engine_tick_ensure(lease_state *ls, int32_t period_s)
+{
+    if (!loop_timer_active(&ls->tick_timer))
+        loop_timer_start(&ls->tick_timer, engine_now_ms(ls->e) + (int64_t)period_s * 1000,
+                         tick_fire, ls);
+}

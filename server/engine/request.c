@@ -1,0 +1,405 @@
+/* The commands other threads post (engine.c), run on the engine thread:
+ * campaigns and holder watches (streams), Confirm, Resign, GetHolder and
+ * ListLeases (unary), and the stop. Once the engine stops, every stream
+ * ends and every request still waiting is answered, here, on the engine
+ * thread; commands that arrive later are refused the same way. Each unary
+ * request is answered exactly once. Engine thread only. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "engine/internal.h"
+
+#define SHUTDOWN_MSG "the service is shutting down; resume on another replica"
+
+/* How a store failure answers a request, in one place. The store refusing
+ * the request (INVALID) or failing inside (INTERNAL) is not the caller's
+ * fault, and another try, or another replica of the service, may succeed:
+ * UNAVAILABLE, as when the store cannot be reached. */
+static const engine_code code_of_store[] = {
+    [STORE_OK] = ENGINE_OK,
+    [STORE_NOT_FOUND] = ENGINE_NOT_FOUND,
+    [STORE_EXISTS] = ENGINE_ALREADY_EXISTS,
+    [STORE_CONFLICT] = ENGINE_FAILED_PRECONDITION,
+    [STORE_UNAVAILABLE] = ENGINE_UNAVAILABLE,
+    [STORE_FORBIDDEN] = ENGINE_PERMISSION_DENIED,
+    [STORE_INVALID] = ENGINE_UNAVAILABLE,
+    [STORE_INTERNAL] = ENGINE_UNAVAILABLE,
+};
+
+static engine_code engine_code_of(store_status s)
+{
+    return (unsigned)s < sizeof code_of_store / sizeof code_of_store[0] ? code_of_store[s]
+                                                                        : ENGINE_UNAVAILABLE;
+}
+
+static void reply_code(engine_done done, void *ctx, engine_code code, const char *msg)
+{
+    engine_reply r = {.code = code};
+    engine_copy_str(r.message, sizeof r.message, msg);
+    done(ctx, &r);
+}
+
+/* Ends a stream the engine never took on: Lost (campaigns), then on_close. */
+static void refuse_stream(const engine_listener *l, bool campaign, engine_lost_reason reason,
+                          const char *msg)
+{
+    if (campaign) {
+        engine_event ev = {.kind = ENGINE_EVENT_LOST, .reason = reason};
+        engine_copy_str(ev.message, sizeof ev.message, msg);
+        engine_send_event(l, &ev);
+    }
+    if (l->on_close)
+        l->on_close(l->ctx);
+}
+
+/* ---------- streams ---------- */
+
+static void do_campaign(cmd *k)
+{
+    candidate *c = calloc(1, sizeof *c);
+    lease_state *ls = c ? engine_lease_get(k->e, k->req.ns, k->req.name) : NULL;
+    if (!ls) {
+        free(c);
+        refuse_stream(&k->listener, true, ENGINE_LOST_UNSPECIFIED, "out of memory");
+        return;
+    }
+    c->id = k->id;
+    c->req = k->req;
+    c->listener = k->listener;
+    c->state = c->req.resume_epoch != 0 ? CAMPAIGN_RESUMING : CAMPAIGN_STANDBY;
+    /* A resume may replace a stream the service has not yet seen break. */
+    bool duplicate = false;
+    for (candidate *o = ls->candidates; o && c->state != CAMPAIGN_RESUMING; o = o->next)
+        duplicate |= strcmp(o->req.identity, c->req.identity) == 0;
+    engine_candidate_add(ls, c);
+    if (duplicate) {
+        engine_candidate_end(
+            c, ENGINE_LOST_EXPIRED, 0,
+            "already campaigning: another live campaign has this lease and identity");
+        return;
+    }
+    log_event(LOG_INFO, "campaign", "ns=%s lease=%s identity=%s resume_epoch=%lld", ls->ns,
+              ls->name, log_q(c->req.identity), (long long)c->req.resume_epoch);
+    engine_tick_ensure(ls, c->req.retry_period_s);
+    if (c->state == CAMPAIGN_RESUMING) {
+        if (ls->synced)
+            engine_try_resume(ls, c);
+        return;
+    }
+    if (ls->synced)
+        engine_notify_candidate(c);
+    engine_try_acquire(ls);
+}
+
+static void do_detach(cmd *k)
+{
+    candidate *c = *engine_campaign_slot(k->e, k->id);
+    if (!c)
+        return;
+    lease_state *ls = c->ls;
+    log_event(LOG_INFO, "client_gone", "ns=%s lease=%s identity=%s", ls->ns, ls->name,
+              log_q(c->req.identity));
+    /* If it led, the term stays until granted_until passes (the guard timer
+     * then releases), unless the client resumes before that. */
+    engine_candidate_end(c, ENGINE_LOST_UNSPECIFIED, 0, NULL);
+}
+
+static void do_watch(cmd *k)
+{
+    watcher *w = calloc(1, sizeof *w);
+    lease_state *ls = w ? engine_lease_get(k->e, k->req.ns, k->req.name) : NULL;
+    if (!ls) {
+        free(w);
+        refuse_stream(&k->listener, false, ENGINE_LOST_UNSPECIFIED, NULL);
+        return;
+    }
+    w->id = k->id;
+    w->listener = k->listener;
+    engine_watcher_add(ls, w);
+    if (ls->synced)
+        engine_notify_watchers(ls, false);
+}
+
+static void do_unwatch(cmd *k)
+{
+    watcher *w = *engine_watcher_slot(k->e, k->id);
+    if (w)
+        engine_watcher_close(w);
+}
+
+/* ---------- unary requests ---------- */
+
+static void do_confirm(cmd *k)
+{
+    lease_state *ls = engine_lease_find(k->e, k->req.ns, k->req.name);
+    term *t = engine_term_of(ls, k->req.identity);
+    if (!t) {
+        bool campaigning = false;
+        for (candidate *c = ls ? ls->candidates : NULL; c; c = c->next)
+            campaigning |= strcmp(c->req.identity, k->req.identity) == 0;
+        reply_code(k->done, k->ctx, campaigning ? ENGINE_FAILED_PRECONDITION : ENGINE_NOT_FOUND,
+                   campaigning ? "not the holder: the term is over"
+                               : "no campaign for this lease and identity");
+        return;
+    }
+    if (t->epoch != k->epoch || !t->owner) {
+        reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
+                   t->epoch != k->epoch ? "epoch mismatch: that term is over"
+                                        : "the campaign stream is gone; resume it first");
+        return;
+    }
+    engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
+    r.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
+    if (r.valid_for_ms <= 0) {
+        reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
+                   "the term could not be renewed in time");
+        return;
+    }
+    k->done(k->ctx, &r);
+}
+
+static void do_resign(cmd *k)
+{
+    lease_state *ls = engine_lease_find(k->e, k->req.ns, k->req.name);
+    engine_reply r = {.code = ENGINE_OK};
+    if (!ls) {
+        k->done(k->ctx, &r);
+        return;
+    }
+    term *t = engine_term_of(ls, k->req.identity);
+    for (candidate *c = ls->candidates, *next; c; c = next) {
+        next = c->next;
+        if (strcmp(c->req.identity, k->req.identity) == 0 && (!t || t->owner != c))
+            engine_candidate_end(c, ENGINE_LOST_RESIGNED, 0, "resigned");
+    }
+    if (t) {
+        /* Answered once the release has landed (or could not be written). */
+        t->resign_done = k->done;
+        t->resign_ctx = k->ctx;
+        engine_term_end(ls, ENGINE_LOST_RESIGNED, "resigned", true);
+        return;
+    }
+    k->done(k->ctx, &r);
+}
+
+static void fill_holder_reply(lease_state *ls, engine_reply *r, int64_t now)
+{
+    r->code = ENGINE_OK;
+    r->exists = ls->exists;
+    engine_copy_str(r->holder, sizeof r->holder, engine_live_holder(ls, now));
+    r->epoch = ls->record.transitions;
+    r->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
+}
+
+static void fill_not_found(lease_state *ls, engine_reply *r)
+{
+    r->code = ENGINE_NOT_FOUND;
+    snprintf(r->message, sizeof r->message, "lease %.60s/%.150s not found", ls->ns, ls->name);
+}
+
+static void get_done(void *ctx, const store_result *res)
+{
+    pending_get *p = ctx;
+    lease_state *ls = p->ls;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        ls->e->gets = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    engine_reply r = {0};
+    int64_t now = engine_now_ms(ls->e);
+    if (res->status == STORE_OK) {
+        if (!ls->exists ||
+            engine_rv_newer(res->lease.resource_version, ls->record.resource_version)) {
+            bool unseen = !ls->exists;
+            engine_adopt_record(ls, &res->lease, now);
+            if (unseen)
+                engine_schedule_expiry(ls);
+        }
+        fill_holder_reply(ls, &r, now);
+    } else if (res->status == STORE_NOT_FOUND) {
+        fill_not_found(ls, &r);
+    } else {
+        r.code = engine_code_of(res->status);
+        engine_copy_str(r.message, sizeof r.message, res->message);
+    }
+    if (p->done)
+        p->done(p->ctx, &r);
+    free(p);
+}
+
+static void do_get(cmd *k)
+{
+    engine *e = k->e;
+    lease_state *ls = engine_lease_get(e, k->req.ns, k->req.name);
+    if (!ls) {
+        reply_code(k->done, k->ctx, ENGINE_INTERNAL, "out of memory");
+        return;
+    }
+    ls->idle_since_ms = 0; /* a read is a use: a polled lease stays followed */
+    if (ls->synced && !k->consistent) {
+        engine_reply r = {0};
+        if (!ls->exists)
+            fill_not_found(ls, &r);
+        else
+            fill_holder_reply(ls, &r, engine_now_ms(e));
+        k->done(k->ctx, &r);
+        return;
+    }
+    /* Not in the cache yet (the watch just started), or asked for a
+     * consistent read: read from the store. */
+    pending_get *p = calloc(1, sizeof *p);
+    if (!p) {
+        reply_code(k->done, k->ctx, ENGINE_INTERNAL, "out of memory");
+        return;
+    }
+    p->ls = ls;
+    p->done = k->done;
+    p->ctx = k->ctx;
+    p->next = e->gets;
+    if (p->next)
+        p->next->prev = p;
+    e->gets = p;
+    e->store->ops->get(e->store, ls->ns, ls->name, 2000, get_done, p);
+}
+
+static bool listed(const lease_state *ls)
+{
+    return ls->exists || ls->candidates || ls->watchers;
+}
+
+static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t now)
+{
+    engine_copy_str(row->ns, sizeof row->ns, ls->ns);
+    engine_copy_str(row->name, sizeof row->name, ls->name);
+    engine_copy_str(row->holder, sizeof row->holder, engine_live_holder(ls, now));
+    row->epoch = ls->record.transitions;
+    row->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
+    row->lease_duration_s = ls->record.lease_duration_s;
+    if (ls->term && ls->term->granted_until_ms > now)
+        row->valid_for_ms = ls->term->granted_until_ms - now;
+    for (const candidate *c = ls->candidates; c; c = c->next)
+        row->candidates++;
+    for (const watcher *w = ls->watchers; w; w = w->next)
+        row->watchers++;
+}
+
+static void do_list(cmd *k)
+{
+    engine *e = k->e;
+    size_t n = 0, i = 0;
+    for (unsigned b = 0; b < ENGINE_BUCKETS; b++)
+        for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next)
+            n += listed(ls);
+    engine_lease_status *rows = calloc(n ? n : 1, sizeof *rows);
+    if (!rows) {
+        reply_code(k->done, k->ctx, ENGINE_INTERNAL, "out of memory");
+        return;
+    }
+    int64_t now = engine_now_ms(e);
+    for (unsigned b = 0; b < ENGINE_BUCKETS; b++)
+        for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next)
+            if (listed(ls))
+                fill_row(ls, &rows[i++], now);
+    engine_reply r = {.code = ENGINE_OK, .n_leases = i, .leases = rows};
+    k->done(k->ctx, &r);
+    free(rows);
+}
+
+/* ---------- stop ---------- */
+
+void engine_shutdown(engine *e)
+{
+    atomic_store(&e->stopping, true);
+    for (unsigned b = 0; b < ENGINE_BUCKETS; b++) {
+        for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next) {
+            /* Held Leases are kept: their holders resume on another replica
+             * (docs/design.md, rule 5). */
+            while (ls->candidates) {
+                candidate *c = ls->candidates;
+                int64_t epoch = c->state == CAMPAIGN_LEADING ? ls->term->epoch : 0;
+                engine_candidate_end(c, ENGINE_LOST_SHUTDOWN, epoch, SHUTDOWN_MSG);
+            }
+            while (ls->watchers)
+                engine_watcher_close(ls->watchers);
+            engine_term_answer_resign(ls, false);
+        }
+    }
+    for (pending_get *p = e->gets; p; p = p->next) {
+        if (p->done) {
+            reply_code(p->done, p->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
+            p->done = NULL; /* the read may still complete: it answers nobody */
+        }
+    }
+}
+
+static void do_stop(cmd *k)
+{
+    engine_shutdown(k->e);
+    loop_stop(k->e->loop);
+}
+
+/* A command that arrives once the engine has stopped starts nothing. */
+static void refuse(cmd *k)
+{
+    switch (k->kind) {
+    case CMD_CAMPAIGN:
+        refuse_stream(&k->listener, true, ENGINE_LOST_SHUTDOWN, SHUTDOWN_MSG);
+        break;
+    case CMD_WATCH:
+        refuse_stream(&k->listener, false, ENGINE_LOST_UNSPECIFIED, NULL);
+        break;
+    case CMD_CONFIRM:
+    case CMD_RESIGN:
+    case CMD_GET:
+    case CMD_LIST:
+        reply_code(k->done, k->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
+        break;
+    case CMD_DETACH:
+    case CMD_UNWATCH:
+    case CMD_STOP:
+        break;
+    }
+}
+
+void engine_cmd_run(void *arg)
+{
+    cmd *k = arg;
+    if (atomic_load(&k->e->stopping) && k->kind != CMD_STOP) {
+        refuse(k);
+        free(k);
+        return;
+    }
+    switch (k->kind) {
+    case CMD_CAMPAIGN:
+        do_campaign(k);
+        break;
+    case CMD_DETACH:
+        do_detach(k);
+        break;
+    case CMD_CONFIRM:
+        do_confirm(k);
+        break;
+    case CMD_RESIGN:
+        do_resign(k);
+        break;
+    case CMD_GET:
+        do_get(k);
+        break;
+    case CMD_LIST:
+        do_list(k);
+        break;
+    case CMD_WATCH:
+        do_watch(k);
+        break;
+    case CMD_UNWATCH:
+        do_unwatch(k);
+        break;
+    case CMD_STOP:
+        do_stop(k);
+        break;
+    }
+    free(k);
+}

@@ -1,0 +1,383 @@
+/* Terms: a lease held by one of this engine's candidates. A term starts from
+ * the record its acquisition wrote, is renewed every retry period, grants
+ * validity to its holder on each Confirm (never beyond the last renewal's
+ * send time plus the renew deadline), and ends when its holder resigns, its
+ * validity runs out unconfirmed, a renewal cannot land in time, or another
+ * writer takes the Lease. A term that ends is released only once nobody can
+ * still believe in it (docs/design.md, rule 3). Its life is one state
+ * (term_state), changed only in term_set. Engine thread only. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/metrics.h"
+#include "engine/internal.h"
+
+static void term_schedule_guard(lease_state *ls);
+static void term_finish(lease_state *ls);
+
+static const char *term_state_name(term_state s)
+{
+    static const char *const names[] = {"leading", "renewing", "ending", "releasing"};
+    return names[s];
+}
+
+static void term_set(lease_state *ls, term *t, term_state state)
+{
+    if (t->state == state)
+        return;
+    log_event(LOG_DEBUG, "term_state", "ns=%s lease=%s epoch=%lld from=%s to=%s", ls->ns, ls->name,
+              (long long)t->epoch, term_state_name(t->state), term_state_name(state));
+    t->state = state;
+}
+
+static term *term_new(lease_state *ls)
+{
+    term *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    loop_timer_init(ls->e->loop, &t->renew_timer);
+    loop_timer_init(ls->e->loop, &t->guard_timer);
+    return t;
+}
+
+/* ---------- grants ---------- */
+
+int64_t engine_grant_ms(const engine *e, int32_t retry_s)
+{
+    return e->max_grant_ms > 0 ? e->max_grant_ms : (int64_t)retry_s * 1000;
+}
+
+int64_t engine_term_valid_for(const engine *e, const term *t, int64_t now)
+{
+    int64_t until = t->renewed_sent_ms + (int64_t)t->renew_s * 1000;
+    int64_t v = until - now;
+    int64_t g = engine_grant_ms(e, t->retry_s);
+    if (v > g)
+        v = g;
+    return v > 0 ? v : 0;
+}
+
+int64_t engine_term_grant(lease_state *ls, int64_t now)
+{
+    term *t = ls->term;
+    int64_t v = engine_term_valid_for(ls->e, t, now);
+    if (v > 0)
+        t->confirmed_ms = now;
+    if (v > 0 && now + v > t->granted_until_ms) {
+        t->granted_until_ms = now + v;
+        term_schedule_guard(ls);
+    }
+    return v;
+}
+
+term *engine_term_of(lease_state *ls, const char *identity)
+{
+    if (!ls || !ls->term || engine_term_over(ls->term) || strcmp(ls->term->identity, identity) != 0)
+        return NULL;
+    return ls->term;
+}
+
+/* ---------- the guard: the renew deadline and granted_until ---------- */
+
+static void guard_fire(void *arg)
+{
+    lease_state *ls = arg;
+    term *t = ls->term;
+    int64_t now = engine_now_ms(ls->e);
+    int64_t renew_deadline = t->renewed_sent_ms + (int64_t)t->renew_s * 1000;
+    if (now >= renew_deadline) {
+        engine_term_end(ls, ENGINE_LOST_RENEW_FAILED,
+                        "the Lease could not be renewed within the renew deadline", true);
+    } else if (now >= t->granted_until_ms) {
+        engine_term_end(
+            ls, ENGINE_LOST_EXPIRED,
+            t->owner ? "the term was not confirmed in time" : "the holder's stream is gone", true);
+    } else {
+        term_schedule_guard(ls);
+    }
+}
+
+static void term_schedule_guard(lease_state *ls)
+{
+    term *t = ls->term;
+    int64_t renew_deadline = t->renewed_sent_ms + (int64_t)t->renew_s * 1000;
+    int64_t due = t->granted_until_ms < renew_deadline ? t->granted_until_ms : renew_deadline;
+    loop_timer_start(&t->guard_timer, due, guard_fire, ls);
+}
+
+/* ---------- renewals ---------- */
+
+static void renew_fire(void *arg);
+
+static void schedule_renew(lease_state *ls, int64_t due)
+{
+    loop_timer_start(&ls->term->renew_timer, due, renew_fire, ls);
+}
+
+/* Tells the holder the term goes on. A heartbeat reports what remains of
+ * the validity already granted and never extends it: only Confirm does, so
+ * that a holder that stopped confirming (dead or frozen) loses the term even
+ * while its socket still accepts data. */
+static void heartbeat(lease_state *ls)
+{
+    term *t = ls->term;
+    if (!t || !t->owner)
+        return;
+    int64_t left = t->granted_until_ms - engine_now_ms(ls->e);
+    engine_event ev = {.kind = ENGINE_EVENT_HEARTBEAT, .epoch = t->epoch};
+    ev.valid_for_ms = left > 0 ? left : 0;
+    engine_send_event(&t->owner->listener, &ev);
+}
+
+/* A renewal that landed after the term ended: the release (if wanted) is
+ * compare-and-swap on what it wrote; a conflict means the Lease is no
+ * longer ours to release. */
+static void renew_done_ending(lease_state *ls, const store_result *r, int64_t now)
+{
+    term *t = ls->term;
+    if (r->status == STORE_OK) {
+        engine_copy_str(t->rv, sizeof t->rv, r->lease.resource_version);
+        engine_adopt_record(ls, &r->lease, now);
+    } else if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
+        t->release_wanted = false;
+    }
+    term_finish(ls);
+}
+
+static void renew_done(void *ctx, const store_result *r)
+{
+    lease_state *ls = ctx;
+    term *t = ls->term;
+    int64_t sent = t->renew_sent_ms;
+    int64_t now = engine_now_ms(ls->e);
+    /* A term is never freed while its renewal is in flight (term_end waits). */
+    if (t->state == TERM_ENDING) {
+        renew_done_ending(ls, r, now);
+        return;
+    }
+    term_set(ls, t, TERM_LEADING);
+    if (r->status == STORE_OK) {
+        metrics_add("kubelease_renewals_total", "", 1);
+        engine_copy_str(t->rv, sizeof t->rv, r->lease.resource_version);
+        t->renewed_sent_ms = sent;
+        engine_adopt_record(ls, &r->lease, now);
+        term_schedule_guard(ls);
+        schedule_renew(ls, sent + (int64_t)t->retry_s * 1000);
+        heartbeat(ls);
+        return;
+    }
+    if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
+        /* Someone else wrote the Lease: the term is over, and the Lease is
+         * no longer ours to release. */
+        engine_term_end(ls,
+                        r->status == STORE_CONFLICT ? ENGINE_LOST_SUPERSEDED : ENGINE_LOST_DELETED,
+                        r->message, false);
+        return;
+    }
+    log_event(LOG_WARN, "renew_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
+              store_status_name(r->status), log_q(r->message));
+    char st[64];
+    snprintf(st, sizeof st, "status=\"%s\"", store_status_name(r->status));
+    metrics_add("kubelease_renewal_failures_total", st, 1);
+    /* Retry soon; the guard ends the term at the renew deadline. */
+    int64_t retry = (int64_t)t->retry_s * 1000 / 2;
+    schedule_renew(ls, now + (retry < 200 ? 200 : retry));
+}
+
+static void renew_fire(void *arg)
+{
+    lease_state *ls = arg;
+    term *t = ls->term;
+    /* A term whose stream is gone is not renewed: it ends at granted_until. */
+    if (t->state != TERM_LEADING || !t->owner)
+        return;
+    t->renew_sent_ms = engine_now_ms(ls->e);
+    term_set(ls, t, TERM_RENEWING);
+    store_lease rec = ls->record;
+    engine_copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
+    engine_copy_str(rec.holder, sizeof rec.holder, t->identity);
+    rec.transitions = t->epoch;
+    rec.renew_time_us = engine_wall_us(ls->e);
+    rec.lease_duration_s = t->lease_s;
+    ls->e->store->ops->update(ls->e->store, &rec, engine_request_timeout_ms(t->renew_s), renew_done,
+                              ls);
+}
+
+/* ---------- start ---------- */
+
+/* The metrics and log of a term that starts (or resumes from the store). */
+static void term_started(lease_state *ls, int64_t valid_for_ms, bool resumed, int64_t now)
+{
+    term *t = ls->term;
+    log_event(LOG_INFO, resumed ? "term_resumed" : "term_started",
+              "ns=%s lease=%s identity=%s epoch=%lld valid_for_ms=%lld", ls->ns, ls->name,
+              log_q(t->identity), (long long)t->epoch, (long long)valid_for_ms);
+    char labels[ENGINE_LABELS_MAX];
+    engine_lease_labels(ls, labels, sizeof labels);
+    metrics_add("kubelease_terms_started_total", labels, 1);
+    metrics_set("kubelease_leader", labels, 1);
+    if (ls->vacant_ms && !resumed)
+        metrics_observe("kubelease_failover_seconds", "", (double)(now - ls->vacant_ms) / 1000.0);
+    ls->vacant_ms = 0;
+}
+
+void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, int64_t sent_ms,
+                       bool resumed)
+{
+    term *t = term_new(ls);
+    if (!t) {
+        engine_candidate_end(c, ENGINE_LOST_RENEW_FAILED, 0, "out of memory");
+        return;
+    }
+    t->owner = c;
+    engine_copy_str(t->identity, sizeof t->identity, c->req.identity);
+    t->epoch = rec->transitions;
+    t->lease_s = c->req.lease_duration_s;
+    t->renew_s = c->req.renew_deadline_s;
+    t->retry_s = c->req.retry_period_s;
+    t->renewed_sent_ms = sent_ms;
+    engine_copy_str(t->rv, sizeof t->rv, rec->resource_version);
+    ls->term = t;
+    engine_campaign_set(c, CAMPAIGN_LEADING);
+    int64_t now = engine_now_ms(ls->e);
+    engine_adopt_record(ls, rec, now);
+    engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = resumed};
+    ev.valid_for_ms = engine_term_grant(ls, now);
+    if (ev.valid_for_ms <= 0) {
+        engine_term_end(ls, ENGINE_LOST_RENEW_FAILED,
+                        "the acquisition took longer than the renew deadline", true);
+        return;
+    }
+    engine_send_event(&c->listener, &ev);
+    term_started(ls, ev.valid_for_ms, resumed, now);
+    schedule_renew(ls, sent_ms + (int64_t)t->retry_s * 1000);
+    engine_notify_standbys(ls);
+    engine_notify_watchers(ls, false);
+}
+
+void engine_term_reattach(lease_state *ls, candidate *c)
+{
+    term *t = ls->term;
+    if (t->owner && t->owner != c)
+        engine_candidate_end(t->owner, ENGINE_LOST_EXPIRED, t->epoch,
+                             "replaced by a resumed campaign");
+    t->owner = c;
+    engine_campaign_set(c, CAMPAIGN_LEADING);
+    engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
+    ev.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
+    log_event(LOG_INFO, "term_resumed", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns, ls->name,
+              log_q(t->identity), (long long)t->epoch);
+    engine_send_event(&c->listener, &ev);
+}
+
+/* ---------- end and release ---------- */
+
+void engine_term_answer_resign(lease_state *ls, bool released)
+{
+    term *t = ls->term;
+    if (!t || !t->resign_done)
+        return;
+    engine_done done = t->resign_done;
+    t->resign_done = NULL;
+    engine_reply r = {.code = ENGINE_OK, .released = released, .epoch = t->epoch};
+    done(t->resign_ctx, &r);
+}
+
+void engine_term_free(lease_state *ls)
+{
+    term *t = ls->term;
+    if (!t)
+        return;
+    loop_timer_stop(&t->renew_timer);
+    loop_timer_stop(&t->guard_timer);
+    ls->term = NULL;
+    free(t);
+}
+
+void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg, bool release)
+{
+    term *t = ls->term;
+    if (!t || engine_term_over(t))
+        return;
+    log_event(reason == ENGINE_LOST_RESIGNED ? LOG_INFO : LOG_WARN, "term_lost",
+              "ns=%s lease=%s identity=%s epoch=%lld reason=%s released=%d msg=%s", ls->ns,
+              ls->name, log_q(t->identity), (long long)t->epoch, engine_lost_reason_name(reason),
+              (int)release, log_q(msg));
+    char labels[ENGINE_LABELS_MAX], with_reason[ENGINE_REASON_LABELS_MAX];
+    engine_lease_labels(ls, labels, sizeof labels);
+    engine_lost_labels(labels, reason, with_reason, sizeof with_reason);
+    metrics_add("kubelease_terms_lost_total", with_reason, 1);
+    metrics_set("kubelease_leader", labels, 0);
+    /* A resignation is the holder's last word; otherwise (it died, froze or
+     * lost its connection) its last confirmation was its last sign of life. */
+    ls->vacant_ms =
+        reason == ENGINE_LOST_RESIGNED || !t->confirmed_ms ? engine_now_ms(ls->e) : t->confirmed_ms;
+    if (t->owner)
+        engine_candidate_end(t->owner, reason, t->epoch, msg);
+    loop_timer_stop(&t->renew_timer);
+    loop_timer_stop(&t->guard_timer);
+    bool renewing = t->state == TERM_RENEWING;
+    term_set(ls, t, TERM_ENDING);
+    t->release_wanted = release;
+    if (!renewing)
+        term_finish(ls);
+}
+
+static void release_done(void *ctx, const store_result *r)
+{
+    lease_state *ls = ctx;
+    if (r->status == STORE_OK)
+        engine_adopt_record(ls, &r->lease, engine_now_ms(ls->e));
+    else
+        log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
+                  store_status_name(r->status), log_q(r->message));
+    engine_term_answer_resign(ls, r->status == STORE_OK);
+    engine_term_free(ls);
+    engine_notify_watchers(ls, false);
+    engine_notify_standbys(ls);
+    engine_try_acquire(ls);
+}
+
+/* The second half of term_end, once no renewal of the term is in flight:
+ * release the Lease if asked and it is still this term's, else forget it. */
+static void term_finish(lease_state *ls)
+{
+    term *t = ls->term;
+    if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
+        ls->record.transitions != t->epoch) {
+        engine_term_answer_resign(ls, false);
+        engine_term_free(ls);
+        engine_try_acquire(ls);
+        return;
+    }
+    term_set(ls, t, TERM_RELEASING);
+    /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
+    store_lease rel = ls->record;
+    engine_copy_str(rel.resource_version, sizeof rel.resource_version, t->rv);
+    rel.transitions = t->epoch;
+    rel.holder[0] = '\0';
+    rel.lease_duration_s = 1;
+    rel.acquire_time_us = rel.renew_time_us = engine_wall_us(ls->e);
+    ls->e->store->ops->update(ls->e->store, &rel, engine_request_timeout_ms(t->renew_s),
+                              release_done, ls);
+}
+
+/* An acquisition whose candidate left while it was being written: nobody
+ * was told it was elected, so the Lease is given back at once, through the
+ * same release path as a term's. */
+void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec)
+{
+    engine_adopt_record(ls, rec, engine_now_ms(ls->e));
+    term *t = ls->term ? NULL : term_new(ls);
+    if (!t)
+        return; /* out of memory (or a term exists): the Lease expires by itself */
+    engine_copy_str(t->identity, sizeof t->identity, rec->holder);
+    engine_copy_str(t->rv, sizeof t->rv, rec->resource_version);
+    t->epoch = rec->transitions;
+    t->renew_s = t->retry_s = t->lease_s = 2;
+    t->state = TERM_ENDING; /* born over */
+    t->release_wanted = true;
+    ls->term = t;
+    term_finish(ls);
+}

@@ -1,0 +1,55 @@
+/* The Kubernetes API's own vocabulary, as kube-apiserver speaks it: the
+ * coordination.k8s.io/v1 Lease, a Status (the body of an error response or
+ * of a watch ERROR event) and the verbs. Plain values and pure functions: no
+ * I/O, no global state, any thread. kube/ knows nothing of the store; the
+ * Kubernetes store (store/kube_map.c) maps these types to its own. */
+#ifndef KL_KUBE_API_H
+#define KL_KUBE_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Field sizes, NUL included: what apimachinery allows for names, and what
+ * kubelease accepts for the rest (longer values are decoding errors). */
+#define KUBE_NS_MAX     64  /* DNS-1123 label: 63 bytes + NUL */
+#define KUBE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
+#define KUBE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
+#define KUBE_RV_MAX     64
+
+/* A coordination.k8s.io/v1 Lease: its metadata and spec fields. Plain value:
+ * copy it with '='. */
+typedef struct kube_lease {
+    char ns[KUBE_NS_MAX];                  /* metadata.namespace */
+    char name[KUBE_NAME_MAX];              /* metadata.name */
+    char resource_version[KUBE_RV_MAX];    /* metadata.resourceVersion; "" when unset */
+    char holder_identity[KUBE_HOLDER_MAX]; /* spec.holderIdentity; "" when unset */
+    int32_t lease_duration_seconds;        /* spec.leaseDurationSeconds; 0 when unset */
+    int32_t lease_transitions;             /* spec.leaseTransitions; 0 when unset */
+    int64_t acquire_time_us; /* spec.acquireTime: µs since the Unix epoch; 0 when unset */
+    int64_t renew_time_us;   /* spec.renewTime: µs since the Unix epoch; 0 when unset */
+} kube_lease;
+
+/* A Kubernetes Status. message is cut to fit: it is for logs only. */
+typedef struct kube_status {
+    int code;        /* HTTP code it carries; 0 when absent */
+    char reason[64]; /* "Conflict", "AlreadyExists", "NotFound", "Expired", ... */
+    char message[256];
+} kube_status;
+
+/* The apiserver's verbs for the requests kubelease makes. */
+typedef enum kube_verb {
+    KUBE_VERB_GET,
+    KUBE_VERB_CREATE,
+    KUBE_VERB_PATCH, /* a conditional merge patch (kube_lease_merge_patch) */
+    KUBE_VERB_DELETE,
+    KUBE_VERB_LIST
+} kube_verb;
+
+/* "get", "create", "patch", "delete", "list" (static; "other" when v is none). */
+const char *kube_verb_name(kube_verb v);
+
+/* Writes "apiserver: 409 Conflict: <message>" (reason and message from st
+ * when present, else the HTTP reason phrase). st may be NULL. */
+void kube_status_message(long http_code, const kube_status *st, char *out, size_t out_len);
+
+#endif
