@@ -39,6 +39,7 @@ typedef struct options {
     long max_body_bytes;
     long read_timeout_s;
     long max_grant_ms;
+    long max_leases;
     bool help, version;
 } options;
 
@@ -91,6 +92,10 @@ static const flag flags[] = {
      "(the idle timeout alone restarts with every byte)"},
     {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
      "longest validity granted to a leader per confirmation (0: its retry period)"},
+    {"max-leases", FLAG_LONG, OPT(max_leases), 1, 1000000, "N", "10000",
+     "most Leases followed at once (each has its state and its apiserver watch); campaigns, "
+     "watches and reads of further Leases get resource_exhausted. Reading a Lease that does "
+     "not exist follows nothing"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };
@@ -291,6 +296,7 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         .dev = o->dev,
         .kube = {.kubeconfig = o->kubeconfig, .context = o->context, .sa_dir = o->sa_dir},
         .max_grant_ms = o->max_grant_ms,
+        .max_leases = (int)o->max_leases,
         .http = {.listen = o->listen,
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
@@ -362,7 +368,8 @@ int main(int argc, char **argv)
                  .max_per_ip = 0,
                  .max_body_bytes = 4096,
                  .read_timeout_s = 10,
-                 .max_grant_ms = 0};
+                 .max_grant_ms = 0,
+                 .max_leases = 10000};
     if (parse_env(&o) != 0 || parse_args(&o, argc, argv) != 0)
         return EXIT_USAGE;
     if (o.help) {

@@ -58,6 +58,7 @@ static service_status engine_start(service *svc, const service_config *cfg, char
     engine_config ec = {.loop = svc->loop,
                         .store = svc->store,
                         .max_grant_ms = cfg->max_grant_ms,
+                        .max_leases = cfg->max_leases,
                         .volatile_store = cfg->dev};
     svc->engine = engine_new(&ec);
     if (!svc->engine) {

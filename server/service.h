@@ -22,6 +22,7 @@ typedef struct service_config {
     bool dev;             /* the in-memory store: no cluster */
     store_kube_opts kube; /* otherwise: how to reach the apiserver */
     int64_t max_grant_ms; /* engine_config.max_grant_ms */
+    int max_leases;       /* engine_config.max_leases */
     http_config http;     /* its engine is ignored: the service's own is used */
 } service_config;
 

@@ -22,6 +22,7 @@ static const rpc_code engine_codes[] = {
     [ENGINE_DEADLINE_EXCEEDED] = RPC_DEADLINE_EXCEEDED,
     [ENGINE_PERMISSION_DENIED] = RPC_PERMISSION_DENIED,
     [ENGINE_INTERNAL] = RPC_INTERNAL,
+    [ENGINE_RESOURCE_EXHAUSTED] = RPC_RESOURCE_EXHAUSTED,
 };
 
 rpc_code rpc_code_of_engine(engine_code c)
@@ -300,6 +301,8 @@ static ProtobufCMessage *event_message(const engine_event *ev, event_msg *m)
         m->u.holder.holder = (char *)ev->holder;
         m->u.holder.epoch = ev->epoch;
         return &m->u.holder.base;
+    case ENGINE_EVENT_REFUSED: /* not a message: the stream ends with its code */
+        break;
     }
     return NULL;
 }

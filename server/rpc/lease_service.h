@@ -55,7 +55,8 @@ uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *r
 void rpc_stream_detach(engine *e, rpc_method_id id, uint64_t engine_id);
 /* The stream message of an engine event (a CampaignEvent, or a HolderEvent
  * for ENGINE_EVENT_HOLDER), encoded with codec: malloc'd, *len bytes; NULL
- * when out of memory. */
+ * when out of memory, and for ENGINE_EVENT_REFUSED, which is no message:
+ * the stream ends with rpc_code_of_engine(ev->code) instead. */
 uint8_t *rpc_event_encode(rpc_codec codec, const engine_event *ev, size_t *len);
 
 #endif

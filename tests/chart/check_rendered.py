@@ -201,6 +201,7 @@ def main():
         expect(not sm, "ServiceMonitor rendered although disabled")
         expect(arg_value(args, "--max-connections") is None, "--max-connections set by default")
         expect(arg_value(args, "--read-timeout-s") is None, "--read-timeout-s set by default")
+        expect(arg_value(args, "--max-leases") is None, "--max-leases set by default")
         expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
@@ -233,6 +234,7 @@ def main():
         expect(arg_value(args, "--max-connections") == "5000", "--max-connections not passed")
         expect(arg_value(args, "--max-per-ip") == "64", "--max-per-ip not passed")
         expect(arg_value(args, "--read-timeout-s") == "5", "--read-timeout-s not passed")
+        expect(arg_value(args, "--max-leases") == "500", "--max-leases not passed")
         expect(arg_value(args, "--ops-listen") == "0.0.0.0:9090", "server.opsPort not passed")
         expect(arg_value(args, "--log-level") == "debug", "--log-level not passed")
         expect(args[-2:] == ["--kubeconfig", "/etc/kubelease/kubeconfig"], f"extraArgs not last: {args}")

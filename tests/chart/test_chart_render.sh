@@ -47,6 +47,7 @@ server:
   maxConnections: 5000
   maxPerIp: 64
   readTimeoutSeconds: 5
+  maxLeases: 500
   opsPort: 9090
 extraArgs: ["--kubeconfig", "/etc/kubelease/kubeconfig"]
 extraEnv:
@@ -104,6 +105,7 @@ reject 'an unknown log level' 'logLevel' --set server.logLevel=verbose
 reject 'the ops port on the http port' 'opsPort must differ' --set server.opsPort=8080
 reject 'an ops port out of range' 'opsPort' --set server.opsPort=0
 reject 'a negative read timeout' 'readTimeoutSeconds' --set server.readTimeoutSeconds=-1
+reject 'a negative lease cap' 'maxLeases' --set server.maxLeases=-1
 reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
 reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
 "$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"

@@ -139,7 +139,27 @@ typedef struct response {
     char headers[2048];
 } response;
 
-/* Reads until the peer closes (requests carry "Connection: close"). */
+/* Decodes a chunked body in place; returns its length. */
+static inline size_t dechunk(char *body, size_t len)
+{
+    size_t in = 0, out = 0;
+    while (in < len) {
+        char *end = NULL;
+        unsigned long n = strtoul(body + in, &end, 16);
+        char *crlf = strstr(body + in, "\r\n");
+        if (!crlf || end == body + in || n == 0)
+            break;
+        in = (size_t)(crlf - body) + 2;
+        if (n > len - in)
+            n = len - in;
+        memmove(body + out, body + in, n);
+        out += n;
+        in += n + 2;
+    }
+    return out;
+}
+
+/* Reads until the peer closes; a chunked body is decoded. */
 static inline void read_response(int fd, response *r)
 {
     size_t cap = 1 << 16, len = 0;
@@ -164,6 +184,8 @@ static inline void read_response(int fd, response *r)
         r->body_len = len - hl - 4;
         r->body = malloc(r->body_len + 1);
         memcpy(r->body, sep + 4, r->body_len);
+        if (strcasestr(r->headers, "\r\nTransfer-Encoding: chunked"))
+            r->body_len = dechunk(r->body, r->body_len);
         r->body[r->body_len] = '\0';
     } else {
         r->body = strdup("");

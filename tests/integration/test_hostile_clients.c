@@ -1,6 +1,7 @@
 /* Hostile clients against a real kubeleased --dev ($KUBELEASED), as the
  * hardening issue probed it: slow clients trickling their requests to hold
- * every connection slot. Raw sockets (raw_http.h), one thread. */
+ * every connection slot, and reads of made-up names to make the service
+ * follow them. Raw sockets (raw_http.h), one thread. */
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -17,15 +18,16 @@
 #include <cmocka.h>
 
 #include "raw_http.h"
+#include "rpc/connect.h"
 
 #define TRICKLERS       30
 #define MAX_CONNECTIONS "16"
 #define READ_TIMEOUT_MS 10000 /* the default --read-timeout-s */
 #define TRICKLE_MS      5000  /* one header byte this often */
 #define PROBE_MS        2000  /* /livez must answer within this */
-#define TICK_MS                                                                                    \
-    1000 /* the server notices a new request on a kept-alive connection                            \
-            within a tick of its timer */
+#define TICK_MS         1000  /* the server's timer notices a kept-alive request within this */
+#define MAX_LEASES      3
+#define MAX_LEASES_FLAG "3"
 
 static server srv;
 
@@ -203,11 +205,100 @@ static void test_kept_alive_connection_idles_but_cannot_trickle(void **state)
                  (long long)held);
 }
 
+/* A Campaign stream request for default/name, left open (never read). */
+static int campaign_open(const char *name, const char *identity)
+{
+    char json[256], head[256];
+    int n = snprintf(json, sizeof json,
+                     "{\"namespace\":\"default\",\"name\":\"%s\",\"identity\":\"%s\","
+                     "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,"
+                     "\"retryPeriodSeconds\":2}",
+                     name, identity);
+    int hl = snprintf(head, sizeof head,
+                      "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n"
+                      "Connection: close\r\nContent-Type: application/connect+json\r\n"
+                      "Content-Length: %d\r\n\r\n",
+                      n + 5);
+    uint8_t env[5];
+    rpc_envelope_header(0, (uint32_t)n, env);
+    int fd = connect_to(srv.port);
+    send_all(fd, head, (size_t)hl);
+    send_all(fd, env, sizeof env);
+    send_all(fd, json, (size_t)n);
+    return fd;
+}
+
+/* 3,000 GetHolder calls on distinct absent names follow nothing: before,
+ * each name was followed for ten minutes, with its own apiserver watch
+ * against a cluster. */
+static void test_reads_of_absent_leases_follow_nothing(void **state)
+{
+    (void)state;
+    long before = metric("kubelease_leases_followed");
+    int64_t t0 = now_ms();
+    for (int i = 0; i < 3000; i++) {
+        char json[128];
+        int n =
+            snprintf(json, sizeof json, "{\"namespace\":\"default\",\"name\":\"absent-%d\"}", i);
+        response r;
+        request(srv.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json", json,
+                (size_t)n, &r);
+        expect(&r, 404, "\"not_found\"", "GetHolder of an absent lease");
+        free(r.body);
+    }
+    long after = metric("kubelease_leases_followed");
+    printf("3000 GetHolder calls on absent names in %lld ms: kubelease_leases_followed %ld -> "
+           "%ld\n",
+           (long long)(now_ms() - t0), before, after);
+    assert_int_equal(after, before);
+}
+
+/* --max-leases: a campaign that would follow one Lease more ends with
+ * resource_exhausted naming the flag; so does a read of a Lease not
+ * followed. */
+static void test_max_leases_refuses_new_leases(void **state)
+{
+    (void)state;
+    int held[MAX_LEASES];
+    for (int i = 0; i < MAX_LEASES; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "capped-%d", i);
+        held[i] = campaign_open(name, "a");
+    }
+    int64_t until = now_ms() + 5000;
+    while (metric("kubelease_leases_followed") < MAX_LEASES && now_ms() < until)
+        usleep(20000);
+    assert_int_equal(metric("kubelease_leases_followed"), MAX_LEASES);
+    int fd = campaign_open("one-too-many", "a");
+    response r;
+    read_response(fd, &r);
+    close(fd);
+    if (r.status != 200 || r.body_len < 5 || (uint8_t)r.body[0] != RPC_FLAG_END_STREAM ||
+        !strstr(r.body + 5, "resource_exhausted") || !strstr(r.body + 5, "--max-leases"))
+        fail_msg("a campaign over --max-leases: want an end-of-stream frame with "
+                 "resource_exhausted naming --max-leases, got %d %s",
+                 r.status, r.body_len > 5 ? r.body + 5 : r.body);
+    printf("a campaign over --max-leases %d: %s\n", MAX_LEASES, r.body + 5);
+    free(r.body);
+    const char *get = "{\"namespace\":\"default\",\"name\":\"one-too-many\"}";
+    request(srv.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json", get,
+            strlen(get), &r);
+    expect(&r, 429, "--max-leases", "a read over --max-leases");
+    free(r.body);
+    for (int i = 0; i < MAX_LEASES; i++)
+        close(held[i]);
+}
+
 static int setup(void **state)
 {
     (void)state;
     signal(SIGPIPE, SIG_IGN);
-    const char *extra[] = {"--max-connections", MAX_CONNECTIONS, "--ops-listen", "127.0.0.1:0",
+    const char *extra[] = {"--max-connections",
+                           MAX_CONNECTIONS,
+                           "--ops-listen",
+                           "127.0.0.1:0",
+                           "--max-leases",
+                           MAX_LEASES_FLAG,
                            NULL};
     server_start(&srv, extra);
     if (!srv.ops_port)
@@ -227,6 +318,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slow_clients_are_cut_and_probes_answered),
         cmocka_unit_test(test_kept_alive_connection_idles_but_cannot_trickle),
+        cmocka_unit_test(test_reads_of_absent_leases_follow_nothing),
+        cmocka_unit_test(test_max_leases_refuses_new_leases),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes ops-listen read-timeout-s; do
+  max-body-bytes ops-listen read-timeout-s max-leases; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
   grep -q "env: $env" "$KL_TMP/help" || fail "--help does not name $env"
@@ -37,6 +37,7 @@ WANT='--dev uses the in-memory store' bad "$KUBELEASED" --dev --kubeconfig /dev/
 WANT='listen address "nowhere"' bad "$KUBELEASED" --dev --listen nowhere
 WANT='--ops-listen: listen address "elsewhere"' bad "$KUBELEASED" --dev --ops-listen elsewhere
 WANT='--read-timeout-s: "0"' bad "$KUBELEASED" --dev --read-timeout-s 0
+WANT='--max-leases: "0"' bad "$KUBELEASED" --dev --max-leases 0
 pass "wrong flags and values: one line, exit 2"
 
 # Environment variables apply; the command line wins.
