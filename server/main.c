@@ -31,6 +31,7 @@ typedef struct options {
     const char *kubeconfig;
     const char *context;
     const char *sa_dir;
+    bool allow_token_over_http;
     const char *log_level;
     const char *namespaces;
     const char *ops_listen;
@@ -75,6 +76,9 @@ static const flag flags[] = {
     {"sa-dir", FLAG_STRING, OPT(sa_dir), 0, 0, "DIR",
      "/var/run/secrets/kubernetes.io/serviceaccount",
      "service-account directory of the in-cluster config (token, ca.crt)"},
+    {"allow-token-over-http", FLAG_BOOL, OPT(allow_token_over_http), 0, 0, NULL, "false",
+     "let a kubeconfig send its bearer token to an http:// apiserver, in cleartext (refused "
+     "otherwise)"},
     {"log-level", FLAG_STRING, OPT(log_level), 0, 0, "LEVEL", "info", "debug, info, warn or error"},
     {"namespaces", FLAG_STRING, OPT(namespaces), 0, 0, "NS,NS", "all",
      "serve only these namespaces; requests for others get permission_denied"},
@@ -294,7 +298,10 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
     }
     *cfg = (service_config){
         .dev = o->dev,
-        .kube = {.kubeconfig = o->kubeconfig, .context = o->context, .sa_dir = o->sa_dir},
+        .kube = {.kubeconfig = o->kubeconfig,
+                 .context = o->context,
+                 .sa_dir = o->sa_dir,
+                 .allow_token_over_http = o->allow_token_over_http},
         .max_grant_ms = o->max_grant_ms,
         .max_leases = (int)o->max_leases,
         .http = {.listen = o->listen,

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes ops-listen read-timeout-s max-leases; do
+  max-body-bytes ops-listen read-timeout-s max-leases allow-token-over-http; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
   grep -q "env: $env" "$KL_TMP/help" || fail "--help does not name $env"
