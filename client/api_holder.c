@@ -89,8 +89,8 @@ int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "holder (the output pointer) is NULL");
     req.namespace_ = (char *)ns;
     req.name = (char *)lease;
-    rc = kl__unary_call(&c->loop.tr, "GetHolder", &req.base, c->loop.opts.request_timeout_ms, &out,
-                        err);
+    rc = kl__unary_call(&c->loop.tr, "GetHolder", &req.base, c->loop.opts.request_timeout_ms,
+                        KL__MAX_MESSAGE, &out, err);
     if (rc == KL_NOT_FOUND)
         return rc; /* err says which Lease */
     if (rc != KL_OK)
