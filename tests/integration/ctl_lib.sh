@@ -11,6 +11,22 @@ ctl_require() {
     kl_require_server
 }
 
+# After a failure, commands of kubeleasectl elect may outlive it: at exit,
+# SIGKILL those the test recorded ($KL_TMP/*/pid, $KL_TMP/*/grandchild, the
+# start lines of $KL_TMP/intervals) that still run what the test started.
+ctl_kill_leftovers() {
+    local pid
+    for pid in $(cat "$KL_TMP"/*/pid 2>/dev/null) \
+        $(awk '$1 == "start" { print $3 }' "$KL_TMP/intervals" 2>/dev/null); do
+        grep -qF "$KL_TMP" "/proc/$pid/cmdline" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+    done
+    for pid in $(cat "$KL_TMP"/*/grandchild 2>/dev/null); do
+        [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == "sleep 1000 " ]] && kill -KILL "$pid" 2>/dev/null
+    done
+    return 0
+}
+trap 'ctl_kill_leftovers; kl_cleanup' EXIT
+
 fail() {
     echo "FAIL: $*"
     exit 1
