@@ -1,7 +1,8 @@
 /* The public holder functions: kl_watch_holder and kl_cancel_watch (the
  * client's list of watches; the I/O thread runs them, see watch.c) and
- * kl_get_holder (one GetHolder call on the calling thread). Every function
- * but kl_get_holder takes the loop's mutex. */
+ * kl_get_holder (one GetHolder call on the calling thread, kl__holder_get,
+ * which kl_get_lease shares). Every function but the GetHolder call takes
+ * the loop's mutex. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,29 +73,18 @@ int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *e
     return KL_OK;
 }
 
-int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
-                  int64_t *lease_transitions, kl_error *err)
+int kl__holder_get(struct kl_client *c, const char *ns, const char *lease, char **holder,
+                   int64_t *lease_transitions, int64_t *since_ms, kl_error *err)
 {
     Kubelease__V1__GetHolderRequest req = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
     struct kl__buf out = {0};
 
-    if (holder)
-        *holder = NULL;
-    if (lease_transitions)
-        *lease_transitions = 0;
-    int rc = kl__check_call(c, ns, lease, err);
-    if (rc != KL_OK)
-        return rc;
-    if (!holder)
-        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "holder (the output pointer) is NULL");
     req.namespace_ = (char *)ns;
     req.name = (char *)lease;
-    rc = kl__unary_call(&c->loop.tr, "GetHolder", &req.base, c->loop.opts.request_timeout_ms, &out,
-                        err);
-    if (rc == KL_NOT_FOUND)
-        return rc; /* err says which Lease */
+    int rc = kl__unary_call(&c->loop.tr, "GetHolder", &req.base, c->loop.opts.request_timeout_ms,
+                            KL__MAX_MESSAGE, &out, err);
     if (rc != KL_OK)
-        return rc;
+        return rc; /* KL_NOT_FOUND too: err says which Lease */
     Kubelease__V1__GetHolderResponse *r =
         kubelease__v1__get_holder_response__unpack(NULL, out.len, (uint8_t *)out.data);
     kl__buf_free(&out);
@@ -111,6 +101,23 @@ int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder
     }
     if (lease_transitions)
         *lease_transitions = r->epoch;
+    if (since_ms)
+        *since_ms = r->since_transition_ms;
     kubelease__v1__get_holder_response__free_unpacked(r, NULL);
     return KL_OK;
+}
+
+int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
+                  int64_t *lease_transitions, kl_error *err)
+{
+    if (holder)
+        *holder = NULL;
+    if (lease_transitions)
+        *lease_transitions = 0;
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    if (!holder)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "holder (the output pointer) is NULL");
+    return kl__holder_get(c, ns, lease, holder, lease_transitions, NULL, err);
 }

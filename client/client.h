@@ -1,6 +1,6 @@
 /* The client object, shared by the files implementing the public API
- * (client.c, api_election.c, api_holder.c). Nothing below the API layer
- * includes it: elections and watches know only their loop. */
+ * (client.c, api_election.c, api_holder.c, api_lease.c). Nothing below the
+ * API layer includes it: elections and watches know only their loop. */
 #ifndef KL_CLIENT_H
 #define KL_CLIENT_H
 
@@ -16,5 +16,12 @@ struct kl_client {
     struct kl__election *elections;
     struct kl__watch *watches;
 };
+
+/* One GetHolder call on the calling thread (the arguments checked by the
+ * caller): *holder = a malloc'd copy of the live holder or left NULL; the
+ * epoch and the time since the last transition where the pointers are not
+ * NULL. Returns KL_OK, KL_NOT_FOUND or a negative status, with err filled. */
+int kl__holder_get(struct kl_client *c, const char *ns, const char *lease, char **holder,
+                   int64_t *lease_transitions, int64_t *since_ms, kl_error *err);
 
 #endif

@@ -91,7 +91,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     if (x->streaming)
         rc = kl__envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
     else
-        rc = kl__buf_append(&x->resp, ptr, n, KL__MAX_MESSAGE);
+        rc = kl__buf_append(&x->resp, ptr, n, x->max_body);
     if (rc != 0) {
         x->aborted = 1;
         x->abort_code = rc;
@@ -166,6 +166,7 @@ struct kl__xfer *kl__xfer_new(struct kl__transport *t, const struct kl__xfer_typ
     x->data = data;
     x->t = t;
     x->timeout_ms = timeout_ms;
+    x->max_body = KL__MAX_MESSAGE;
     kl__envelope_decoder_init(&x->dec, KL__MAX_MESSAGE);
     if (pack_body(x, req) != KL_OK)
         goto fail;
@@ -268,12 +269,13 @@ int kl__xfer_result(struct kl__xfer *x, CURLcode rc, kl_error *err)
 }
 
 int kl__unary_call(struct kl__transport *t, const char *method, const ProtobufCMessage *req,
-                   long timeout_ms, struct kl__buf *out, kl_error *err)
+                   long timeout_ms, size_t max_body, struct kl__buf *out, kl_error *err)
 {
     const struct kl__xfer_type type = {method, 0, NULL, NULL};
     struct kl__xfer *x = kl__xfer_new(t, &type, req, timeout_ms, NULL);
     if (!x)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
+    x->max_body = max_body;
     CURLcode rc = curl_easy_perform(x->h);
     int st = kl__xfer_result(x, rc, err);
     if (st == KL_OK) {

@@ -21,7 +21,8 @@
 #include "kubelease.h"
 #include "util.h"
 
-#define KL__MAX_MESSAGE (64 * 1024) /* longest envelope or body accepted */
+#define KL__MAX_MESSAGE   (64 * 1024)        /* longest envelope or body accepted */
+#define KL__MAX_LIST_BODY (16 * 1024 * 1024) /* longest ListLeases answer accepted */
 
 struct kl__transport {
     char *endpoint; /* "http://host:port", without a trailing slash */
@@ -68,6 +69,7 @@ struct kl__xfer {
     uint8_t *body; /* request body (kept alive during the transfer) */
     size_t body_len;
     long timeout_ms;
+    size_t max_body;     /* longest unary body accepted (KL__MAX_MESSAGE unless set) */
     int64_t sent_ms;     /* monotonic time the request was created */
     int64_t last_rx_ms;  /* monotonic time of the last bytes received */
     struct kl__buf resp; /* unary body, or the error body of a stream */
@@ -99,10 +101,11 @@ void kl__xfer_drop(struct kl__xfer *x);
  * method. rc is the transfer's CURLcode. */
 int kl__xfer_result(struct kl__xfer *x, CURLcode rc, kl_error *err);
 
-/* Performs a unary call on the calling thread (timeout_ms as above). On KL_OK
- * out holds the response body (the caller frees it with kl__buf_free). */
+/* Performs a unary call on the calling thread (timeout_ms as above), accepting
+ * a response body of at most max_body bytes (KL_ERR_PROTOCOL beyond). On
+ * KL_OK out holds the response body (the caller frees it with kl__buf_free). */
 int kl__unary_call(struct kl__transport *t, const char *method, const ProtobufCMessage *req,
-                   long timeout_ms, struct kl__buf *out, kl_error *err);
+                   long timeout_ms, size_t max_body, struct kl__buf *out, kl_error *err);
 
 /* Runs the started transfers (their on_message callbacks). */
 void kl__transport_perform(struct kl__transport *t);

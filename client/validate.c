@@ -23,7 +23,7 @@ static int dns_label_ok(const char *s, size_t len)
     return 1;
 }
 
-static int check_namespace(const char *ns, kl_error *err)
+int kl__check_namespace(const char *ns, kl_error *err)
 {
     if (!ns)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "ns (the namespace) is NULL");
@@ -116,7 +116,7 @@ int kl__check_call(const kl_client *c, const char *ns, const char *lease, kl_err
     kl__clearerr(err);
     if (!c)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "c (the client) is NULL");
-    if (check_namespace(ns, err) != KL_OK)
+    if (kl__check_namespace(ns, err) != KL_OK)
         return KL_ERR_INVALID_ARGUMENT;
     return check_lease_name(lease, err);
 }

@@ -7,6 +7,8 @@
 
 #include "kubelease.h"
 
+/* ns: a DNS-1123 label. */
+int kl__check_namespace(const char *ns, kl_error *err);
 int kl__check_identity(const char *identity, kl_error *err);
 int kl__check_durations(int lease_duration_s, int renew_deadline_s, int retry_period_s,
                         kl_error *err);

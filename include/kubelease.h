@@ -221,6 +221,57 @@ KL_EXPORT int kl_is_leader(kl_client *c, const char *ns, const char *lease, int6
 KL_EXPORT int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
                             int64_t *lease_transitions, kl_error *err);
 
+/* One Lease as the service replica answering sees it (kl_get_lease,
+ * kl_list_leases). Plain data: the strings are NUL-terminated and live in the
+ * struct, so it needs no freeing of its own. Its size is part of the ABI:
+ * fields are added only with a new major version.
+ *   ns, name             the Lease (a DNS-1123 label, a DNS-1123 subdomain)
+ *   holder               the live holder's identity; "" when nobody holds
+ *                        the Lease (free or expired)
+ *   lease_transitions    its fencing epoch (the Lease's leaseTransitions)
+ *   since_transition_ms  how long ago the holder or epoch last changed, as
+ *                        the service observed it; 0 when unknown
+ *   valid_for_ms         the validity this replica granted the holder that
+ *                        is left; 0 when the holder does not campaign here
+ *   candidates           campaigns here, the leader's included
+ *   watchers             holder watches here
+ *   lease_duration_s     the Lease's leaseDurationSeconds; 0 when unknown */
+typedef struct kl_lease_info {
+    char ns[64];
+    char name[254];
+    char holder[256];
+    int64_t lease_transitions;
+    int64_t since_transition_ms;
+    int64_t valid_for_ms;
+    int32_t candidates;
+    int32_t watchers;
+    int32_t lease_duration_s;
+} kl_lease_info;
+
+/* Reads what the service knows of ns/lease: *out (must not be NULL) is
+ * zeroed, then filled. Two requests on the calling thread, each bounded by
+ * request_timeout_ms: GetHolder (as kl_get_holder, also making the service
+ * follow the Lease), then ListLeases for the validity and the counts.
+ * Returns KL_OK; KL_NOT_FOUND (1) when the Lease does not exist (only
+ * out->ns and out->name are set); negative on error (e.g.
+ * KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT), *out then zeroed. Allowed from a
+ * callback, but it then delays the client's other traffic by two round
+ * trips. */
+KL_EXPORT int kl_get_lease(kl_client *c, const char *ns, const char *lease, kl_lease_info *out,
+                           kl_error *err);
+
+/* Lists the Leases the service replica answering follows: those with a
+ * campaign or a watch there and those read in the last ten minutes (not
+ * every Lease of the cluster). ns: only that namespace (a DNS-1123 label),
+ * or NULL for all. One ListLeases request on the calling thread, bounded by
+ * request_timeout_ms (the answer may be up to 16 MiB).
+ * Returns KL_OK with *leases = a malloc'd array of *n entries sorted by
+ * namespace, then name, which the caller frees with kl_free (NULL when *n is
+ * 0). Negative on error, with *leases NULL and *n 0. leases and n must not
+ * be NULL. Allowed from a callback, with the same delay as kl_get_holder. */
+KL_EXPORT int kl_list_leases(kl_client *c, const char *ns, kl_lease_info **leases, size_t *n,
+                             kl_error *err);
+
 /* Watch callback: holder is the live holder (holder_len bytes, also
  * NUL-terminated; valid only during the call) or NULL (holder_len 0) when
  * nobody holds the Lease or it does not exist; lease_transitions its epoch. */
@@ -247,8 +298,8 @@ KL_EXPORT int kl_watch_holder(kl_client *c, const char *ns, const char *lease, k
  * running callback is the last. Idempotent (KL_OK when no watch runs). */
 KL_EXPORT int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err);
 
-/* Frees memory returned by the library (the holder of kl_get_holder). NULL is
- * a no-op. */
+/* Frees memory returned by the library (the holder of kl_get_holder, the
+ * array of kl_list_leases). NULL is a no-op. */
 KL_EXPORT void kl_free(void *p);
 
 #ifdef __cplusplus

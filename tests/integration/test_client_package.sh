@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packaging of libkubelease: `cmake --install` of the build tree puts the
-# header, both libraries, kubelease.pc, the CMake package and kubeleased in a
-# prefix; the installed programs run from it (and from wherever it moves)
+# header, both libraries, kubelease.pc, the CMake package, kubeleased and
+# kubeleasectl in a prefix; the installed programs run from it (and from wherever it moves)
 # without LD_LIBRARY_PATH; a consumer project finds it with find_package(kubelease) and with
 # pkg-config, links the shared and the static library, and runs; the shared
 # library's SONAME is the major version and it exports only kl_* symbols.
@@ -21,7 +21,7 @@ thread) san_flags=-fsanitize=thread ;;
 esac
 pcdir=$(dirname "$(find "$prefix" -name kubelease.pc)")
 libdir=$(dirname "$pcdir")
-for f in include/kubelease.h bin/kubeleased bin/kl_replica; do
+for f in include/kubelease.h bin/kubeleased bin/kl_replica bin/kubeleasectl; do
     [[ -e $prefix/$f ]] || { echo "FAIL: $f not installed"; exit 1; }
 done
 # Installed programs find the installed library relative to themselves
@@ -35,6 +35,10 @@ out=$(env -u LD_LIBRARY_PATH "$prefix/bin/kl_replica" --print-monotonic 2>&1) ||
 [[ $out =~ ^[0-9]+$ ]] || { echo "FAIL: installed kl_replica --print-monotonic printed: $out"; exit 1; }
 readelf -d "$prefix/bin/kl_replica" | grep -q 'R.*PATH.*\$ORIGIN/' ||
     { echo "FAIL: the installed kl_replica has no \$ORIGIN-relative RUNPATH"; exit 1; }
+out=$(env -u LD_LIBRARY_PATH "$prefix/bin/kubeleasectl" --version 2>&1) ||
+    { echo "FAIL: the installed kubeleasectl does not run: $out"; exit 1; }
+readelf -d "$prefix/bin/kubeleasectl" | grep -q 'R.*PATH.*\$ORIGIN/' ||
+    { echo "FAIL: the installed kubeleasectl has no \$ORIGIN-relative RUNPATH"; exit 1; }
 
 so=$(find "$prefix" -name 'libkubelease.so.*.*.*')
 soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')

@@ -1,0 +1,86 @@
+/* `watch NS/NAME`: one line per holder change (kl_watch_holder) until
+ * SIGINT or SIGTERM. The main thread waits for the signal with sigwait; the
+ * callback prints on the library's I/O thread (stdio locks each call), and
+ * when stdout fails it signals the main thread to stop. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+struct watch_ctx {
+    const char *ns;
+    const char *name;
+    enum ctl_output output;
+    atomic_int write_errno; /* 0 while stdout works */
+};
+
+static void on_holder(void *arg, const char *holder, size_t holder_len, int64_t epoch)
+{
+    struct watch_ctx *w = arg;
+    char now[40];
+    (void)holder_len;
+    if (atomic_load(&w->write_errno))
+        return;
+    ctl_format_now(now, sizeof(now));
+    if (w->output == CTL_OUT_JSON) {
+        printf("{\"time\":\"%s\",\"namespace\":", now);
+        ctl_json_string(stdout, w->ns);
+        fputs(",\"name\":", stdout);
+        ctl_json_string(stdout, w->name);
+        fputs(",\"holder\":", stdout);
+        ctl_json_string(stdout, holder);
+        printf(",\"epoch\":%" PRId64 "}\n", epoch);
+    } else {
+        printf("%s  %s/%s  holder=%s  epoch=%" PRId64 "\n", now, w->ns, w->name,
+               holder ? holder : "<none>", epoch);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        atomic_store(&w->write_errno, errno ? errno : EIO);
+        kill(getpid(), SIGTERM); /* the main thread is in sigwait */
+    }
+}
+
+int ctl_watch(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o)
+{
+    struct watch_ctx w = {.ns = NULL};
+    char ns[64], name[254];
+    kl_error err;
+    sigset_t set;
+    int sig, rc = ctl_parse_common(cmd, argc, argv, o);
+    if (rc >= 0)
+        return rc;
+    if (argc - optind != 1)
+        return ctl_usage_error(cmd, "expects one NAMESPACE/NAME");
+    if (ctl_parse_ref(cmd, argv[optind], ns, sizeof(ns), name, sizeof(name)) != 0)
+        return CTL_EXIT_USAGE;
+    w.ns = ns;
+    w.name = name;
+    w.output = o->output;
+    /* Blocked before the library's thread exists, taken by sigwait below. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    kl_client *c = ctl_client_new(o, &rc);
+    if (!c)
+        return rc;
+    rc = kl_watch_holder(c, ns, name, on_holder, &w, &err);
+    if (rc != KL_OK) {
+        kl_client_free(c);
+        return ctl_fail(rc, &err);
+    }
+    sigwait(&set, &sig);
+    kl_cancel_watch(c, ns, name, NULL);
+    kl_client_free(c);
+    rc = atomic_load(&w.write_errno);
+    if (rc && rc != EPIPE) {
+        fprintf(stderr, "kubeleasectl: writing the watch: %s\n", strerror(rc));
+        return CTL_EXIT_STATUS_BASE - KL_ERR_INTERNAL;
+    }
+    return CTL_EXIT_OK;
+}

@@ -1,0 +1,136 @@
+/* kubeleasectl: the command line of kubelease, for operators and for
+ * programs not written in C. The table of subcommands, the options that may
+ * come before one, and the overview. Each subcommand lives in its own file
+ * (cmd_lease.c, cmd_watch.c, elect.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#define CTL_STR_(x) #x
+#define CTL_STR(x)  CTL_STR_(x)
+#define CTL_VERSION                                                                                \
+    CTL_STR(KL_VERSION_MAJOR) "." CTL_STR(KL_VERSION_MINOR) "." CTL_STR(KL_VERSION_PATCH)
+
+/* `candidates NS/NAME` and `handoff NS/NAME [IDENTITY]` join this table once
+ * the service has the CandidatesList and Handoff RPCs. */
+static const struct ctl_command commands[] = {
+    {"get", "NAMESPACE/NAME [-o json|table]", "Show who holds a Lease and for how long",
+     "Prints the holder (<none> when nobody holds the Lease), the fencing epoch,\n"
+     "the time since the holder or epoch last changed (SINCE), the validity the\n"
+     "service granted the holder that is left (VALIDITY; - when the holder does\n"
+     "not campaign through this service), and the candidates and watchers there.\n"
+     "Exits 1 when the Lease does not exist.\n\n"
+     "Options:\n"
+     "  -o, --output FORMAT   table (default) or json: {\"namespace\", \"name\",\n"
+     "                        \"holder\" (null when none), \"epoch\", \"sinceTransitionMs\",\n"
+     "                        \"validForMs\", \"candidates\", \"watchers\",\n"
+     "                        \"leaseDurationSeconds\"}\n",
+     ctl_get},
+    {"list", "[-n NAMESPACE | -A] [-o json|table]", "List the Leases the service follows",
+     "Lists the Leases the service follows (with a campaign or a watch there, or\n"
+     "read in the last ten minutes), with the columns of `get`.\n\n"
+     "Options:\n"
+     "  -n, --namespace NS    only this namespace (default \"default\")\n"
+     "  -A, --all-namespaces  every namespace\n"
+     "  -o, --output FORMAT   table (default) or json: {\"leases\": [objects of get]}\n",
+     ctl_list},
+    {"watch", "NAMESPACE/NAME [-o json|table]", "Print a line for every change of holder",
+     "Prints the current holder, then one line for every change of holder or\n"
+     "epoch, until SIGINT or SIGTERM (then exits 0).\n\n"
+     "Options:\n"
+     "  -o, --output FORMAT   table (default): TIME NS/NAME holder=ID epoch=N; or json,\n"
+     "                        one object per line: {\"time\", \"namespace\", \"name\",\n"
+     "                        \"holder\" (null when none), \"epoch\"}\n",
+     ctl_watch},
+    {"elect", "NAMESPACE/NAME --identity ID [options] -- COMMAND [ARGS...]",
+     "Run a command while leading a Lease",
+     "Campaigns for the Lease; when elected, starts COMMAND with KUBELEASE_EPOCH,\n"
+     "KUBELEASE_NAMESPACE and KUBELEASE_LEASE in its environment, in its own process\n"
+     "group, with only stdin, stdout and stderr open. When leadership is lost, or\n"
+     "its deadline comes within --term-grace without a fresh confirmation, the\n"
+     "group gets SIGTERM; SIGKILL follows after --stop-timeout, or 100 ms before\n"
+     "the deadline if that comes first. Then kubeleasectl resigns and campaigns\n"
+     "again (exits 16 with --once). When COMMAND exits on its own, kubeleasectl\n"
+     "resigns and exits with its status. SIGINT or SIGTERM stop COMMAND the same\n"
+     "way (a second signal kills it at once), resign, and exit with its status\n"
+     "(0 when it was not running). If kubeleasectl dies, COMMAND gets\n"
+     "SIGKILL (PR_SET_PDEATHSIG): COMMAND should exec its long-running program.\n\n"
+     "Options:\n"
+     "  --identity ID          this candidate's identity (required)\n"
+     "  --lease-duration S     lease duration in seconds (default 15)\n"
+     "  --renew-deadline S     renew deadline in seconds (default 10)\n"
+     "  --retry-period S       retry period in seconds (default 2)\n"
+     "  --term-grace DURATION  SIGTERM this long before the deadline when not\n"
+     "                         confirmed (e.g. 500ms; default a third of the\n"
+     "                         validity granted, at most half of it)\n"
+     "  --stop-timeout DURATION  SIGKILL this long after SIGTERM at the latest\n"
+     "                         (default 10s; the deadline comes first if earlier)\n"
+     "  --once                 exit after the first term instead of campaigning again\n",
+     ctl_elect},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct ctl_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void overview(FILE *out)
+{
+    fprintf(out, "Usage: kubeleasectl [--endpoint URL] COMMAND [options] [arguments]\n\n"
+                 "The command line of kubelease: look at elections, run a program as leader.\n\n"
+                 "Commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-7s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  help    Show the help of a command\n\n"
+                 "Run 'kubeleasectl COMMAND --help' for its options. The service is\n"
+                 "--endpoint, else $KUBELEASE_ENDPOINT, else http://127.0.0.1:8080.\n"
+                 "Exit codes: 0 ok, 1 not found, 2 usage, 10 + |kl_status| for other\n"
+                 "library errors (12 unavailable, 13 timeout, 16 leadership lost, ...);\n"
+                 "elect exits with its command's status.\n");
+}
+
+int main(int argc, char **argv)
+{
+    struct ctl_opts o = {NULL, CTL_OUT_TABLE};
+    int i = 1;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--endpoint") == 0 && i + 1 < argc) {
+            o.endpoint = argv[++i];
+        } else if (strncmp(argv[i], "--endpoint=", 11) == 0) {
+            o.endpoint = argv[i] + 11;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            overview(stdout);
+            return CTL_EXIT_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("kubeleasectl %s (libkubelease %s)\n", CTL_VERSION, kl_version());
+            return CTL_EXIT_OK;
+        } else {
+            return ctl_usage_error(NULL, "unknown option \"%s\"", argv[i]);
+        }
+    }
+    if (i == argc) {
+        overview(stderr);
+        return CTL_EXIT_USAGE;
+    }
+    if (strcmp(argv[i], "help") == 0) {
+        const struct ctl_command *cmd = i + 1 < argc ? find_command(argv[i + 1]) : NULL;
+        if (i + 1 < argc && !cmd)
+            return ctl_usage_error(NULL, "no command \"%s\"", argv[i + 1]);
+        if (cmd)
+            ctl_print_help(cmd, stdout);
+        else
+            overview(stdout);
+        return CTL_EXIT_OK;
+    }
+    const struct ctl_command *cmd = find_command(argv[i]);
+    if (!cmd)
+        return ctl_usage_error(NULL, "no command \"%s\"", argv[i]);
+    return cmd->run(cmd, argc - i, argv + i, &o);
+}
