@@ -12,10 +12,21 @@
 
 #define PATH_LEN 256
 
-typedef enum scan_result { SCAN_OK, SCAN_BAD_BYTE, SCAN_NUL } scan_result;
+typedef enum scan_result { SCAN_OK, SCAN_BAD_BYTE, SCAN_BAD_ESCAPE, SCAN_NUL } scan_result;
 
-/* Walks valid JSON text (cJSON parsed it): *at is the offset of the first
- * byte between tokens that is not JSON whitespace, or of the first string
+static bool hex4(const char *p)
+{
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return false;
+    }
+    return true;
+}
+
+/* Walks JSON text cJSON parsed: *at is the offset of the first byte between
+ * tokens that is not JSON whitespace, of the first \u escape that is not
+ * four hex digits (cJSON reads those as U+0000), or of the first string
  * holding a NUL, whose ordinal among all strings (keys and values, in
  * document order) goes to *string. */
 static scan_result scan(const char *text, size_t len, size_t *at, size_t *string)
@@ -36,7 +47,12 @@ static scan_result scan(const char *text, size_t len, size_t *at, size_t *string
         }
         bool nul = c == '\0';
         if (c == '\\' && i + 1 < len) {
-            nul = text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0;
+            if (text[i + 1] == 'u' && (i + 5 >= len || !hex4(text + i + 2))) {
+                *at = i;
+                return SCAN_BAD_ESCAPE;
+            }
+            nul =
+                text[i + 1] == '\0' || (text[i + 1] == 'u' && memcmp(text + i + 2, "0000", 4) == 0);
             i++; /* the escaped byte; the hex digits of \u pass as plain bytes */
         } else if (c == '"') {
             in_string = false;
@@ -101,6 +117,9 @@ int rpc_json_text_check(const char *text, size_t len, const cJSON *root, char *e
     case SCAN_BAD_BYTE:
         snprintf(err, err_len, "malformed JSON: byte 0x%02x at byte %zu is not JSON whitespace",
                  (unsigned char)text[at], at);
+        return -1;
+    case SCAN_BAD_ESCAPE:
+        snprintf(err, err_len, "malformed JSON: invalid \\u escape at byte %zu", at);
         return -1;
     case SCAN_NUL:
         break;

@@ -331,6 +331,10 @@ static void test_rpc_json_refuses_nul_in_any_string(void **state)
     expect_error_n(raw_after, sizeof raw_after - 1, "trailing data at byte 20");
     static const char vtab[] = "{\"identity\":\v\"pod-a\"}";
     expect_error_n(vtab, sizeof vtab - 1, "byte 0x0b at byte 12");
+    /* cJSON reads a \u escape that is not four hex digits as U+0000. */
+    expect_error(c, "{\"identity\":\"pod-a\\uzzzz\"}", "invalid \\u escape at byte 18");
+    static const char bad_u[] = "{\"pac\\ud\\\0e\":\"ue\"}"; /* found by fuzz_rpc_json */
+    expect_error_n(bad_u, sizeof bad_u - 1, "invalid \\u escape");
     /* An escaped backslash before "u0000" is text, not a NUL. */
     char err[256];
     const char *ok = "{\"identity\":\"a\\\\u0000\"}";
