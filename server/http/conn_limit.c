@@ -49,8 +49,6 @@
 #include "http/internal.h"
 
 #define PEER_BUCKETS 256
-
-#define PEER_BUCKETS 256
 #define POLL_MS      1000 /* how often connections between requests are looked at */
 
 /* The open connections from one address. */
@@ -73,6 +71,7 @@ typedef struct conn_state {
     int64_t since_ms;  /* reading: when the request's time started; shut: when it was shut */
     uint64_t bytes_in; /* handling, idle: bytes received when the last request was in */
     int64_t quiet_ms;  /* handling, idle: when no byte past bytes_in had come yet */
+    int64_t poll_ms;   /* handling, idle: when bytes are counted next */
     char over[160];    /* why RPCs are refused on this connection; "" when they are not */
 } conn_state;
 
@@ -347,7 +346,11 @@ void http_conn_request_done(struct MHD_Connection *conn)
  * (INT64_MAX: not before its phase changes). */
 static int64_t conn_check_locked(http_limits *l, conn_state *cs, int64_t now)
 {
-    if (cs->phase == PHASE_HANDLING || cs->phase == PHASE_IDLE) {
+    bool between = cs->phase == PHASE_HANDLING || cs->phase == PHASE_IDLE;
+    if (between && now < cs->poll_ms)
+        return cs->poll_ms;
+    if (between) {
+        cs->poll_ms = now + POLL_MS;
         if (bytes_received(cs->fd) <= cs->bytes_in)
             cs->quiet_ms = now;
         else if (cs->phase == PHASE_IDLE) {
@@ -356,7 +359,7 @@ static int64_t conn_check_locked(http_limits *l, conn_state *cs, int64_t now)
         }
     }
     if (cs->phase == PHASE_HANDLING || cs->phase == PHASE_IDLE)
-        return now + POLL_MS;
+        return cs->poll_ms;
     if (cs->phase != PHASE_READING)
         return INT64_MAX;
     int64_t deadline = cs->since_ms + l->read_timeout_ms;

@@ -48,14 +48,21 @@ static void *timer_main(void *arg)
     http_server *s = arg;
     pthread_mutex_lock(&s->mu);
     int64_t next_resume = http_now_ms() + RESUME_EVERY_MS;
+    int64_t reads = 0; /* when the read deadlines want a look next */
     while (!s->timer_quit) {
-        /* Read deadlines under conn_limit.c's own lock, never with s->mu. A
-         * wake-up signalled meanwhile is not lost: the calls' and streams'
+        /* Read deadlines under conn_limit.c's own lock, never with s->mu,
+         * when one is due and at every resume tick (which covers the
+         * connections opened since), not at every call's wake-up. A wake-up
+         * signalled meanwhile is not lost: the calls' and streams'
          * deadlines are read below, under s->mu, before waiting again. */
         pthread_mutex_unlock(&s->mu);
         int64_t now = http_now_ms();
-        int64_t reads = http_limits_enforce(s->limits, now);
-        int64_t ops_reads = http_limits_enforce(s->ops_limits, now);
+        if (now >= reads || now >= next_resume) {
+            reads = http_limits_enforce(s->limits, now);
+            int64_t ops_reads = http_limits_enforce(s->ops_limits, now);
+            if (ops_reads < reads)
+                reads = ops_reads;
+        }
         pthread_mutex_lock(&s->mu);
         if (s->timer_quit)
             break;
@@ -70,8 +77,6 @@ static void *timer_main(void *arg)
         }
         if (reads < wake)
             wake = reads;
-        if (ops_reads < wake)
-            wake = ops_reads;
         wait_until_locked(s, wake);
     }
     pthread_mutex_unlock(&s->mu);
