@@ -1,9 +1,10 @@
 /* The negative cache: Leases a read found absent, remembered for
  * ENGINE_ABSENT_TTL_MS so that polling a name that does not exist does not
- * reach the store every time. It holds at most ENGINE_ABSENT_MAX names (the
- * oldest entry is replaced first when full) and nothing else: an absent
- * Lease nobody campaigns on or watches has no lease_state and no store
- * watch, so reads of made-up names cannot make the service follow them.
+ * reach the store every time. It holds at most ENGINE_ABSENT_MAX names (an
+ * expired slot is reused first; with every slot live they are replaced in
+ * turn) and nothing else: an absent Lease nobody campaigns on or watches
+ * has no lease_state and no store watch, so reads of made-up names cannot
+ * make the service follow them.
  * Only reads of Leases the engine does not follow consult it; once a Lease
  * is followed its watch is the truth (engine_lease_get drops the entry).
  * Engine thread only. */
