@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/auth.h"
 #include "http/internal.h"
 
 /* Appends upload data to the request body; past --max-body-bytes the body
@@ -88,6 +89,8 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     *req_cls = NULL;
     http_stream_request_done(s, q, toe);
     http_call_request_done(s, q);
+    http_auth_request_done(s, q);
+    http_list_scope_clear(&q->scope);
     free(q->body);
     free(q);
 }

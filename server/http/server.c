@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "http/auth.h"
 #include "http/internal.h"
 
 #define DEFAULT_THREADS         2
@@ -121,7 +122,9 @@ static http_server *server_new(const http_config *cfg)
     pthread_condattr_destroy(&ca);
     s->limits = http_limits_new(
         cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS, cfg->max_per_ip);
-    if (!s->limits) {
+    if (cfg->auth.mode == HTTP_AUTH_KUBERNETES)
+        s->auth = http_auth_new(&cfg->auth);
+    if (!s->limits || (cfg->auth.mode == HTTP_AUTH_KUBERNETES && !s->auth)) {
         http_server_stop(s);
         return NULL;
     }
@@ -212,6 +215,7 @@ int http_server_finish(http_server *s, int timeout_ms)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     http_calls_end_locked(s);
+    http_auth_tickets_end_locked(s);
     http_streams_end_locked(s);
     pthread_mutex_unlock(&s->mu);
     return http_streams_drain(s, timeout_ms);
@@ -224,6 +228,7 @@ void http_server_stop(http_server *s)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     http_calls_fail_locked(s);
+    http_auth_tickets_fail_locked(s);
     http_streams_abort_locked(s); /* and resumed: MHD_stop_daemon wants none suspended */
     pthread_mutex_unlock(&s->mu);
     http_timer_stop(s);
@@ -238,5 +243,6 @@ void http_server_stop(http_server *s)
     pthread_cond_destroy(&s->drained);
     pthread_mutex_destroy(&s->mu);
     http_limits_free(s->limits); /* every connection was closed with the daemon */
+    http_auth_free(s->auth);     /* the loop has stopped (or never reviewed anything) */
     free(s);
 }
