@@ -1,6 +1,6 @@
 /* Who may call (docs/design.md, rule 7), on the request's side: the bearer
- * token, the caches, the identity policy and the verdict, and the tickets
- * of requests that wait for the apiserver.
+ * token, the identity policy and the verdict, and the tickets of requests
+ * that wait for the apiserver; the authorizer object itself.
  *
  * A request whose token and access answers are cached is decided on its
  * MHD thread (a lookup in each cache under its mutex). Otherwise a ticket
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/metrics.h"
+#include "core/loop.h"
 #include "http/auth_internal.h"
 
 #define TOKEN_TTL_MS     60000
@@ -82,61 +82,6 @@ void http_auth_free(http_auth *a)
     auth_cache_free(a->tokens);
     auth_cache_free(a->access);
     free(a);
-}
-
-/* ---- the caches ---------------------------------------------------------------- */
-
-static void count_hit(const char *cache)
-{
-    char labels[48];
-    snprintf(labels, sizeof labels, "cache=\"%s\"", cache);
-    metrics_add("kubelease_auth_cache_hits_total", labels, 1);
-}
-
-static void copy_token_answer(const void *value, void *out)
-{
-    auth_token_answer *o = out;
-    *o = *(const auth_token_answer *)value;
-    auth_subject_ref(o->subject);
-}
-
-bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out)
-{
-    if (!auth_cache_get(a->tokens, digest, mono_ms(), copy_token_answer, out))
-        return false;
-    count_hit("token");
-    return true;
-}
-
-void auth_access_key(const auth_subject *s, const auth_access_question *q,
-                     uint8_t key[AUTH_DIGEST_LEN])
-{
-    char buf[AUTH_DIGEST_LEN + 16 + 64 + 254 + 3];
-    size_t n = 0;
-    memcpy(buf, s->digest, AUTH_DIGEST_LEN);
-    n += AUTH_DIGEST_LEN;
-    const char *parts[] = {q->verb, q->ns, q->name};
-    for (size_t i = 0; i < 3; i++) {
-        size_t len = strnlen(parts[i], 253);
-        memcpy(buf + n, parts[i], len);
-        n += len;
-        buf[n++] = 0; /* NUL-separated: no two questions share a key */
-    }
-    if (auth_digest(buf, n, key) != 0)
-        memset(key, 0, AUTH_DIGEST_LEN); /* libcrypto failed: an all-zero key is never cached */
-}
-
-static void copy_access_answer(const void *value, void *out)
-{
-    *(auth_access_answer *)out = *(const auth_access_answer *)value;
-}
-
-bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out)
-{
-    if (!auth_cache_get(a->access, key, mono_ms(), copy_access_answer, out))
-        return false;
-    count_hit("access");
-    return true;
 }
 
 /* ---- the rules ------------------------------------------------------------------- */

@@ -1,16 +1,21 @@
 /* The caches of authentication and authorization answers: fixed-capacity
  * maps from a SHA-256 digest to a value with an expiry, least recently used
- * first out. A hit is a mutex and a bucket walk, so MHD threads answer
- * cached callers without a hop to another thread.
+ * first out, and the lookups of tokens and access questions in them
+ * (counted in kubelease_auth_cache_hits_total). A hit is a mutex and a
+ * bucket walk, so MHD threads answer cached callers without a hop to
+ * another thread.
  *
  * Threads: every function is thread-safe (one mutex per cache); values are
  * copied out under it by the caller's copy function, so no value is used
  * after it may have been evicted. */
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/loop.h"
+#include "core/metrics.h"
 #include "http/auth_internal.h"
 
 typedef struct entry {
@@ -183,4 +188,59 @@ void auth_cache_free(auth_cache *c)
     free(c->buckets);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+/* ---- the lookups ----------------------------------------------------------- */
+
+static void count_hit(const char *cache)
+{
+    char labels[48];
+    snprintf(labels, sizeof labels, "cache=\"%s\"", cache);
+    metrics_add("kubelease_auth_cache_hits_total", labels, 1);
+}
+
+static void copy_token_answer(const void *value, void *out)
+{
+    auth_token_answer *o = out;
+    *o = *(const auth_token_answer *)value;
+    auth_subject_ref(o->subject);
+}
+
+bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out)
+{
+    if (!auth_cache_get(a->tokens, digest, mono_ms(), copy_token_answer, out))
+        return false;
+    count_hit("token");
+    return true;
+}
+
+void auth_access_key(const auth_subject *s, const auth_access_question *q,
+                     uint8_t key[AUTH_DIGEST_LEN])
+{
+    char buf[AUTH_DIGEST_LEN + 16 + 64 + 254 + 3];
+    size_t n = 0;
+    memcpy(buf, s->digest, AUTH_DIGEST_LEN);
+    n += AUTH_DIGEST_LEN;
+    const char *parts[] = {q->verb, q->ns, q->name};
+    for (size_t i = 0; i < 3; i++) {
+        size_t len = strnlen(parts[i], 253);
+        memcpy(buf + n, parts[i], len);
+        n += len;
+        buf[n++] = 0; /* NUL-separated: no two questions share a key */
+    }
+    if (auth_digest(buf, n, key) != 0)
+        memset(key, 0, AUTH_DIGEST_LEN); /* libcrypto failed: an all-zero key is never cached */
+}
+
+static void copy_access_answer(const void *value, void *out)
+{
+    *(auth_access_answer *)out = *(const auth_access_answer *)value;
+}
+
+bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out)
+{
+    if (!auth_cache_get(a->access, key, mono_ms(), copy_access_answer, out))
+        return false;
+    count_hit("access");
+    return true;
 }

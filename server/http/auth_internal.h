@@ -2,8 +2,8 @@
  * subjects it authenticated, and the reviews it runs on the engine's loop.
  *
  * Who runs where:
- * - auth_cache.c: thread-safe maps (a mutex each); MHD threads read them
- *   for cached callers, the loop thread fills them.
+ * - auth_cache.c: thread-safe maps (a mutex each) and the lookups in them;
+ *   MHD threads read them for cached callers, the loop thread fills them.
  * - auth_review.c: the loop thread only (every kube_client call, the
  *   in-flight reviews and their waiters). http_auth_free runs it down on
  *   the owner's thread once the loop has stopped.
@@ -99,8 +99,8 @@ struct http_auth {
     size_t n_reviews;
 };
 
-/* The cached answer for a token (any thread). True on a hit, with
- * out->subject a new reference (release it with auth_subject_unref). */
+/* auth_cache.c: the cached answer for a token (any thread). True on a hit,
+ * with out->subject a new reference (release it with auth_subject_unref). */
 bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out);
 /* The cache key of an access question and the cached answer, if any. */
 void auth_access_key(const auth_subject *s, const auth_access_question *q,
