@@ -361,7 +361,7 @@ static http_auth_verdict ticket_start(http_server *s, struct MHD_Connection *con
     t->refs++; /* the loop's */
     if (loop_post(s->auth->loop, ticket_run, t) != 0) {
         ticket_unlist(s, t);
-        ticket_unref(t);
+        t->refs--; /* the loop never got it */
         ticket_unref(t);
         pthread_mutex_unlock(&s->mu);
         return deny(d, RPC_INTERNAL, "out of memory");
