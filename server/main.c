@@ -5,7 +5,8 @@
  * wrong flag or value stops start-up with one line saying what is wrong
  * (exit 2). SIGTERM/SIGINT: stop accepting, end streams with a clean
  * end-of-stream frame (campaigns get Lost SHUTDOWN and keep their Leases, so
- * that their holders resume on another replica), exit 0. */
+ * that their holders resume on another replica), exit 0. Who may call:
+ * --auth (docs/design.md, rule 7). */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -41,6 +42,9 @@ typedef struct options {
     long read_timeout_s;
     long max_grant_ms;
     long max_leases;
+    const char *auth;
+    const char *token_audience;
+    const char *identity_policy;
     bool help, version;
 } options;
 
@@ -100,6 +104,14 @@ static const flag flags[] = {
      "most Leases followed at once (each has its state and its apiserver watch); campaigns, "
      "watches and reads of further Leases get resource_exhausted. Reading a Lease that does "
      "not exist follows nothing"},
+    {"auth", FLAG_STRING, OPT(auth), 0, 0, "MODE", "none with --dev, else kubernetes",
+     "who may call: kubernetes (a bearer token checked with a TokenReview, every RPC with a "
+     "SubjectAccessReview on elections.kubelease.io) or none (anyone reaching the port)"},
+    {"token-audience", FLAG_STRING, OPT(token_audience), 0, 0, "AUD", "kubelease",
+     "the audience callers' tokens must be issued for (--auth kubernetes)"},
+    {"identity-policy", FLAG_STRING, OPT(identity_policy), 0, 0, "POLICY", "any",
+     "which campaign identities a caller may use: any, serviceaccount (starting with "
+     "\"<namespace>:<serviceaccount>\") or pod (its pod's name, from a pod-bound token)"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };
@@ -267,6 +279,45 @@ static char **split_namespaces(const char *list)
     return out;
 }
 
+/* --auth, --token-audience and --identity-policy into cfg. Returns 0, or -1
+ * after saying what is wrong. */
+static int configure_auth(const options *o, http_auth_config *cfg)
+{
+    const char *mode = o->auth ? o->auth : o->dev ? "none" : "kubernetes";
+    if (strcmp(mode, "kubernetes") == 0) {
+        cfg->mode = HTTP_AUTH_KUBERNETES;
+    } else if (strcmp(mode, "none") == 0) {
+        cfg->mode = HTTP_AUTH_NONE;
+    } else {
+        fprintf(stderr, "kubeleased: --auth: \"%s\" is not kubernetes or none\n", mode);
+        return -1;
+    }
+    if (o->dev && cfg->mode == HTTP_AUTH_KUBERNETES) {
+        fprintf(stderr, "kubeleased: --auth kubernetes needs a cluster to review tokens: drop "
+                        "--dev, or use --auth none\n");
+        return -1;
+    }
+    static const char *const policies[] = {"any", "serviceaccount", "pod"};
+    size_t i = 0;
+    while (i < 3 && strcmp(o->identity_policy, policies[i]) != 0)
+        i++;
+    if (i == 3) {
+        fprintf(stderr, "kubeleased: --identity-policy: \"%s\" is not any, serviceaccount or pod\n",
+                o->identity_policy);
+        return -1;
+    }
+    if (i != 0 && cfg->mode == HTTP_AUTH_NONE) {
+        fprintf(stderr,
+                "kubeleased: --identity-policy %s needs --auth kubernetes (without it "
+                "callers are unknown)\n",
+                o->identity_policy);
+        return -1;
+    }
+    cfg->identity_policy = (http_identity_policy)i;
+    cfg->audience = o->token_audience;
+    return 0;
+}
+
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
  * saying what is wrong. *namespaces (free it) backs cfg's namespaces. */
 static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces)
@@ -312,6 +363,11 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .namespaces = (const char *const *)*namespaces,
                  .ops_listen = o->ops_listen},
     };
+    if (configure_auth(o, &cfg->http.auth) != 0) {
+        free(*namespaces);
+        *namespaces = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -376,7 +432,9 @@ int main(int argc, char **argv)
                  .max_body_bytes = 4096,
                  .read_timeout_s = 10,
                  .max_grant_ms = 0,
-                 .max_leases = 10000};
+                 .max_leases = 10000,
+                 .token_audience = "kubelease",
+                 .identity_policy = "any"};
     if (parse_env(&o) != 0 || parse_args(&o, argc, argv) != 0)
         return EXIT_USAGE;
     if (o.help) {
@@ -415,12 +473,21 @@ int main(int argc, char **argv)
     char ops[32] = "";
     if (o.ops_listen)
         snprintf(ops, sizeof ops, " ops_port=%u", (unsigned)service_ops_port(svc));
+    bool auth = cfg.http.auth.mode == HTTP_AUTH_KUBERNETES;
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
-              "max_body_bytes=%ld read_timeout_s=%ld",
+              "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "
+              "identity_policy=%s",
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
-              o.max_connections, o.max_body_bytes, o.read_timeout_s);
+              o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
+              log_q(o.token_audience), log_q(o.identity_policy));
+    if (!auth && !o.dev)
+        log_event(LOG_WARN, "auth_disabled", "msg=%s",
+                  log_q("--auth none against a cluster: ANY client that reaches this port may "
+                        "campaign for, confirm, resign, read and list ANY Lease kubeleased "
+                        "serves, and depose any leader. Use --auth kubernetes outside of "
+                        "tests."));
 
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -23,7 +23,8 @@ typedef struct service_config {
     store_kube_opts kube; /* otherwise: how to reach the apiserver */
     int64_t max_grant_ms; /* engine_config.max_grant_ms */
     int max_leases;       /* engine_config.max_leases */
-    http_config http;     /* its engine is ignored: the service's own is used */
+    http_config http;     /* its engine, and its auth's loop and kube, are the service's own;
+                             auth.mode kubernetes reviews through the store's apiserver */
 } service_config;
 
 typedef enum service_status {

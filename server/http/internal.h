@@ -15,6 +15,10 @@
  *   libmicrohttpd calls none of our callbacks while holding its own locks,
  *   and the engine holds nothing while it runs callbacks, so the lock order
  *   is simply s->mu -> (MHD, engine queue).
+ * - auth.c (requests), auth_review.c and auth_list.c (the loop thread)
+ *   decide who may call; pending authorizations (tickets) are shared under
+ *   s->mu like calls (auth.h), and the answer caches have mutexes of their
+ *   own, never held together with s->mu.
  * - conn_limit.c has its own mutex, never held together with s->mu: the
  *   timer thread lets go of s->mu before it checks the read deadlines.
  * - server.c (start, quiesce, finish, stop) belongs to the owner. */
@@ -41,6 +45,17 @@
 typedef struct http_call http_call;     /* call.c */
 typedef struct http_stream http_stream; /* stream.c */
 typedef struct http_limits http_limits; /* conn_limit.c */
+typedef struct http_auth http_auth;     /* auth.c */
+typedef struct http_auth_ticket http_auth_ticket;
+typedef struct auth_subject auth_subject;
+
+/* What a ListLeases (or the status page) may show: the Leases of ns (""
+ * every namespace) and, when subject is set, only those in namespaces that
+ * subject may list (auth_list.c). subject is a reference the holder owns. */
+typedef struct http_list_scope {
+    char ns[64];
+    auth_subject *subject;
+} http_list_scope;
 
 struct http_server {
     /* Set by http_server_start, read-only afterwards. */
@@ -53,12 +68,14 @@ struct http_server {
     uint16_t port, ops_port;
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
+    http_auth *auth;         /* NULL: --auth none, every caller may do everything */
     atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
-    pthread_mutex_t mu; /* guards everything below */
-    bool stopping;      /* no new engine requests: answer "unavailable" */
-    bool gone;          /* no engine calls at all */
-    http_call *calls;   /* waiting for the engine (call.c) */
+    pthread_mutex_t mu;             /* guards everything below */
+    bool stopping;                  /* no new engine requests: answer "unavailable" */
+    bool gone;                      /* no engine calls at all */
+    http_call *calls;               /* waiting for the engine (call.c) */
+    http_auth_ticket *auth_tickets; /* waiting for the apiserver (auth.c) */
     http_stream *streams;
     int n_streams;
     pthread_cond_t drained; /* a stream's request ended */
@@ -84,6 +101,8 @@ typedef struct http_req {
     bool close;     /* answer with Connection: close */
     http_call *call;
     http_stream *stream;
+    http_auth_ticket *auth; /* a pending authorization */
+    http_list_scope scope;  /* ListLeases and the status page: what they may show */
 } http_req;
 
 int64_t http_now_ms(void);
@@ -143,7 +162,8 @@ void http_req_account(const http_req *q, rpc_code code);
 /* --- call.c: unary calls and the status page, waiting for the engine ---- */
 
 /* Suspends the request and sends it to the engine: q->method's request m,
- * or for the status page (q->method NULL, m NULL) a ListLeases. */
+ * or for the status page (q->method NULL, m NULL) a ListLeases. The call
+ * takes over q->scope: a listing is narrowed to it (auth_list.c). */
 enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, http_req *q,
                                 const ProtobufCMessage *m);
 /* The access handler runs again after a resume: answer, or keep waiting. */

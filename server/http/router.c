@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/auth.h"
 #include "http/internal.h"
 
 /* Appends upload data to the request body; past --max-body-bytes the body
@@ -127,6 +128,8 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     http_conn_request_done(conn);
     http_stream_request_done(s, q, toe);
     http_call_request_done(s, q);
+    http_auth_request_done(s, q);
+    http_list_scope_clear(&q->scope);
     free(q->body);
     free(q);
 }

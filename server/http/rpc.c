@@ -6,8 +6,10 @@
  * Content-Type is one the method takes, the connection is within its limits,
  * Content-Length is within --max-body-bytes, no compression, a well-formed
  * Connect-Timeout-Ms. Body (http_rpc_finish): within the limit, exactly one
- * envelope for a stream, decodes, validates (rpc/lease_service.c), is in a
- * served namespace; then call.c or stream.c takes it.
+ * envelope for a stream, decodes, validates (rpc/lease_service.c), is
+ * authorized (auth.c; the handler may run twice when the answer has to
+ * wait for the apiserver: the body is decoded again), is in a served
+ * namespace; then call.c or stream.c takes it.
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. No locks: only the request is touched. */
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/auth.h"
 #include "http/internal.h"
 #include "rpc/lease_service.h"
 
@@ -157,14 +160,46 @@ static bool namespace_served(const http_server *s, const char *ns)
     return false;
 }
 
-/* A decoded request: validated, then started. */
+/* Who may do what the request asks (docs/design.md, rule 7): the verb on
+ * elections.kubelease.io of each method, in the Lease's namespace and name.
+ * A ListLeases of every namespace by a caller who may not list them all is
+ * narrowed to those it may. */
+static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                   const ProtobufCMessage *m, http_auth_denial *d)
+{
+    static const char *const verbs[RPC_METHOD_COUNT] = {
+        [RPC_METHOD_CAMPAIGN] = "campaign",  [RPC_METHOD_CONFIRM] = "campaign",
+        [RPC_METHOD_RESIGN] = "campaign",    [RPC_METHOD_GET_HOLDER] = "get",
+        [RPC_METHOD_WATCH_HOLDER] = "watch", [RPC_METHOD_LIST_LEASES] = "list",
+    };
+    if (!s->auth)
+        return HTTP_AUTH_ALLOWED;
+    rpc_method_id id = q->method->id;
+    const char *ns = rpc_request_namespace(id, m), *name = rpc_request_name(id, m);
+    http_auth_action act = {verbs[id], ns ? ns : "", name ? name : "", rpc_request_identity(id, m),
+                            id == RPC_METHOD_LIST_LEASES};
+    return http_auth_authorize(s, conn, q, &act, d);
+}
+
+/* A decoded request: validated, authorized, then started. */
 static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, http_req *q,
                                 const ProtobufCMessage *m)
 {
     char msg[512];
     if (rpc_validate_request(q->method->id, m, msg, sizeof msg) != 0)
         return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
+    http_auth_denial d;
+    switch (authorize(s, conn, q, m, &d)) {
+    case HTTP_AUTH_WAIT:
+        return MHD_YES; /* suspended: this runs again with the answer */
+    case HTTP_AUTH_DENIED:
+        return http_respond_error(conn, q, d.code, d.message);
+    case HTTP_AUTH_ALLOWED:
+        break;
+    }
     const char *ns = rpc_request_namespace(q->method->id, m);
+    if (q->method->id == RPC_METHOD_LIST_LEASES && ns)
+        snprintf(q->scope.ns, sizeof q->scope.ns, "%s", ns);
     if (!namespace_served(s, ns)) {
         snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased", ns);
         return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "http/auth.h"
 #include "http/internal.h"
 
 #define DEFAULT_THREADS         2
@@ -151,6 +152,10 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
         snprintf(err, err_len, "cannot build the connection limits: out of memory");
         goto fail;
     }
+    if (cfg->auth.mode == HTTP_AUTH_KUBERNETES && !(s->auth = http_auth_new(&cfg->auth))) {
+        snprintf(err, err_len, "cannot build the authorization state: out of memory");
+        goto fail;
+    }
     return s;
 fail:
     http_server_stop(s);
@@ -280,6 +285,7 @@ int http_server_finish(http_server *s, int timeout_ms)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     http_calls_end_locked(s);
+    http_auth_tickets_end_locked(s);
     http_streams_end_locked(s);
     pthread_mutex_unlock(&s->mu);
     return http_streams_drain(s, timeout_ms);
@@ -292,6 +298,7 @@ void http_server_stop(http_server *s)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     http_calls_fail_locked(s);
+    http_auth_tickets_fail_locked(s);
     http_streams_abort_locked(s); /* and resumed: MHD_stop_daemon wants none suspended */
     pthread_mutex_unlock(&s->mu);
     http_timer_stop(s);
@@ -305,5 +312,6 @@ void http_server_stop(http_server *s)
     pthread_mutex_destroy(&s->mu);
     http_limits_free(s->limits); /* every connection was closed with the daemons */
     http_limits_free(s->ops_limits);
+    http_auth_free(s->auth); /* the loop has stopped (or never reviewed anything) */
     free(s);
 }

@@ -13,9 +13,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/loop.h"
 #include "engine/engine.h"
+#include "kube/client.h"
 
 typedef struct http_server http_server;
+
+/* Who may call (docs/design.md, rule 7). */
+typedef enum http_auth_mode {
+    HTTP_AUTH_NONE = 0,  /* anyone reaching the port may do anything */
+    HTTP_AUTH_KUBERNETES /* bearer tokens: TokenReview, then SubjectAccessReview */
+} http_auth_mode;
+
+/* Which campaign identities a caller may use (Campaign, Confirm, Resign). */
+typedef enum http_identity_policy {
+    HTTP_IDENTITY_ANY = 0,        /* any */
+    HTTP_IDENTITY_SERVICEACCOUNT, /* "<namespace>:<serviceaccount>", optionally followed by a
+                                     character names cannot hold (":", "/", "_", ...) */
+    HTTP_IDENTITY_POD,            /* the name of the caller's pod (a pod-bound token) */
+} http_identity_policy;
+
+typedef struct http_auth_config {
+    http_auth_mode mode;
+    const char *audience; /* TokenReview audience; NULL: "kubelease" */
+    http_identity_policy identity_policy;
+    loop *loop;        /* where reviews run: the engine's loop (kubernetes mode) */
+    kube_client *kube; /* reviews go through it on that loop; not owned, must outlive the
+                          server */
+    /* Cache lifetimes in ms; 0: 60000 (tokens, never past their expiry),
+     * 5000 (refused tokens), 10000 (access answers). */
+    int token_ttl_ms, negative_ttl_ms, access_ttl_ms;
+} http_auth_config;
 
 typedef struct http_config {
     const char *listen;              /* "ADDR:PORT" ("[::1]:8080" for IPv6); port 0: any */
@@ -36,6 +64,7 @@ typedef struct http_config {
      * that probes are answered even when clients hold every slot of listen.
      * NULL: none (they are served on listen, as they always are). */
     const char *ops_listen;
+    http_auth_config auth; /* mode NONE (zeroed): no authorization */
 } http_config;
 
 /* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */

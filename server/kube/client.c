@@ -184,7 +184,7 @@ static void req_free(kube_request *r)
     if (r->easy)
         curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
-    free(r->body_copy);
+    wipe_free(r->body_copy); /* a TokenReview's holds a bearer token */
     free(r->buf);
     free(r);
 }

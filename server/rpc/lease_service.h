@@ -26,8 +26,14 @@
  * method's request type). Returns 0, or -1 with a message naming the field
  * in msg. */
 int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len);
-/* The namespace a request is about, NULL when it has none (ListLeases). */
+/* The namespace a request is about, NULL when it has none (a ListLeases of
+ * every namespace). */
 const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req);
+/* The Lease name a request is about, NULL when it has none (ListLeases). */
+const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req);
+/* The campaign identity a request acts for (Campaign, Confirm, Resign), NULL
+ * for the others. */
+const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req);
 
 /* The Connect code of an engine status code; RPC_UNKNOWN for a value the
  * table does not know. */

@@ -4,7 +4,10 @@
 # and a service-account directory holding a token of the chart's
 # ServiceAccount), runs an election: a Campaign over the Connect JSON stream
 # makes the Lease in the apiserver name the candidate, with the epoch the
-# stream reported; a namespace outside the chart's RBAC is refused.
+# stream reported; a namespace outside the chart's RBAC is refused. The
+# chart authorizes callers (auth.mode kubernetes): the application's
+# ServiceAccount has the Role the chart README documents, and presents a
+# token for the audience kubelease; a call without one is refused.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -50,6 +53,27 @@ helm_admin install "$REL" "$CHART" --namespace "$RELNS" --set "rbac.namespaces={
   >"$work/install.out" 2>&1 || { cat "$work/install.out" >&2; fail "helm install failed"; }
 installed=1
 FULL=$REL-kubelease
+
+# The application: a ServiceAccount with the workload Role of the chart
+# README (in both namespaces, so that only the chart's --namespaces refuses
+# the other one), and its token for the audience kubelease.
+kapi_json POST "/api/v1/namespaces/$NS_APP/serviceaccounts" \
+  '{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"app"}}'
+kexpect 201
+for ns in "$NS_APP" "$NS_OTHER"; do
+  kapi_json POST "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/roles" \
+    '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"app-elections"},
+      "rules":[{"apiGroups":["kubelease.io"],"resources":["elections"],"verbs":["campaign","get","watch","list"]}]}'
+  kexpect 201
+  kapi_json POST "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings" \
+    "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":\"app-elections\"},
+      \"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"app-elections\"},
+      \"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"app\",\"namespace\":\"$NS_APP\"}]}"
+  kexpect 201
+done
+APP_TOKEN=$(sa_token "$NS_APP" app kubelease)
+[ -n "$APP_TOKEN" ] || fail "TokenRequest returned no token for the application"
+AUTH=(-H "Authorization: Bearer $APP_TOKEN")
 
 # The pod's view: token, CA bundle and namespace, as the kubelet mounts them.
 sadir=$work/serviceaccount
@@ -118,7 +142,7 @@ confirmer() {
       epoch=$($KUBEAPI elected "$stream" 2>/dev/null) || epoch=
       [ -n "$epoch" ] || { sleep 0.05; continue; }
     fi
-    curl -s -o "$stream.confirm" -w '%{http_code}\n' --max-time 2 -X POST -H 'Content-Type: application/json' \
+    curl -s -o "$stream.confirm" -w '%{http_code}\n' --max-time 2 -X POST -H 'Content-Type: application/json' "${AUTH[@]}" \
       --data-binary "{\"namespace\":\"$ns\",\"name\":\"$name\",\"identity\":\"$ident\",\"epoch\":\"$epoch\"}" \
       "$URL/kubelease.v1.LeaseService/Confirm" >>"$stream.confirms" 2>/dev/null || true
     sleep 0.4
@@ -131,7 +155,7 @@ campaign() {
   local body=$work/campaign-$1-$2-$3.bin
   $KUBEAPI envelope "{\"namespace\":\"$1\",\"name\":\"$2\",\"identity\":\"$3\",\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}" "$body"
   : >"$4"
-  curl -sS -N --max-time 120 -X POST -H 'Content-Type: application/connect+json' \
+  curl -sS -N --max-time 120 -X POST -H 'Content-Type: application/connect+json' "${AUTH[@]}" \
     -H 'Connect-Protocol-Version: 1' --data-binary "@$body" \
     -o "$4" -D "$4.headers" "$URL/kubelease.v1.LeaseService/Campaign" 2>"$4.err" &
   CAMPAIGN_PIDS=($!)
@@ -142,6 +166,15 @@ campaign() {
 
 LEASE=chart-e2e
 IDENT=replica-$id
+
+# Without a token: refused (unauthenticated), and nothing is written.
+code=$(curl -s -o "$work/anon.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+  --data-binary "{\"namespace\":\"$NS_APP\",\"name\":\"$LEASE\"}" "$URL/kubelease.v1.LeaseService/GetHolder")
+[ "$code" = 401 ] && grep -q '"unauthenticated"' "$work/anon.json" ||
+  fail "GetHolder without a token answered $code: $(head -c 300 "$work/anon.json")"
+kapi GET "/apis/coordination.k8s.io/v1/namespaces/$NS_APP/leases/$LEASE"
+kexpect 404
+note "a call without a token is refused: $(head -c 200 "$work/anon.json")"
 campaign "$NS_APP" "$LEASE" "$IDENT" "$work/stream"
 leader_pids=("${CAMPAIGN_PIDS[@]}")
 
@@ -222,7 +255,7 @@ kapi GET "/apis/coordination.k8s.io/v1/namespaces/$NS_OTHER/leases/$LEASE"
 kexpect 404
 
 # The lease listing behind the status page shows the new holder.
-code=$(curl -s -o "$work/list.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+code=$(curl -s -o "$work/list.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' "${AUTH[@]}" \
   --data-binary '{}' "$URL/kubelease.v1.LeaseService/ListLeases")
 [ "$code" = 200 ] && grep -qF "\"$IDENT2\"" "$work/list.json" || fail "ListLeases answered $code without $IDENT2: $(head -c 500 "$work/list.json")"
 
