@@ -111,7 +111,7 @@ start() {
     local name=$1
     shift
     OPS_LOG=$T/$name.kl.log
-    "${IN_NS[@]}" "$KUBELEASED" --listen 127.0.0.1:0 --port-file "$T/$name.kl.port" "$@" \
+    "${IN_NS[@]}" "$KUBELEASED" --auth none --listen 127.0.0.1:0 --port-file "$T/$name.kl.port" "$@" \
         2>>"$OPS_LOG" &
     OPS_PIDS+=($!)
     ops_wait 15 test -s "$T/$name.kl.port" || fail "kubeleased ($name) did not start"
