@@ -45,6 +45,7 @@ typedef struct options {
     const char *auth;
     const char *token_audience;
     const char *identity_policy;
+    const char *pod_label_keys;
     bool help, version;
 } options;
 
@@ -112,6 +113,9 @@ static const flag flags[] = {
     {"identity-policy", FLAG_STRING, OPT(identity_policy), 0, 0, "POLICY", "any",
      "which campaign identities a caller may use: any, serviceaccount (starting with "
      "\"<namespace>:<serviceaccount>\") or pod (its pod's name, from a pod-bound token)"},
+    {"pod-label-keys", FLAG_STRING, OPT(pod_label_keys), 0, 0, "KEY,KEY", "none",
+     "the Pod label keys a campaign may ask kubeleased to put on its own Pod while it leads "
+     "(docs/design.md, rule 9); none: campaigns naming a label are refused"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };
@@ -279,6 +283,31 @@ static char **split_namespaces(const char *list)
     return out;
 }
 
+/* Splits --pod-label-keys like --namespaces; each must be a label key. */
+static char **split_pod_label_keys(const char *list)
+{
+    size_t n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    char **out = calloc(1, (n + 1) * sizeof *out + strlen(list) + 1);
+    if (!out) {
+        fprintf(stderr, "kubeleased: out of memory\n");
+        return NULL;
+    }
+    char *keys = strcpy((char *)(out + n + 1), list);
+    size_t k = 0;
+    for (char *tok = strtok(keys, ","); tok; tok = strtok(NULL, ",")) {
+        char msg[256];
+        if (engine_validate_pod_label("x", tok, "", msg, sizeof msg) != 0) {
+            fprintf(stderr, "kubeleased: --pod-label-keys: %s\n", msg);
+            free(out);
+            return NULL;
+        }
+        out[k++] = tok;
+    }
+    return out;
+}
+
 /* --auth, --token-audience and --identity-policy into cfg. Returns 0, or -1
  * after saying what is wrong. */
 static int configure_auth(const options *o, http_auth_config *cfg)
@@ -320,7 +349,8 @@ static int configure_auth(const options *o, http_auth_config *cfg)
 
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
  * saying what is wrong. *namespaces (free it) backs cfg's namespaces. */
-static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces)
+static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces,
+                     char ***pod_label_keys)
 {
     if (log_parse_level(o->log_level, level) != 0) {
         fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
@@ -347,6 +377,12 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         if (!*namespaces)
             return -1;
     }
+    *pod_label_keys = NULL;
+    if (o->pod_label_keys && !(*pod_label_keys = split_pod_label_keys(o->pod_label_keys))) {
+        free(*namespaces);
+        *namespaces = NULL;
+        return -1;
+    }
     *cfg = (service_config){
         .dev = o->dev,
         .kube = {.kubeconfig = o->kubeconfig,
@@ -361,11 +397,15 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_body_bytes = (size_t)o->max_body_bytes,
                  .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces,
+                 .pod_label_keys = (const char *const *)*pod_label_keys,
+                 .pod_ip_check = !o->dev,
                  .ops_listen = o->ops_listen},
     };
     if (configure_auth(o, &cfg->http.auth) != 0) {
         free(*namespaces);
         *namespaces = NULL;
+        free(*pod_label_keys);
+        *pod_label_keys = NULL;
         return -1;
     }
     return 0;
@@ -447,8 +487,8 @@ int main(int argc, char **argv)
     }
     service_config cfg;
     log_level level;
-    char **namespaces = NULL;
-    if (configure(&o, &cfg, &level, &namespaces) != 0)
+    char **namespaces = NULL, **pod_label_keys = NULL;
+    if (configure(&o, &cfg, &level, &namespaces, &pod_label_keys) != 0)
         return EXIT_USAGE;
     log_set_level(level);
     metrics_init();
@@ -477,11 +517,12 @@ int main(int argc, char **argv)
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "
-              "identity_policy=%s",
+              "identity_policy=%s pod_label_keys=%s",
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
               o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
-              log_q(o.token_audience), log_q(o.identity_policy));
+              log_q(o.token_audience), log_q(o.identity_policy),
+              log_q(o.pod_label_keys ? o.pod_label_keys : ""));
     if (!auth && !o.dev)
         log_event(LOG_WARN, "auth_disabled", "msg=%s",
                   log_q("--auth none against a cluster: ANY client that reaches this port may "
@@ -496,6 +537,7 @@ int main(int argc, char **argv)
 done:
     service_stop(svc); /* stops accepting, ends streams, keeps held Leases */
     free(namespaces);
+    free(pod_label_keys);
     if (rc == 0)
         log_event(LOG_INFO, "stopped", "%s", "");
     return rc;

@@ -19,7 +19,7 @@ void engine_notify_candidate(candidate *c)
 void engine_notify_standbys(lease_state *ls)
 {
     for (candidate *c = ls->candidates; c; c = c->next)
-        if (c->state != CAMPAIGN_LEADING)
+        if (c->state != CAMPAIGN_LEADING && c->state != CAMPAIGN_VERIFYING)
             engine_notify_candidate(c);
 }
 
@@ -50,7 +50,7 @@ static void tick_fire(void *arg)
     lease_state *ls = arg;
     int32_t period = 0;
     for (candidate *c = ls->candidates; c; c = c->next) {
-        if (c->state == CAMPAIGN_LEADING)
+        if (c->state == CAMPAIGN_LEADING || c->state == CAMPAIGN_VERIFYING)
             continue;
         engine_notify_candidate(c);
         if (!period || c->req.retry_period_s < period)

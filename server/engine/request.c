@@ -83,6 +83,8 @@ static void do_campaign(cmd *k)
     c->req = k->req;
     c->listener = k->listener;
     c->state = c->req.resume_epoch != 0 ? CAMPAIGN_RESUMING : CAMPAIGN_STANDBY;
+    if (c->state == CAMPAIGN_STANDBY && c->req.pod[0] && c->req.peer_ip[0])
+        c->state = CAMPAIGN_VERIFYING; /* its Pod's address first (podlabel.c) */
     /* A resume may replace a stream the service has not yet seen break. */
     bool duplicate = false;
     for (candidate *o = ls->candidates; o && c->state != CAMPAIGN_RESUMING; o = o->next)
@@ -102,6 +104,15 @@ static void do_campaign(cmd *k)
             engine_try_resume(ls, c);
         return;
     }
+    if (c->state == CAMPAIGN_VERIFYING) {
+        engine_podlabel_verify(ls, c);
+        return;
+    }
+    engine_campaign_standby(ls, c);
+}
+
+void engine_campaign_standby(lease_state *ls, candidate *c)
+{
     if (ls->synced)
         engine_notify_candidate(c);
     engine_try_acquire(ls);

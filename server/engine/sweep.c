@@ -12,7 +12,8 @@
  * safe side). */
 bool engine_lease_idle(const lease_state *ls)
 {
-    if (ls->candidates || ls->watchers || ls->term || ls->acq.state != ACQ_IDLE)
+    if (ls->candidates || ls->watchers || ls->term || ls->acq.state != ACQ_IDLE || ls->label.busy ||
+        ls->label.verifying || loop_timer_active(&ls->label.retry_timer))
         return false;
     for (const pending_get *p = ls->e->gets; p; p = p->next)
         if (p->ls == ls)

@@ -15,6 +15,11 @@
 #define KUBE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
 #define KUBE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
 #define KUBE_RV_MAX     64
+/* The annotation kubelease writes on a Lease whose term labels a Pod:
+ * "<pod> <key>=<value>" (docs/design.md, rule 9). */
+#define KUBE_POD_LABEL_ANNOTATION "kubelease.io/pod-label"
+#define KUBE_POD_LABEL_MAX        640 /* pod 253 + key 317 + value 63 + separators */
+#define KUBE_IP_MAX               64
 
 /* A coordination.k8s.io/v1 Lease: its metadata and spec fields. Plain value:
  * copy it with '='. */
@@ -27,6 +32,8 @@ typedef struct kube_lease {
     int32_t lease_transitions;             /* spec.leaseTransitions; 0 when unset */
     int64_t acquire_time_us; /* spec.acquireTime: µs since the Unix epoch; 0 when unset */
     int64_t renew_time_us;   /* spec.renewTime: µs since the Unix epoch; 0 when unset */
+    /* metadata.annotations["kubelease.io/pod-label"]; "" when unset */
+    char pod_label[KUBE_POD_LABEL_MAX];
 } kube_lease;
 
 /* A Kubernetes Status. message is cut to fit: it is for logs only. */

@@ -252,6 +252,11 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
                  out->name[0] ? "metadata.namespace" : "metadata.name");
         goto fail;
     }
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    if (cJSON_IsObject(ann) && copy_str(ann, KUBE_POD_LABEL_ANNOTATION,
+                                        "metadata.annotations[\"" KUBE_POD_LABEL_ANNOTATION "\"]",
+                                        out->pod_label, sizeof out->pod_label, err, err_len))
+        goto fail;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
     if (!spec || cJSON_IsNull(spec))
         return 0;
@@ -311,6 +316,17 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
     return !nulls || cJSON_AddNullToObject(o, name) != NULL;
 }
 
+/* The pod-label annotation: written when set; a patch removes it (null)
+ * when unset, and leaves every other annotation as it is. */
+static bool add_annotation(cJSON *md, const char *pod_label, bool patch)
+{
+    if (!pod_label[0] && !patch)
+        return true;
+    cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
+    return ann &&
+           add_string(ann, KUBE_POD_LABEL_ANNOTATION, pod_label[0] ? pod_label : NULL, patch);
+}
+
 /* The object (patch false) or a JSON merge patch (patch true) for l. */
 static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
 {
@@ -318,7 +334,8 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
     char *text = NULL;
     if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
         !bounded(l->holder_identity, sizeof l->holder_identity) ||
-        !bounded(l->resource_version, sizeof l->resource_version) || l->lease_transitions < 0 ||
+        !bounded(l->resource_version, sizeof l->resource_version) ||
+        !bounded(l->pod_label, sizeof l->pod_label) || l->lease_transitions < 0 ||
         l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
@@ -332,6 +349,7 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         (!patch && (!cJSON_AddStringToObject(md, "name", l->name) ||
                     !cJSON_AddStringToObject(md, "namespace", l->ns))) ||
         (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
+        !add_annotation(md, l->pod_label, patch) ||
         !(spec = cJSON_AddObjectToObject(root, "spec")) ||
         !cJSON_AddStringToObject(spec, "holderIdentity", l->holder_identity) ||
         !add_number(spec, "leaseDurationSeconds", l->lease_duration_seconds,
@@ -417,6 +435,46 @@ int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, ch
 done:
     if (rc != 0)
         kube_lease_list_clear(out);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- Pods ------------------------------------------------------------------ */
+
+char *kube_pod_label_patch(const char *key, const char *value, size_t *len)
+{
+    char *text = NULL;
+    cJSON *root = cJSON_CreateObject(), *md, *labels;
+    if (!root || !(md = cJSON_AddObjectToObject(root, "metadata")) ||
+        !(labels = cJSON_AddObjectToObject(md, "labels")) || !add_string(labels, key, value, true))
+        goto done;
+    text = cJSON_PrintUnformatted(root);
+    if (text && len)
+        *len = strlen(text);
+done:
+    cJSON_Delete(root);
+    return text;
+}
+
+int kube_pod_decode(const char *buf, size_t len, char ip[KUBE_IP_MAX], char *err, size_t err_len)
+{
+    ip[0] = 0;
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    int rc = -1;
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, err_len, "Pod is not a JSON object");
+        goto done;
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
+    if (cJSON_IsString(kind) && kind->valuestring && strcmp(kind->valuestring, "Pod") != 0) {
+        snprintf(err, err_len, "object is a %.64s, not a Pod", kind->valuestring);
+        goto done;
+    }
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
+    rc = cJSON_IsObject(status)
+             ? copy_str(status, "podIP", "status.podIP", ip, KUBE_IP_MAX, err, err_len)
+             : 0;
+done:
     cJSON_Delete(root);
     return rc;
 }

@@ -45,8 +45,9 @@ char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
 /* Encodes the JSON merge patch (RFC 7386) that makes a Lease's spec equal
  * lease's, on the condition that its resourceVersion is still
  * lease->resource_version (the apiserver answers 409 Conflict otherwise):
- * {"metadata":{"resourceVersion":...},"spec":{...}}, with unset fields
- * written as null so that they are removed. Everything else in the object
+ * {"metadata":{"resourceVersion":...,"annotations":{"kubelease.io/pod-label":
+ * ...}},"spec":{...}}, with unset fields (and an unset pod_label) written as
+ * null so that they are removed. Everything else in the object
  * (labels, annotations, owner references, spec fields this version does not
  * know) is left as other writers set it. Returns a malloc'd NUL-terminated
  * text with *len set, or NULL when the resourceVersion is empty, a value
@@ -66,5 +67,15 @@ typedef struct kube_lease_list {
 int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, char *err,
                            size_t err_len);
 void kube_lease_list_clear(kube_lease_list *l);
+
+/* ---- Pods: one label, and the address ---- */
+
+/* The JSON merge patch that sets metadata.labels[key] to value, or removes
+ * it when value is NULL; no other label is touched. Returns a malloc'd text
+ * with *len set, or NULL when out of memory. */
+char *kube_pod_label_patch(const char *key, const char *value, size_t *len);
+/* Decodes a Pod's status.podIP into ip ("" when it has none). Returns 0, or
+ * -1 with err filled when the body is not a Pod. */
+int kube_pod_decode(const char *buf, size_t len, char ip[KUBE_IP_MAX], char *err, size_t err_len);
 
 #endif
