@@ -68,6 +68,16 @@ static int on_envelope(void *ctx, unsigned flags, const uint8_t *msg, size_t len
     return x->type->on_message ? x->type->on_message(x, msg, len) : 0;
 }
 
+/* Keeps a unary (or error) body. Returns KL_OK, KL_ERR_PROTOCOL past the
+ * body's limit, or KL_ERR_NO_MEMORY. */
+static int keep_body(struct kl__xfer *x, const char *data, size_t n)
+{
+    int rc = kl__buf_append(&x->resp, data, n);
+    if (rc == KL__BUF_OK)
+        return KL_OK;
+    return rc == KL__BUF_NO_MEMORY ? KL_ERR_NO_MEMORY : KL_ERR_PROTOCOL;
+}
+
 /* First bytes of a response: is it a stream of envelopes? */
 static void check_response(struct kl__xfer *x)
 {
@@ -91,7 +101,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     if (x->streaming)
         rc = kl__envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
     else
-        rc = kl__buf_append(&x->resp, ptr, n, x->max_body);
+        rc = keep_body(x, ptr, n);
     if (rc != 0) {
         x->aborted = 1;
         x->abort_code = rc;
@@ -166,8 +176,8 @@ struct kl__xfer *kl__xfer_new(struct kl__transport *t, const struct kl__xfer_typ
     x->data = data;
     x->t = t;
     x->timeout_ms = timeout_ms;
-    x->max_body = KL__MAX_MESSAGE;
     kl__envelope_decoder_init(&x->dec, KL__MAX_MESSAGE);
+    kl__buf_init(&x->resp, KL__MAX_MESSAGE);
     if (pack_body(x, req) != KL_OK)
         goto fail;
     x->h = curl_easy_init();
@@ -275,7 +285,7 @@ int kl__unary_call(struct kl__transport *t, const char *method, const ProtobufCM
     struct kl__xfer *x = kl__xfer_new(t, &type, req, timeout_ms, NULL);
     if (!x)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
-    x->max_body = max_body;
+    kl__buf_init(&x->resp, max_body); /* empty yet: only its limit changes */
     CURLcode rc = curl_easy_perform(x->h);
     int st = kl__xfer_result(x, rc, err);
     if (st == KL_OK) {

@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "common/buf.h"
 #include "envelope.h"
 #include "kubelease.h"
 #include "util.h"
@@ -69,10 +70,10 @@ struct kl__xfer {
     uint8_t *body; /* request body (kept alive during the transfer) */
     size_t body_len;
     long timeout_ms;
-    size_t max_body;     /* longest unary body accepted (KL__MAX_MESSAGE unless set) */
     int64_t sent_ms;     /* monotonic time the request was created */
     int64_t last_rx_ms;  /* monotonic time of the last bytes received */
-    struct kl__buf resp; /* unary body, or the error body of a stream */
+    struct kl__buf resp; /* unary body, or the error body of a stream; its limit is
+                            KL__MAX_MESSAGE, or kl__unary_call's max_body */
     struct kl__envelope_decoder dec;
     int checked;       /* the response status was looked at */
     int streaming;     /* the stream answered 200 with envelopes */
