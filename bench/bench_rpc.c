@@ -22,8 +22,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "common/envelope.h"
 #include "kubelease/v1/kubelease.pb-c.h"
-#include "rpc/connect.h"
 
 static int64_t now_us(void)
 {
@@ -138,14 +138,14 @@ typedef struct stream {
     size_t in_len;
     bool headers_done;
     long chunk_left; /* bytes left in the current chunk; -1: read a size line */
-    rpc_envelope_decoder dec;
+    struct kl__envelope_decoder dec;
 } stream;
 
 static void stream_open(stream *s, const char *identity)
 {
     memset(s, 0, sizeof *s);
     s->chunk_left = -1;
-    rpc_envelope_decoder_init(&s->dec, 65536);
+    kl__envelope_decoder_init(&s->dec, 65536);
     s->fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -164,7 +164,7 @@ static void stream_open(stream *s, const char *identity)
                       "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n"
                       "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n",
                       jl + 5);
-    rpc_envelope_header(0, (uint32_t)jl, (uint8_t *)req + hl);
+    kl__envelope_header((uint8_t *)req + hl, 0, (uint32_t)jl);
     memcpy(req + hl + 5, json, (size_t)jl);
     if (send(s->fd, req, (size_t)hl + 5 + (size_t)jl, 0) < 0)
         die("send");
@@ -173,7 +173,7 @@ static void stream_open(stream *s, const char *identity)
 static void stream_close(stream *s)
 {
     close(s->fd);
-    rpc_envelope_decoder_free(&s->dec);
+    kl__envelope_decoder_free(&s->dec);
 }
 
 /* Next message of the stream (JSON text in out); -1 at the end. */
@@ -205,7 +205,7 @@ static int stream_next(stream *s, char *out, size_t out_len)
             }
             size_t take = s->in_len < (size_t)s->chunk_left ? s->in_len : (size_t)s->chunk_left;
             size_t used;
-            rpc_envelope_status st = rpc_envelope_decoder_feed(&s->dec, s->in, take, &used);
+            kl__envelope_status st = kl__envelope_decoder_feed(&s->dec, s->in, take, &used);
             memmove(s->in, s->in + used, s->in_len - used);
             s->in_len -= used;
             s->chunk_left -= (long)used;
@@ -216,15 +216,16 @@ static int stream_next(stream *s, char *out, size_t out_len)
                 s->in_len -= 2;
                 s->chunk_left = -1;
             }
-            if (st == RPC_ENVELOPE_FRAME) {
-                uint8_t flags, *msg;
+            if (st == KL__ENVELOPE_FRAME) {
+                unsigned flags;
+                uint8_t *msg;
                 size_t len;
-                rpc_envelope_decoder_take(&s->dec, &flags, &msg, &len);
+                kl__envelope_decoder_take(&s->dec, &flags, &msg, &len);
                 snprintf(out, out_len, "%.*s", (int)len, msg ? (char *)msg : "");
                 free(msg);
-                return flags & RPC_FLAG_END_STREAM ? -1 : 0;
+                return flags & KL__ENVELOPE_FLAG_END_STREAM ? -1 : 0;
             }
-            if (st != RPC_ENVELOPE_NEED_MORE)
+            if (st != KL__ENVELOPE_NEED_MORE)
                 die("bad envelope");
         }
         ssize_t n = recv(s->fd, s->in + s->in_len, sizeof s->in - s->in_len, 0);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "connect_error.h"
 #include "status.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -59,13 +60,30 @@ void kl__transport_cleanup(struct kl__transport *t)
 static int on_envelope(void *ctx, unsigned flags, const uint8_t *msg, size_t len)
 {
     struct kl__xfer *x = ctx;
-    if (flags & KL__ENV_END_STREAM) {
+    if (flags & KL__ENVELOPE_FLAG_END_STREAM) {
         x->end_seen = 1;
         kl__connect_error_parse((const char *)msg, len, x->end_code, sizeof(x->end_code),
                                 x->end_message, sizeof(x->end_message));
         return 0;
     }
-    return x->type->on_message ? x->type->on_message(x, msg, len) : 0;
+    int rc = x->type->on_message ? x->type->on_message(x, msg, len) : 0;
+    if (rc != 0)
+        x->abort_code = rc; /* for feed_stream */
+    return rc;
+}
+
+/* Feeds response bytes to the stream's decoder. Returns KL_OK, the status
+ * an on_message callback refused them with, KL_ERR_NO_MEMORY, or
+ * KL_ERR_PROTOCOL (an envelope too long or compressed, data after the end). */
+static int feed_stream(struct kl__xfer *x, const char *data, size_t n)
+{
+    kl__envelope_status st =
+        kl__envelope_stream_feed(&x->dec, (const uint8_t *)data, n, on_envelope, x);
+    if (st == KL__ENVELOPE_NEED_MORE)
+        return KL_OK;
+    if (st == KL__ENVELOPE_STOPPED)
+        return x->abort_code;
+    return st == KL__ENVELOPE_NO_MEMORY ? KL_ERR_NO_MEMORY : KL_ERR_PROTOCOL;
 }
 
 /* Keeps a unary (or error) body. Returns KL_OK, KL_ERR_PROTOCOL past the
@@ -98,10 +116,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     x->last_rx_ms = kl__now_ms();
     if (!x->checked)
         check_response(x);
-    if (x->streaming)
-        rc = kl__envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
-    else
-        rc = keep_body(x, ptr, n);
+    rc = x->streaming ? feed_stream(x, ptr, n) : keep_body(x, ptr, n);
     if (rc != 0) {
         x->aborted = 1;
         x->abort_code = rc;
@@ -116,7 +131,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 static int pack_body(struct kl__xfer *x, const ProtobufCMessage *req)
 {
     size_t n = protobuf_c_message_get_packed_size(req);
-    size_t off = x->type->stream ? KL__ENV_HEADER : 0;
+    size_t off = x->type->stream ? KL__ENVELOPE_HEADER : 0;
     x->body = malloc(off + n + 1);
     if (!x->body)
         return KL_ERR_NO_MEMORY;

@@ -18,7 +18,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/buf.h"
-#include "envelope.h"
+#include "common/envelope.h"
 #include "kubelease.h"
 #include "util.h"
 

@@ -43,9 +43,9 @@ if [ -z "${KL_TEST_QUICK:-}" ]; then
   TSAN_OPTIONS=halt_on_error=1 \
     scripts/controlplane.sh run -- ctest --test-dir build-tsan --output-on-failure -L 'unit|integration'
 
-  step "the client library under valgrind (no errors, no leaks)"
+  step "the client library and common/ under valgrind (no errors, no leaks)"
   vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect)
-  for t in build/tests/unit_test_client_*; do
+  for t in build/tests/unit_test_client_* build/tests/unit_test_common_*; do
     "${vg[@]}" "$t" >/dev/null
   done
   KUBELEASED=$PWD/build/server/kubeleased KL_REPLICA=$PWD/build/examples/kl_replica \

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/envelope.h"
 #include "http/internal.h"
 #include "rpc/lease_service.h"
 
@@ -107,25 +108,25 @@ enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http
 static const char *unwrap_envelope(const http_server *s, const http_req *q, uint8_t **msg,
                                    size_t *len)
 {
-    rpc_envelope_decoder d;
-    rpc_envelope_decoder_init(&d, s->max_body);
+    struct kl__envelope_decoder d;
+    kl__envelope_decoder_init(&d, s->max_body);
     size_t used = 0;
-    rpc_envelope_status st = rpc_envelope_decoder_feed(&d, q->body, q->len, &used);
-    if (st != RPC_ENVELOPE_FRAME || used != q->len) {
-        rpc_envelope_decoder_free(&d);
-        return st == RPC_ENVELOPE_FRAME
+    kl__envelope_status st = kl__envelope_decoder_feed(&d, q->body, q->len, &used);
+    if (st != KL__ENVELOPE_FRAME || used != q->len) {
+        kl__envelope_decoder_free(&d);
+        return st == KL__ENVELOPE_FRAME
                    ? "the request must be exactly one envelope; found more bytes"
                    : "the request must be one envelope: [flags][length u32][message]; "
                      "it is truncated";
     }
-    uint8_t flags = 0;
-    rpc_envelope_decoder_take(&d, &flags, msg, len);
-    rpc_envelope_decoder_free(&d);
+    unsigned flags = 0;
+    kl__envelope_decoder_take(&d, &flags, msg, len);
+    kl__envelope_decoder_free(&d);
     if (flags != 0) {
         free(*msg);
         *msg = NULL;
-        return flags & RPC_FLAG_COMPRESSED ? "compressed requests are not supported"
-                                           : "the request envelope has unexpected flags";
+        return flags & KL__ENVELOPE_FLAG_COMPRESSED ? "compressed requests are not supported"
+                                                    : "the request envelope has unexpected flags";
     }
     return NULL;
 }

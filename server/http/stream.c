@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/envelope.h"
 #include "core/log.h"
 #include "http/http_ops.h"
 #include "http/internal.h"
@@ -132,16 +133,16 @@ static void stream_wake_locked(http_stream *st)
 }
 
 /* Queues an envelope (header + msg). Returns -1 when out of memory. */
-static int stream_push_locked(http_stream *st, uint8_t flags, const uint8_t *msg, size_t len)
+static int stream_push_locked(http_stream *st, unsigned flags, const uint8_t *msg, size_t len)
 {
-    frame *f = malloc(sizeof *f + RPC_ENVELOPE_HEADER + len);
+    frame *f = malloc(sizeof *f + KL__ENVELOPE_HEADER + len);
     if (!f)
         return -1;
     f->next = NULL;
-    f->len = RPC_ENVELOPE_HEADER + len;
-    rpc_envelope_header(flags, (uint32_t)len, f->data);
+    f->len = KL__ENVELOPE_HEADER + len;
+    kl__envelope_header(f->data, flags, (uint32_t)len);
     if (len)
-        memcpy(f->data + RPC_ENVELOPE_HEADER, msg, len);
+        memcpy(f->data + KL__ENVELOPE_HEADER, msg, len);
     if (st->tail)
         st->tail->next = f;
     else
@@ -183,8 +184,8 @@ static void stream_end_locked(http_stream *st, rpc_code code, const char *messag
     st->ended = true;
     st->end_code = code;
     char *json = rpc_end_stream_json(code, message);
-    if (!json ||
-        stream_push_locked(st, RPC_FLAG_END_STREAM, (const uint8_t *)json, strlen(json)) != 0)
+    if (!json || stream_push_locked(st, KL__ENVELOPE_FLAG_END_STREAM, (const uint8_t *)json,
+                                    strlen(json)) != 0)
         st->aborted = true; /* out of memory: close without a proper end */
     free(json);
 }
