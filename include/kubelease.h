@@ -135,7 +135,7 @@ KL_EXPORT kl_client *kl_client_new_opts(const char *endpoint, const kl_client_op
 KL_EXPORT void kl_client_free(kl_client *c);
 
 /* Starts campaigning for Lease ns/lease (ns: a DNS-1123 label; lease: a
- * DNS-1123 subdomain) as identity (1 to 253 printable bytes), with client-go's
+ * DNS-1123 subdomain) as identity (1 to 253 printable ASCII bytes), with client-go's
  * durations in seconds: lease_duration_s > renew_deadline_s >
  * 1.2 x retry_period_s >= 1. Returns at once (KL_OK); the I/O thread opens the
  * campaign and keeps it going (reconnecting if the service is unreachable)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/names.h"
 #include "core/log.h"
 #include "kube/lease_json.h"
 #include "store/kube_map.h"
@@ -145,11 +146,13 @@ static void op_start(kube_op *op, const char *method, const char *path, const ch
 
 static bool check_names(kube_op *op, const char *ns, const char *name)
 {
-    if (!ns || !store_kube_valid_name(ns, STORE_NS_MAX - 1)) {
+    /* Names go into apiserver paths: checked by the engine's rules (it
+     * checked them first, so this refuses nothing the engine accepts). */
+    if (kl__name_check_namespace(ns) != KL__NAME_OK) {
         op_fail(op, STORE_INVALID, "invalid namespace");
         return false;
     }
-    if (name && !store_kube_valid_name(name, STORE_NAME_MAX - 1)) {
+    if (name && kl__name_check_lease(name) != KL__NAME_OK) {
         op_fail(op, STORE_INVALID, "invalid lease name");
         return false;
     }

@@ -30,9 +30,6 @@ typedef struct kube_store {
 
 /* ---- kube.c: helpers -------------------------------------------------- */
 
-/* A namespace or Lease name the store sends to the apiserver: 1 to max
- * bytes of [a-z0-9.-]. */
-bool store_kube_valid_name(const char *s, size_t max);
 /* The delay before retry number `failures` (0: none): doubling from 100 ms
  * up to 5 s, with jitter (between half and all of it). */
 int store_kube_backoff_ms(kube_store *ks, int failures);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/names.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "kube/lease_json.h"
@@ -439,8 +440,8 @@ store_watch *store_kube_watch(store *s, const char *ns, const char *name, store_
     if (ks->watches)
         ks->watches->prev = w;
     ks->watches = w;
-    if (!store_kube_valid_name(w->ns, STORE_NS_MAX - 1) ||
-        (name && !store_kube_valid_name(w->name, STORE_NAME_MAX - 1))) {
+    if (kl__name_check_namespace(w->ns) != KL__NAME_OK ||
+        (name && kl__name_check_lease(w->name) != KL__NAME_OK)) {
         /* Nothing can be watched (the engine validates names first): the
          * watch stays silent and never syncs. */
         log_event(LOG_ERROR, "kube_watch_invalid", "ns=%s name=%s", log_q(w->ns), log_q(w->name));
