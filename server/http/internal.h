@@ -29,6 +29,7 @@
 #include <microhttpd.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "common/buf.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "rpc/connect.h"
@@ -73,12 +74,11 @@ typedef struct http_req {
     http_req_kind kind;
     const rpc_method *method; /* an RPC's, once routed; NULL: not counted as an RPC */
     rpc_codec codec;
-    int64_t timeout_ms; /* Connect-Timeout-Ms; -1: none */
-    uint8_t *body;
-    size_t len, cap;
-    bool too_large;
-    bool responded; /* an answer is queued (or the stream started) */
-    bool close;     /* answer with Connection: close */
+    int64_t timeout_ms;  /* Connect-Timeout-Ms; -1: none */
+    struct kl__buf body; /* the upload, at most s->max_body bytes */
+    bool too_large;      /* the upload passed s->max_body: body is dropped */
+    bool responded;      /* an answer is queued (or the stream started) */
+    bool close;          /* answer with Connection: close */
     http_call *call;
     http_stream *stream;
 } http_req;

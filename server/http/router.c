@@ -13,32 +13,16 @@
 #include "http/internal.h"
 
 /* Appends upload data to the request body; past --max-body-bytes the body
- * is dropped and the request marked too large. */
-static void append_body(http_server *s, http_req *q, const char *data, size_t n)
+ * is dropped and the request marked too large (out of memory too: it is
+ * answered as over the limit, there is nothing better to say). */
+static void append_body(http_req *q, const char *data, size_t n)
 {
     if (q->too_large)
         return;
-    if (q->len + n > s->max_body) {
+    if (kl__buf_append(&q->body, data, n) != KL__BUF_OK) {
         q->too_large = true;
-        free(q->body);
-        q->body = NULL;
-        q->len = q->cap = 0;
-        return;
+        kl__buf_free(&q->body);
     }
-    if (q->len + n > q->cap) {
-        size_t cap = q->cap ? q->cap : 512;
-        while (cap < q->len + n)
-            cap *= 2;
-        uint8_t *b = realloc(q->body, cap);
-        if (!b) {
-            q->too_large = true; /* answered as over the limit: nothing better to say */
-            return;
-        }
-        q->body = b;
-        q->cap = cap;
-    }
-    memcpy(q->body + q->len, data, n);
-    q->len += n;
 }
 
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -54,6 +38,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
             return MHD_NO;
         q->start_us = mono_us();
         q->timeout_ms = -1;
+        kl__buf_init(&q->body, s->max_body);
         *req_cls = q;
         if (strncmp(url, RPC_SERVICE_PREFIX, strlen(RPC_SERVICE_PREFIX)) == 0)
             return http_rpc_begin(s, conn, q, url, method);
@@ -64,7 +49,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
     }
     if (*upload_data_size) {
         if (!q->responded)
-            append_body(s, q, upload_data, *upload_data_size);
+            append_body(q, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -88,6 +73,6 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     *req_cls = NULL;
     http_stream_request_done(s, q, toe);
     http_call_request_done(s, q);
-    free(q->body);
+    kl__buf_free(&q->body);
     free(q);
 }

@@ -111,8 +111,9 @@ static const char *unwrap_envelope(const http_server *s, const http_req *q, uint
     struct kl__envelope_decoder d;
     kl__envelope_decoder_init(&d, s->max_body);
     size_t used = 0;
-    kl__envelope_status st = kl__envelope_decoder_feed(&d, q->body, q->len, &used);
-    if (st != KL__ENVELOPE_FRAME || used != q->len) {
+    kl__envelope_status st =
+        kl__envelope_decoder_feed(&d, (const uint8_t *)q->body.data, q->body.len, &used);
+    if (st != KL__ENVELOPE_FRAME || used != q->body.len) {
         kl__envelope_decoder_free(&d);
         return st == KL__ENVELOPE_FRAME
                    ? "the request must be exactly one envelope; found more bytes"
@@ -167,8 +168,8 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
         snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", s->max_body);
         return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, msg);
     }
-    const uint8_t *data = q->body;
-    size_t len = q->len;
+    const uint8_t *data = (const uint8_t *)q->body.data;
+    size_t len = q->body.len;
     uint8_t *env = NULL;
     if (q->method->server_stream) {
         const char *why = unwrap_envelope(s, q, &env, &len);

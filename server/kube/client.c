@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -40,9 +41,9 @@ struct kube_request {
     char *body_copy;
     char errbuf[CURL_ERROR_SIZE];
     /* Bytes received but not handed over yet (streaming), or the whole
-     * body (buffered responses and non-2xx streaming responses). */
-    char *buf;
-    size_t len, cap;
+     * body (buffered responses and non-2xx streaming responses); less than
+     * KUBE_BODY_MAX bytes. */
+    struct kl__buf buf;
     long http_code;
     bool headers_done;      /* the header block of the final response ended */
     bool headers_delivered; /* on_headers has run */
@@ -165,30 +166,16 @@ static void req_free(kube_request *r)
         curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
     free(r->body_copy);
-    free(r->buf);
+    kl__buf_free(&r->buf);
     free(r);
 }
 
 static int buf_append(kube_request *r, const char *data, size_t n)
 {
-    if (r->len + n + 1 > KUBE_BODY_MAX) {
+    int rc = kl__buf_append(&r->buf, data, n);
+    if (rc == KL__BUF_TOO_LARGE)
         r->too_big = true;
-        return -1;
-    }
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 4096;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *b = realloc(r->buf, cap);
-        if (!b)
-            return -1;
-        r->buf = b;
-        r->cap = cap;
-    }
-    memcpy(r->buf + r->len, data, n);
-    r->len += n;
-    r->buf[r->len] = 0;
-    return 0;
+    return rc == KL__BUF_OK ? 0 : -1;
 }
 
 static void client_release(kube_client *c)
@@ -237,14 +224,12 @@ static int deliver(kube_request *r)
                 return DELIVER_GONE;
         }
     }
-    if (!r->streaming_body || r->len == 0 || r->aborted)
+    if (!r->streaming_body || r->buf.len == 0 || r->aborted)
         return DELIVER_OK;
     /* The bytes are handed over and the buffer starts afresh, so that a
      * burst does not keep its memory for the life of a watch. */
-    char *data = r->buf;
-    size_t len = r->len;
-    r->buf = NULL;
-    r->len = r->cap = 0;
+    size_t len;
+    char *data = kl__buf_take(&r->buf, &len);
     callback_begin(r);
     int stop = r->o.on_data(r->o.ctx, data, len);
     free(data);
@@ -376,9 +361,9 @@ static void finish(kube_request *r, CURLcode result)
         res.error = "";
     if (res.curl_code != CURLE_OK && !r->headers_done)
         res.http_code = 0;
-    bool no_body = r->streaming_body || !r->buf;
-    res.body = no_body ? "" : r->buf;
-    res.body_len = no_body ? 0 : r->len;
+    bool no_body = r->streaming_body || !r->buf.data;
+    res.body = no_body ? "" : r->buf.data;
+    res.body_len = no_body ? 0 : r->buf.len;
     res.elapsed_ms = mono_ms() - r->started_ms;
     account(r, res.http_code);
     callback_begin(r);
@@ -536,6 +521,7 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     r->started_ms = mono_ms();
     clock_gettime(CLOCK_MONOTONIC, &r->started);
     r->verb = verb_of(o->method, o->path);
+    kl__buf_init(&r->buf, KUBE_BODY_MAX - 1); /* and its NUL */
     r->next = c->reqs;
     if (c->reqs)
         c->reqs->prev = r;
