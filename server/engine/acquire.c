@@ -118,13 +118,23 @@ static void acquire_absent(lease_state *ls, candidate *c, store_lease *rec, int6
     write_for(ls, c, true, rec, false);
 }
 
+/* The longest-waiting candidate that is not resuming (resumes are handled
+ * when they arrive), or NULL. */
+static candidate *next_in_line(const lease_state *ls)
+{
+    KL__LIST_FOREACH (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
+        if (c->state != CAMPAIGN_RESUMING)
+            return c;
+    }
+    return NULL;
+}
+
 void engine_try_acquire(lease_state *ls)
 {
     if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
         return;
-    candidate *c = ls->candidates;
-    while (c && c->state == CAMPAIGN_RESUMING)
-        c = c->next; /* resumes are handled when they arrive */
+    candidate *c = next_in_line(ls);
     if (!c)
         return;
     int64_t now = engine_now_ms(ls->e);
@@ -180,8 +190,8 @@ void engine_try_resume(lease_state *ls, candidate *c)
 
 void engine_process_resumes(lease_state *ls)
 {
-    for (candidate *c = ls->candidates, *next; c; c = next) {
-        next = c->next;
+    KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
         if (c->state == CAMPAIGN_RESUMING)
             engine_try_resume(ls, c);
     }

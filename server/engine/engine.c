@@ -108,10 +108,8 @@ void engine_free(engine *e)
     if (!e)
         return;
     /* Reads the store will never complete (it is destroyed after us). */
-    for (pending_get *p = e->gets, *next; p; p = next) {
-        next = p->next;
-        free(p);
-    }
+    KL__LIST_FOREACH_SAFE (link, &e->gets)
+        free(engine_get_of(link));
     loop_timer_stop(&e->sweep_timer);
     for (unsigned b = 0; b < ENGINE_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {

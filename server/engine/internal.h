@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/list.h"
 #include "engine/engine.h"
 
 #define ENGINE_BUCKETS 1024
@@ -51,7 +52,7 @@ typedef enum campaign_state {
 } campaign_state;
 
 struct candidate {
-    candidate *next;      /* in lease_state.candidates, in arrival order */
+    struct kl__list link; /* in lease_state.candidates, in arrival order */
     candidate *hash_next; /* in engine.campaigns */
     uint64_t id;
     lease_state *ls;
@@ -61,8 +62,8 @@ struct candidate {
 };
 
 struct watcher {
-    watcher *next;
-    watcher *hash_next;
+    struct kl__list link; /* in lease_state.watchers */
+    watcher *hash_next;   /* in engine.watchers */
     uint64_t id;
     lease_state *ls;
     engine_listener listener;
@@ -96,7 +97,7 @@ struct term {
     int64_t renewed_sent_ms; /* send time of the last successful write */
     int64_t granted_until_ms;
     int64_t confirmed_ms; /* the last grant: the holder's last sign of life */
-    bool release_wanted; /* once over: release the Lease (else just forget the term) */
+    bool release_wanted;  /* once over: release the Lease (else just forget the term) */
     loop_timer renew_timer;
     loop_timer guard_timer;  /* fires at granted_until / the renew deadline */
     int64_t renew_sent_ms;   /* send time of the renewal in flight */
@@ -111,7 +112,7 @@ struct term {
 
 /* GetHolder waiting for a watch to sync, or for a consistent read. */
 struct pending_get {
-    pending_get *prev, *next; /* engine.gets */
+    struct kl__list link; /* in engine.gets */
     lease_state *ls;
     engine_done done; /* NULL once answered (at shutdown) */
     void *ctx;
@@ -138,7 +139,7 @@ struct lease_state {
     bool synced;
     bool exists;
     store_lease record;
-    int64_t observed_ms;   /* when record last changed, by our clock */
+    int64_t observed_ms; /* when record last changed, by our clock */
     /* The last sign of life of the holder before the Lease fell vacant (its
      * last confirmation or its resignation; for a holder on another replica,
      * the last renewal observed), what kubelease_failover_seconds measures
@@ -150,8 +151,8 @@ struct lease_state {
         int64_t sent_ms;
         uint64_t campaign_id; /* the candidate it is for */
     } acq;
-    candidate *candidates;
-    watcher *watchers;
+    struct kl__list candidates; /* candidate.link, in arrival order */
+    struct kl__list watchers;   /* watcher.link */
     term *term;
     loop_timer expiry_timer;
     int64_t expiry_due_ms;
@@ -179,9 +180,25 @@ struct engine {
     atomic_bool stopping;
     /* Engine thread only, mirrored in metrics. */
     int n_candidates, n_watchers, n_leases;
-    int n_elections;   /* leases with at least one candidate */
-    pending_get *gets; /* GetHolder reads in flight */
+    int n_elections;      /* leases with at least one candidate */
+    struct kl__list gets; /* pending_get.link: GetHolder reads in flight */
 };
+
+/* The owners of list links. */
+static inline candidate *engine_candidate_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, candidate, link);
+}
+
+static inline watcher *engine_watcher_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, watcher, link);
+}
+
+static inline pending_get *engine_get_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, pending_get, link);
+}
 
 /* A request from another thread, run on the engine thread (request.c). */
 typedef enum cmd_kind {

@@ -216,13 +216,9 @@ void engine_candidate_add(lease_state *ls, candidate *c)
     candidate **slot = engine_campaign_slot(e, c->id);
     c->hash_next = *slot;
     *slot = c;
-    if (!ls->candidates)
+    if (kl__list_empty(&ls->candidates))
         e->n_elections++;
-    candidate **tail = &ls->candidates;
-    while (*tail)
-        tail = &(*tail)->next;
-    c->next = NULL;
-    *tail = c;
+    kl__list_insert_tail(&ls->candidates, &c->link);
     e->n_candidates++;
     gauges_update(e);
 }
@@ -232,19 +228,14 @@ static void candidate_unlink(candidate *c)
 {
     lease_state *ls = c->ls;
     engine *e = ls->e;
-    for (candidate **p = &ls->candidates; *p; p = &(*p)->next) {
-        if (*p == c) {
-            *p = c->next;
-            break;
-        }
-    }
+    kl__list_remove(&c->link);
     candidate **slot = engine_campaign_slot(e, c->id);
     if (*slot == c)
         *slot = c->hash_next;
     if (ls->term && ls->term->owner == c)
         ls->term->owner = NULL;
     e->n_candidates--;
-    if (!ls->candidates)
+    if (kl__list_empty(&ls->candidates))
         e->n_elections--;
 }
 
@@ -267,8 +258,7 @@ void engine_watcher_add(lease_state *ls, watcher *w)
 {
     engine *e = ls->e;
     w->ls = ls;
-    w->next = ls->watchers;
-    ls->watchers = w;
+    kl__list_insert_head(&ls->watchers, &w->link);
     watcher **slot = engine_watcher_slot(e, w->id);
     w->hash_next = *slot;
     *slot = w;
@@ -279,12 +269,7 @@ void engine_watcher_add(lease_state *ls, watcher *w)
 static void watcher_unlink(watcher *w)
 {
     lease_state *ls = w->ls;
-    for (watcher **p = &ls->watchers; *p; p = &(*p)->next) {
-        if (*p == w) {
-            *p = w->next;
-            break;
-        }
-    }
+    kl__list_remove(&w->link);
     watcher **slot = engine_watcher_slot(ls->e, w->id);
     if (*slot == w)
         *slot = w->hash_next;
@@ -303,13 +288,13 @@ void engine_watcher_close(watcher *w)
 
 void engine_lease_drop_streams(lease_state *ls)
 {
-    while (ls->candidates) {
-        candidate *c = ls->candidates;
+    while (!kl__list_empty(&ls->candidates)) {
+        candidate *c = engine_candidate_of(kl__list_first(&ls->candidates));
         candidate_unlink(c);
         free(c);
     }
-    while (ls->watchers) {
-        watcher *w = ls->watchers;
+    while (!kl__list_empty(&ls->watchers)) {
+        watcher *w = engine_watcher_of(kl__list_first(&ls->watchers));
         watcher_unlink(w);
         free(w);
     }

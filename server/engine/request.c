@@ -70,8 +70,9 @@ static void do_campaign(cmd *k)
     c->state = c->req.resume_epoch != 0 ? CAMPAIGN_RESUMING : CAMPAIGN_STANDBY;
     /* A resume may replace a stream the service has not yet seen break. */
     bool duplicate = false;
-    for (candidate *o = ls->candidates; o && c->state != CAMPAIGN_RESUMING; o = o->next)
-        duplicate |= strcmp(o->req.identity, c->req.identity) == 0;
+    if (c->state != CAMPAIGN_RESUMING)
+        KL__LIST_FOREACH (link, &ls->candidates)
+            duplicate |= strcmp(engine_candidate_of(link)->req.identity, c->req.identity) == 0;
     engine_candidate_add(ls, c);
     if (duplicate) {
         engine_candidate_end(
@@ -136,8 +137,10 @@ static void do_confirm(cmd *k)
     term *t = engine_term_of(ls, k->req.identity);
     if (!t) {
         bool campaigning = false;
-        for (candidate *c = ls ? ls->candidates : NULL; c; c = c->next)
-            campaigning |= strcmp(c->req.identity, k->req.identity) == 0;
+        if (ls)
+            KL__LIST_FOREACH (link, &ls->candidates)
+                campaigning |=
+                    strcmp(engine_candidate_of(link)->req.identity, k->req.identity) == 0;
         reply_code(k->done, k->ctx, campaigning ? ENGINE_FAILED_PRECONDITION : ENGINE_NOT_FOUND,
                    campaigning ? "not the holder: the term is over"
                                : "no campaign for this lease and identity");
@@ -168,8 +171,8 @@ static void do_resign(cmd *k)
         return;
     }
     term *t = engine_term_of(ls, k->req.identity);
-    for (candidate *c = ls->candidates, *next; c; c = next) {
-        next = c->next;
+    KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
         if (strcmp(c->req.identity, k->req.identity) == 0 && (!t || t->owner != c))
             engine_candidate_end(c, ENGINE_LOST_RESIGNED, 0, "resigned");
     }
@@ -202,12 +205,7 @@ static void get_done(void *ctx, const store_result *res)
 {
     pending_get *p = ctx;
     lease_state *ls = p->ls;
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        ls->e->gets = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
+    kl__list_remove(&p->link);
     engine_reply r = {0};
     int64_t now = engine_now_ms(ls->e);
     if (res->status == STORE_OK) {
@@ -258,16 +256,13 @@ static void do_get(cmd *k)
     p->ls = ls;
     p->done = k->done;
     p->ctx = k->ctx;
-    p->next = e->gets;
-    if (p->next)
-        p->next->prev = p;
-    e->gets = p;
+    kl__list_insert_head(&e->gets, &p->link);
     e->store->ops->get(e->store, ls->ns, ls->name, 2000, get_done, p);
 }
 
 static bool listed(const lease_state *ls)
 {
-    return ls->exists || ls->candidates || ls->watchers;
+    return ls->exists || !kl__list_empty(&ls->candidates) || !kl__list_empty(&ls->watchers);
 }
 
 static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t now)
@@ -280,9 +275,9 @@ static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t no
     row->lease_duration_s = ls->record.lease_duration_s;
     if (ls->term && ls->term->granted_until_ms > now)
         row->valid_for_ms = ls->term->granted_until_ms - now;
-    for (const candidate *c = ls->candidates; c; c = c->next)
+    KL__LIST_FOREACH (link, &ls->candidates)
         row->candidates++;
-    for (const watcher *w = ls->watchers; w; w = w->next)
+    KL__LIST_FOREACH (link, &ls->watchers)
         row->watchers++;
 }
 
@@ -317,17 +312,18 @@ void engine_shutdown(engine *e)
         for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next) {
             /* Held Leases are kept: their holders resume on another replica
              * (docs/design.md, rule 5). */
-            while (ls->candidates) {
-                candidate *c = ls->candidates;
+            while (!kl__list_empty(&ls->candidates)) {
+                candidate *c = engine_candidate_of(kl__list_first(&ls->candidates));
                 int64_t epoch = c->state == CAMPAIGN_LEADING ? ls->term->epoch : 0;
                 engine_candidate_end(c, ENGINE_LOST_SHUTDOWN, epoch, SHUTDOWN_MSG);
             }
-            while (ls->watchers)
-                engine_watcher_close(ls->watchers);
+            while (!kl__list_empty(&ls->watchers))
+                engine_watcher_close(engine_watcher_of(kl__list_first(&ls->watchers)));
             engine_term_answer_resign(ls, false);
         }
     }
-    for (pending_get *p = e->gets; p; p = p->next) {
+    KL__LIST_FOREACH (link, &e->gets) {
+        pending_get *p = engine_get_of(link);
         if (p->done) {
             reply_code(p->done, p->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
             p->done = NULL; /* the read may still complete: it answers nobody */

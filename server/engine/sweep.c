@@ -13,10 +13,11 @@
  * expiry judgement: the safe side). */
 static bool lease_idle(const lease_state *ls)
 {
-    if (ls->candidates || ls->watchers || ls->term || ls->acq.state != ACQ_IDLE)
+    if (!kl__list_empty(&ls->candidates) || !kl__list_empty(&ls->watchers) || ls->term ||
+        ls->acq.state != ACQ_IDLE)
         return false;
-    for (const pending_get *p = ls->e->gets; p; p = p->next)
-        if (p->ls == ls)
+    KL__LIST_FOREACH (link, &ls->e->gets)
+        if (engine_get_of(link)->ls == ls)
             return false;
     return true;
 }

@@ -30,6 +30,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/buf.h"
+#include "common/list.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "rpc/connect.h"
@@ -53,11 +54,11 @@ struct http_server {
     http_limits *limits;
     atomic_bool refusing; /* quiesced: new connections are closed at accept */
 
-    pthread_mutex_t mu; /* guards everything below */
-    bool stopping;      /* no new engine requests: answer "unavailable" */
-    bool gone;          /* no engine calls at all */
-    http_call *calls;   /* waiting for the engine (call.c) */
-    http_stream *streams;
+    pthread_mutex_t mu;      /* guards everything below */
+    bool stopping;           /* no new engine requests: answer "unavailable" */
+    bool gone;               /* no engine calls at all */
+    struct kl__list calls;   /* http_call: waiting for the engine (call.c) */
+    struct kl__list streams; /* http_stream: open (stream.c) */
     int n_streams;
     pthread_cond_t drained; /* a stream's request ended */
     pthread_cond_t wake;    /* the timer thread: a new deadline, or quit */

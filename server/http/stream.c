@@ -50,12 +50,12 @@ struct http_stream {
     bool aborted;     /* the peer does not keep up: close without end frame */
     bool suspended;
     rpc_code end_code;
-    int64_t deadline_ms; /* Connect-Timeout-Ms; 0: none */
-    int fd;              /* the connection's socket, for noticing a peer that left */
-    frame *head, *tail;  /* the queue: envelopes not yet (fully) read by MHD */
-    size_t off;          /* bytes of head already read */
-    size_t queued;       /* bytes in the queue */
-    http_stream *prev, *next;
+    int64_t deadline_ms;  /* Connect-Timeout-Ms; 0: none */
+    int fd;               /* the connection's socket, for noticing a peer that left */
+    frame *head, *tail;   /* the queue: envelopes not yet (fully) read by MHD */
+    size_t off;           /* bytes of head already read */
+    size_t queued;        /* bytes in the queue */
+    struct kl__list link; /* in s->streams from its start to its request's end */
 };
 
 /* ---------- the stream object ---------- */
@@ -103,25 +103,20 @@ static void stream_unref(http_stream *st)
 
 static void stream_list(http_server *s, http_stream *st)
 {
-    st->prev = NULL;
-    st->next = s->streams;
-    if (s->streams)
-        s->streams->prev = st;
-    s->streams = st;
+    kl__list_insert_head(&s->streams, &st->link);
     s->n_streams++;
 }
 
 static void stream_unlist(http_server *s, http_stream *st)
 {
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        s->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    st->prev = st->next = NULL;
+    kl__list_remove(&st->link);
     s->n_streams--;
     pthread_cond_broadcast(&s->drained);
+}
+
+static http_stream *stream_of(struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, http_stream, link);
 }
 
 static void stream_wake_locked(http_stream *st)
@@ -399,7 +394,8 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
     /* A stream past its Connect-Timeout-Ms ends with deadline_exceeded; for
      * a campaign that is a departure, not a resignation (a term in progress
      * ends when its last grant runs out). */
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         if (!st->deadline_ms || st->ended || st->aborted)
             continue;
         if (st->deadline_ms <= now) {
@@ -415,7 +411,8 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
 
 void http_streams_poll_locked(http_server *s)
 {
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         if (st->suspended && !st->aborted && peer_left(st)) {
             st->aborted = true;
             stream_detach_locked(s, st);
@@ -426,7 +423,8 @@ void http_streams_poll_locked(http_server *s)
 
 void http_streams_end_locked(http_server *s)
 {
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         if (st->engine_open) {
             st->engine_open = false;
             stream_unref(st); /* the engine's: it will never call on_close */
@@ -438,7 +436,8 @@ void http_streams_end_locked(http_server *s)
 
 void http_streams_abort_locked(http_server *s)
 {
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         st->aborted = st->aborted || !st->ended;
         stream_wake_locked(st);
     }

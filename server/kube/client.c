@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/buf.h"
+#include "common/list.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -33,7 +34,7 @@ enum {
 };
 
 struct kube_request {
-    kube_request *prev, *next;
+    struct kl__list link; /* in kube_client.reqs */
     kube_client *c;
     CURL *easy;
     struct curl_slist *headers;
@@ -60,8 +61,8 @@ struct kube_request {
 struct kube_client {
     loop *l;
     kube_config cfg;
-    kube_request *reqs;
-    unsigned flags; /* CLIENT_* */
+    struct kl__list reqs; /* kube_request.link: every request not yet freed */
+    unsigned flags;       /* CLIENT_* */
     int64_t token_read_ms;
     bool token_stale;
     uint64_t token_reads;
@@ -154,13 +155,7 @@ bool kube_client_token_maybe_refresh(kube_client *c, int64_t now)
 
 static void req_free(kube_request *r)
 {
-    kube_client *c = r->c;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        c->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+    kl__list_remove(&r->link);
     loop_timer_stop(&r->dispatch);
     if (r->easy)
         curl_easy_cleanup(r->easy);
@@ -522,10 +517,7 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     clock_gettime(CLOCK_MONOTONIC, &r->started);
     r->verb = verb_of(o->method, o->path);
     kl__buf_init(&r->buf, KUBE_BODY_MAX - 1); /* and its NUL */
-    r->next = c->reqs;
-    if (c->reqs)
-        c->reqs->prev = r;
-    c->reqs = r;
+    kl__list_insert_head(&c->reqs, &r->link);
     size_t ulen = strlen(c->cfg.server) + strlen(o->path) + 1;
     char *url = malloc(ulen);
     r->easy = curl_easy_init();
@@ -558,10 +550,8 @@ void kube_client_free(kube_client *c)
     if (!c || (c->flags & CLIENT_FREEING))
         return;
     c->flags |= CLIENT_FREEING;
-    for (kube_request *r = c->reqs, *next; r; r = next) {
-        next = r->next;
-        kube_client_cancel(c, r);
-    }
+    KL__LIST_FOREACH_SAFE (link, &c->reqs)
+        kube_client_cancel(c, KL__LIST_ENTRY(link, kube_request, link));
     if (!(c->flags & CLIENT_IN_CALLBACK))
         client_release(c);
 }

@@ -19,7 +19,7 @@
 #include "store/kube_store.h"
 
 struct kube_op {
-    kube_op *prev, *next; /* in kube_store.ops */
+    struct kl__list link; /* in kube_store.ops */
     kube_store *ks;
     kube_request *req;
     loop_timer timer; /* delivers a failure found before any request */
@@ -29,20 +29,9 @@ struct kube_op {
     store_result res;
 };
 
-static void op_unlink(kube_op *op)
-{
-    kube_store *ks = op->ks;
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        ks->ops = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-}
-
 static void op_complete(kube_op *op)
 {
-    op_unlink(op);
+    kl__list_remove(&op->link);
     op->cb(op->ctx, &op->res);
     free(op);
 }
@@ -65,10 +54,7 @@ static kube_op *op_new(kube_store *ks, kube_verb verb, const char *ns, const cha
     op->ctx = ctx;
     snprintf(op->res.lease.ns, sizeof op->res.lease.ns, "%s", ns ? ns : "");
     snprintf(op->res.lease.name, sizeof op->res.lease.name, "%s", name ? name : "");
-    op->next = ks->ops;
-    if (ks->ops)
-        ks->ops->prev = op;
-    ks->ops = op;
+    kl__list_insert_head(&ks->ops, &op->link);
     return op;
 }
 
@@ -247,11 +233,11 @@ void store_kube_remove(store *s, const char *ns, const char *name, const char *r
 
 void store_kube_ops_cancel_all(kube_store *ks)
 {
-    while (ks->ops) {
-        kube_op *op = ks->ops;
+    while (!kl__list_empty(&ks->ops)) {
+        kube_op *op = KL__LIST_ENTRY(kl__list_first(&ks->ops), kube_op, link);
         kube_client_cancel(ks->c, op->req);
         loop_timer_stop(&op->timer);
-        op_unlink(op);
+        kl__list_remove(&op->link);
         free(op);
     }
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "core/loop.h"
 #include "kube/client.h"
 #include "store/kube.h"
@@ -22,10 +23,11 @@ typedef struct kube_store {
     store base;
     loop *l;
     kube_client *c;
-    bool reachable;       /* the last answer showed the apiserver reachable */
-    kube_op *ops;         /* operations not yet completed */
-    store_watch *watches; /* not yet freed (an unwatched one may linger in a callback) */
-    uint64_t rng;         /* backoff jitter */
+    bool reachable;          /* the last answer showed the apiserver reachable */
+    struct kl__list ops;     /* kube_op: operations not yet completed */
+    struct kl__list watches; /* store_watch: not yet freed (an unwatched one may linger
+                                in a callback) */
+    uint64_t rng;            /* backoff jitter */
 } kube_store;
 
 /* ---- kube.c: helpers -------------------------------------------------- */

@@ -9,6 +9,8 @@
 
 #include "store/memory.h"
 
+#include "common/list.h"
+
 typedef struct mem_entry {
     struct mem_entry *next;
     store_lease lease;
@@ -31,7 +33,7 @@ typedef struct mem_store {
     loop *loop;
     mem_entry *entries;
     struct store_watch *watches;
-    mem_op *delayed; /* operations and deliveries waiting on their timer */
+    struct kl__list delayed; /* mem_op: operations and deliveries waiting on their timer */
     int64_t revision;
     int delivering; /* nesting depth of watch deliveries */
     bool available;
@@ -49,9 +51,8 @@ typedef enum mem_op_kind {
 } mem_op_kind;
 
 struct mem_op {
-    mem_op *prev, *next; /* in mem_store.delayed while its timer runs */
+    struct kl__list link; /* in mem_store.delayed while its timer runs */
     loop_timer timer;
-    bool delayed;
     mem_store *m;
     mem_op_kind kind;
     store_lease lease;
@@ -105,24 +106,9 @@ static void run_op(void *arg);
 /* Runs op after ms on the loop's clock; the store keeps it until then. */
 static void delay(mem_store *m, mem_op *op, int ms)
 {
-    op->prev = NULL;
-    op->next = m->delayed;
-    if (m->delayed)
-        m->delayed->prev = op;
-    m->delayed = op;
-    op->delayed = true;
+    kl__list_insert_head(&m->delayed, &op->link);
     loop_timer_init(m->loop, &op->timer);
     loop_timer_start(&op->timer, loop_now(m->loop) + ms, run_op, op);
-}
-
-static void delayed_unlink(mem_store *m, mem_op *op)
-{
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        m->delayed = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
 }
 
 static void notify(mem_store *m, store_event_type type, const store_lease *l)
@@ -240,8 +226,7 @@ static void run_op(void *arg)
     store_result r = {0};
     store_event_type ev = STORE_EVENT_PUT;
 
-    if (op->delayed)
-        delayed_unlink(m, op);
+    kl__list_remove(&op->link); /* when it was delayed */
     if (op->kind == OP_DELIVER) {
         notify_now(m, op->event, &op->lease);
         free(op);
@@ -393,8 +378,8 @@ static bool mem_reachable(store *s)
 static void mem_destroy(store *s)
 {
     mem_store *m = (mem_store *)s;
-    for (mem_op *op = m->delayed, *next; op; op = next) {
-        next = op->next;
+    KL__LIST_FOREACH_SAFE (link, &m->delayed) {
+        mem_op *op = KL__LIST_ENTRY(link, mem_op, link);
         loop_timer_stop(&op->timer);
         free(op);
     }

@@ -20,8 +20,7 @@ typedef struct item {
 static int ids(const struct kl__list *head, int *out, int max)
 {
     int n = 0;
-    KL__LIST_FOREACH(node, head)
-    {
+    KL__LIST_FOREACH (node, head) {
         assert_true(n < max);
         out[n++] = KL__LIST_ENTRY(node, item, link)->id;
     }
@@ -101,8 +100,7 @@ static void test_list_safe_iteration_may_unlink_the_current_node(void **state)
         kl__list_insert_tail(&head, &it[i].link);
     }
     int seen = 0;
-    KL__LIST_FOREACH_SAFE(node, &head)
-    {
+    KL__LIST_FOREACH_SAFE (node, &head) {
         item *x = KL__LIST_ENTRY(node, item, link);
         seen++;
         if (x->id % 2 == 0) {
