@@ -301,10 +301,11 @@ static int64_t el_wind_down(struct kl__election *el, int64_t now)
     return INT64_MAX;
 }
 
-int64_t kl__elections_process(struct kl__election *list, int64_t now)
+int64_t kl__elections_process(const struct kl__list *list, int64_t now)
 {
     int64_t next = INT64_MAX;
-    for (struct kl__election *el = list; el; el = el->next) {
+    KL__LIST_FOREACH (link, list) {
+        struct kl__election *el = kl__election_of(link);
         kl__election_check_deadline(el, now);
         if (kl__election_over(el)) {
             next = kl__min64(next, el_wind_down(el, now));
@@ -346,10 +347,10 @@ int64_t kl__elections_process(struct kl__election *list, int64_t now)
     return next;
 }
 
-int kl__elections_idle(const struct kl__election *list)
+int kl__elections_idle(const struct kl__list *list)
 {
-    for (const struct kl__election *el = list; el; el = el->next)
-        if (el->state != KL__EL_CLOSED)
+    KL__LIST_FOREACH (link, list)
+        if (kl__election_of(link)->state != KL__EL_CLOSED)
             return 0;
     return 1;
 }

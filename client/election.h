@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "common/list.h"
 #include "loop.h"
 
 /* The life of an election. It runs from NEW until one of the three "over"
@@ -33,7 +34,7 @@ enum kl__election_state {
 };
 
 struct kl__election {
-    struct kl__election *next; /* the client's list */
+    struct kl__list link; /* in the client's list */
     struct kl__loop *loop;
     int refs;  /* the client's list holds one, each waiting thread one */
     char *key; /* "ns/lease" */
@@ -92,11 +93,16 @@ void kl__election_cancel(struct kl__election *el, const char *fmt, ...)
  * I/O thread cannot delay it. */
 void kl__election_check_deadline(struct kl__election *el, int64_t now);
 
-/* The I/O thread's work on a list of elections: returns the next time it
- * needs to run (monotonic ms) or INT64_MAX. */
-int64_t kl__elections_process(struct kl__election *list, int64_t now);
+static inline struct kl__election *kl__election_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, struct kl__election, link);
+}
+
+/* The I/O thread's work on a list of elections (linked by their link):
+ * returns the next time it needs to run (monotonic ms) or INT64_MAX. */
+int64_t kl__elections_process(const struct kl__list *list, int64_t now);
 /* 1 when the I/O thread let go of every election of the list. */
-int kl__elections_idle(const struct kl__election *list);
+int kl__elections_idle(const struct kl__list *list);
 
 /* Deadline arithmetic (pure). The leadership deadline after a confirmation
  * sent at sent_ms (monotonic) that granted valid_for_ms: never later than the
