@@ -6,18 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "engine/internal.h"
 
-static unsigned hash_str2(const char *a, const char *b)
+/* The bucket of "ns/name". */
+static unsigned lease_bucket(const char *ns, const char *name)
 {
-    unsigned h = 2166136261u;
-    for (; *a; a++)
-        h = (h ^ (unsigned char)*a) * 16777619u;
-    h = (h ^ '/') * 16777619u;
-    for (; *b; b++)
-        h = (h ^ (unsigned char)*b) * 16777619u;
+    uint32_t h = hash_fnv1a_str(HASH_FNV1A_INIT, ns);
+    h = hash_fnv1a_str(hash_fnv1a(h, "/", 1), name);
     return h % ENGINE_BUCKETS;
 }
 
@@ -57,7 +55,7 @@ void engine_lost_labels(const char *lease_labels, engine_lost_reason r, char *ou
 
 lease_state *engine_lease_find(engine *e, const char *ns, const char *name)
 {
-    for (lease_state *ls = e->leases[hash_str2(ns, name)]; ls; ls = ls->hash_next)
+    for (lease_state *ls = e->leases[lease_bucket(ns, name)]; ls; ls = ls->hash_next)
         if (strcmp(ls->ns, ns) == 0 && strcmp(ls->name, name) == 0)
             return ls;
     return NULL;
@@ -83,7 +81,7 @@ lease_state *engine_lease_get(engine *e, const char *ns, const char *name)
         return NULL;
     }
     atomic_fetch_add(&e->unsynced, 1);
-    unsigned h = hash_str2(ns, name);
+    unsigned h = lease_bucket(ns, name);
     ls->hash_next = e->leases[h];
     e->leases[h] = ls;
     metrics_set("kubelease_leases_followed", "", ++e->n_leases);
@@ -104,7 +102,7 @@ void engine_lease_drop(lease_state *ls)
 void engine_lease_forget(lease_state *ls)
 {
     engine *e = ls->e;
-    for (lease_state **p = &e->leases[hash_str2(ls->ns, ls->name)]; *p; p = &(*p)->hash_next) {
+    for (lease_state **p = &e->leases[lease_bucket(ls->ns, ls->name)]; *p; p = &(*p)->hash_next) {
         if (*p == ls) {
             *p = ls->hash_next;
             break;
