@@ -1,11 +1,10 @@
-/* kubeleased: flags and signals; service.c starts and stops the rest.
- *
- * Every flag can also be set as an environment variable KUBELEASED_<NAME>
- * (--max-body-bytes -> KUBELEASED_MAX_BODY_BYTES); the command line wins. A
- * wrong flag or value stops start-up with one line saying what is wrong
- * (exit 2). SIGTERM/SIGINT: stop accepting, end streams with a clean
- * end-of-stream frame (campaigns get Lost SHUTDOWN and keep their Leases, so
- * that their holders resume on another replica), exit 0. */
+/* kubeleased: the process. Its options come from flags.c (the command line
+ * and the KUBELEASED_* environment); this file checks them together and
+ * handles the signals; service.c starts and stops the rest. A wrong flag or
+ * value stops start-up with one line saying what is wrong (exit 2).
+ * SIGTERM/SIGINT: stop accepting, end streams with a clean end-of-stream
+ * frame (campaigns get Lost SHUTDOWN and keep their Leases, so that their
+ * holders resume on another replica), exit 0. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -20,201 +19,10 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "engine/engine.h"
+#include "flags.h"
 #include "service.h"
 
 #define EXIT_USAGE 2
-
-typedef struct options {
-    const char *listen;
-    const char *port_file;
-    bool dev;
-    const char *kubeconfig;
-    const char *context;
-    const char *sa_dir;
-    const char *log_level;
-    const char *namespaces;
-    long max_connections;
-    long max_per_ip;
-    long max_body_bytes;
-    long max_grant_ms;
-    bool help, version;
-} options;
-
-typedef enum flag_kind { FLAG_BOOL, FLAG_STRING, FLAG_LONG } flag_kind;
-
-typedef struct flag {
-    const char *name; /* without "--" */
-    flag_kind kind;
-    size_t offset;
-    long min, max; /* FLAG_LONG */
-    const char *arg;
-    const char *deflt;
-    const char *help;
-} flag;
-
-#define OPT(field) offsetof(options, field)
-
-static const flag flags[] = {
-    {"listen", FLAG_STRING, OPT(listen), 0, 0, "ADDR:PORT", "0.0.0.0:8080",
-     "address and port to serve on ([::1]:8080 for IPv6; port 0 picks a free one)"},
-    {"port-file", FLAG_STRING, OPT(port_file), 0, 0, "PATH", "none",
-     "once listening, write the bound port (one line) to PATH; handy with port 0"},
-    {"dev", FLAG_BOOL, OPT(dev), 0, 0, NULL, "false",
-     "use the in-memory lease store (no cluster); leases live as long as the process"},
-    {"kubeconfig", FLAG_STRING, OPT(kubeconfig), 0, 0, "PATH", "in-cluster config",
-     "kubeconfig file to reach the apiserver"},
-    {"context", FLAG_STRING, OPT(context), 0, 0, "NAME", "the current-context",
-     "kubeconfig context"},
-    {"sa-dir", FLAG_STRING, OPT(sa_dir), 0, 0, "DIR",
-     "/var/run/secrets/kubernetes.io/serviceaccount",
-     "service-account directory of the in-cluster config (token, ca.crt)"},
-    {"log-level", FLAG_STRING, OPT(log_level), 0, 0, "LEVEL", "info", "debug, info, warn or error"},
-    {"namespaces", FLAG_STRING, OPT(namespaces), 0, 0, "NS,NS", "all",
-     "serve only these namespaces; requests for others get permission_denied"},
-    {"max-connections", FLAG_LONG, OPT(max_connections), 1, 1000000, "N", "1024",
-     "most simultaneous client connections; RPCs on connections over it are refused with "
-     "resource_exhausted (probes and metrics are still answered)"},
-    {"max-per-ip", FLAG_LONG, OPT(max_per_ip), 0, 1000000, "N", "0",
-     "most simultaneous connections from one IP address (0: no limit); RPCs over it are "
-     "refused as for --max-connections"},
-    {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
-     "largest request body accepted (larger: resource_exhausted)"},
-    {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
-     "longest validity granted to a leader per confirmation (0: its retry period)"},
-    {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
-    {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
-};
-#define N_FLAGS (sizeof flags / sizeof flags[0])
-
-static void env_name(const flag *f, char *out, size_t len)
-{
-    size_t o = (size_t)snprintf(out, len, "KUBELEASED_");
-    for (const char *p = f->name; *p && o + 1 < len; p++)
-        out[o++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
-    out[o] = '\0';
-}
-
-static void usage(FILE *out)
-{
-    fprintf(out, "Usage: kubeleased [flags]\n\n"
-                 "kubelease's leader-election service: campaigns, holders and watches of\n"
-                 "Kubernetes Leases over the Connect protocol (HTTP/1.1).\n\n"
-                 "Flags (each also settable as the environment variable shown; the command\n"
-                 "line wins):\n");
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        const flag *f = &flags[i];
-        char left[64], env[64];
-        snprintf(left, sizeof left, "--%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
-        fprintf(out, "  %-28s %s\n", left, f->help);
-        if (f->deflt) {
-            env_name(f, env, sizeof env);
-            fprintf(out, "  %-28s default: %s; env: %s\n", "", f->deflt, env);
-        }
-    }
-    fprintf(out, "\nEndpoints: POST /kubelease.v1.LeaseService/<Method>, GET /livez, /readyz,\n"
-                 "/metrics and / (status page). SIGTERM or SIGINT stops it cleanly.\n");
-}
-
-/* Sets one flag from text; source names it in errors ("--listen" or
- * "KUBELEASED_LISTEN"). */
-static int set_flag(options *o, const flag *f, const char *value, const char *source)
-{
-    void *p = (char *)o + f->offset;
-    switch (f->kind) {
-    case FLAG_BOOL:
-        if (!value || strcmp(value, "true") == 0 || strcmp(value, "1") == 0) {
-            *(bool *)p = true;
-        } else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0) {
-            *(bool *)p = false;
-        } else {
-            fprintf(stderr, "kubeleased: %s: \"%s\" is not true or false\n", source, value);
-            return -1;
-        }
-        return 0;
-    case FLAG_STRING:
-        if (!value || !*value) {
-            fprintf(stderr, "kubeleased: %s needs a value (%s)\n", source, f->arg);
-            return -1;
-        }
-        *(const char **)p = value;
-        return 0;
-    case FLAG_LONG: {
-        if (!value || !*value) {
-            fprintf(stderr, "kubeleased: %s needs a value (%s)\n", source, f->arg);
-            return -1;
-        }
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(value, &end, 10);
-        if (errno || *end || v < f->min || v > f->max) {
-            fprintf(stderr, "kubeleased: %s: \"%s\" is not a whole number from %ld to %ld\n",
-                    source, value, f->min, f->max);
-            return -1;
-        }
-        *(long *)p = v;
-        return 0;
-    }
-    }
-    return -1;
-}
-
-static const flag *find_flag(const char *name, size_t len)
-{
-    for (size_t i = 0; i < N_FLAGS; i++)
-        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0)
-            return &flags[i];
-    return NULL;
-}
-
-static int parse_env(options *o)
-{
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        const flag *f = &flags[i];
-        if (!f->deflt)
-            continue; /* --help, --version */
-        char env[64];
-        env_name(f, env, sizeof env);
-        const char *v = getenv(env);
-        if (v && set_flag(o, f, v, env) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int parse_args(options *o, int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr,
-                    "kubeleased: unexpected argument \"%s\" (flags start with --; see "
-                    "--help)\n",
-                    a);
-            return -1;
-        }
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const flag *f = find_flag(name, len);
-        if (!f) {
-            fprintf(stderr, "kubeleased: unknown flag --%.*s (see --help)\n", (int)len, name);
-            return -1;
-        }
-        char source[64];
-        snprintf(source, sizeof source, "--%s", f->name);
-        const char *value = eq ? eq + 1 : NULL;
-        if (f->kind != FLAG_BOOL && !eq) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "kubeleased: %s needs a value (%s)\n", source, f->arg);
-                return -1;
-            }
-            value = argv[++i];
-        }
-        if (set_flag(o, f, value, source) != 0)
-            return -1;
-    }
-    return 0;
-}
 
 /* Splits --namespaces into a NULL-terminated array and checks each name.
  * One allocation (free it once): the pointers, then the names they point
@@ -340,16 +148,12 @@ static int write_port_file(const char *path, unsigned port)
 
 int main(int argc, char **argv)
 {
-    options o = {.listen = "0.0.0.0:8080",
-                 .log_level = "info",
-                 .max_connections = 1024,
-                 .max_per_ip = 0,
-                 .max_body_bytes = 4096,
-                 .max_grant_ms = 0};
-    if (parse_env(&o) != 0 || parse_args(&o, argc, argv) != 0)
+    options o;
+    flags_defaults(&o);
+    if (flags_parse(&o, argc, argv) != 0)
         return EXIT_USAGE;
     if (o.help) {
-        usage(stdout);
+        flags_usage(stdout);
         return 0;
     }
     if (o.version) {
