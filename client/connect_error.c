@@ -25,62 +25,71 @@ static int hexval(char ch)
     return -1;
 }
 
-/* Reads a JSON string at j->p (which is '"') into out (may be NULL).
+/* Decodes the escape after a backslash at j->p into *ch. Returns 0, or -1
+ * when it is cut off or a malformed \u. */
+static int read_escape(struct json_cursor *j, char *ch)
+{
+    if (j->p >= j->end)
+        return -1;
+    char e = *j->p++;
+    switch (e) {
+    case 'n':
+        *ch = '\n';
+        return 0;
+    case 't':
+        *ch = '\t';
+        return 0;
+    case 'r':
+        *ch = '\r';
+        return 0;
+    case 'b':
+        *ch = '\b';
+        return 0;
+    case 'f':
+        *ch = '\f';
+        return 0;
+    case 'u': {
+        int v = 0;
+        if (j->end - j->p < 4)
+            return -1;
+        for (int i = 0; i < 4; i++) {
+            int h = hexval(j->p[i]);
+            if (h < 0)
+                return -1;
+            v = v * 16 + h;
+        }
+        j->p += 4;
+        *ch = (v >= 0x20 && v < 0x7f) ? (char)v : '?';
+        return 0;
+    }
+    default:
+        *ch = e; /* \" \\ \/ and anything else verbatim */
+        return 0;
+    }
+}
+
+/* Reads a JSON string at j->p (which is '"') into out (may be NULL), always
+ * NUL-terminated: when the string is malformed, out holds what came before.
  * Returns 0 on success with j->p after the closing quote, -1 if malformed. */
 static int read_string(struct json_cursor *j, char *out, size_t out_size)
 {
     size_t n = 0;
+    int rc = -1;
     j->p++; /* opening quote */
     while (j->p < j->end) {
         char ch = *j->p++;
         if (ch == '"') {
-            if (out && out_size)
-                out[n < out_size ? n : out_size - 1] = 0;
-            return 0;
+            rc = 0;
+            break;
         }
-        if (ch == '\\') {
-            if (j->p >= j->end)
-                return -1;
-            char e = *j->p++;
-            switch (e) {
-            case 'n':
-                ch = '\n';
-                break;
-            case 't':
-                ch = '\t';
-                break;
-            case 'r':
-                ch = '\r';
-                break;
-            case 'b':
-                ch = '\b';
-                break;
-            case 'f':
-                ch = '\f';
-                break;
-            case 'u': {
-                int v = 0;
-                if (j->end - j->p < 4)
-                    return -1;
-                for (int i = 0; i < 4; i++) {
-                    int h = hexval(j->p[i]);
-                    if (h < 0)
-                        return -1;
-                    v = v * 16 + h;
-                }
-                j->p += 4;
-                ch = (v >= 0x20 && v < 0x7f) ? (char)v : '?';
-                break;
-            }
-            default:
-                ch = e; /* \" \\ \/ and anything else verbatim */
-                break;
-            }
-        }
+        if (ch == '\\' && read_escape(j, &ch) != 0)
+            break;
         if (out && out_size && n + 1 < out_size)
             out[n++] = ch;
     }
-    return -1;
+    if (out && out_size)
+        out[n] = 0;
+    return rc;
 }
 
 int kl__connect_error_parse(const char *json, size_t len, char *code, size_t code_size,

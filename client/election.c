@@ -129,7 +129,8 @@ static void el_free(struct kl__election *el)
 /* Ends the election (once) with result and a message: not leader any more,
  * waiters wake up, and the I/O thread resigns, unless the service never
  * heard of the campaign or ended it itself (resign 0), then closes. */
-static void el_vfinish(struct kl__election *el, int resign, int result, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static void
+el_vfinish(struct kl__election *el, int resign, int result, const char *fmt, va_list ap)
 {
     if (kl__election_over(el))
         return;

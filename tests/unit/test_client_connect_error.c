@@ -47,8 +47,10 @@ static void test_connect_error_missing_truncated_and_malformed(void **state)
     /* Cut inside a string, a bad escape, a key without value: no crash,
      * no read past the length (the buffer is not NUL-terminated). */
     const char bad[] = {'{', '"', 'c', 'o', 'd', 'e', '"', ':', '"', 'x'};
+    memset(code, 'Z', sizeof(code));
     assert_int_equal(
         kl__connect_error_parse(bad, sizeof(bad), code, sizeof(code), msg, sizeof(msg)), 0);
+    assert_string_equal(code, "x"); /* what came, terminated */
     const char *esc = "{\"code\":\"\\u12\"}";
     assert_int_equal(
         kl__connect_error_parse(esc, strlen(esc), code, sizeof(code), msg, sizeof(msg)), 0);
