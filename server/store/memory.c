@@ -12,12 +12,12 @@
 #include "common/list.h"
 
 typedef struct mem_entry {
-    struct mem_entry *next;
+    struct kl__list link; /* in mem_store.entries */
     store_lease lease;
 } mem_entry;
 
 struct store_watch {
-    struct store_watch *next;
+    struct kl__list link; /* in mem_store.watches */
     char ns[STORE_NS_MAX];
     char name[STORE_NAME_MAX]; /* "" for a whole namespace */
     store_watch_cb cb;
@@ -31,8 +31,8 @@ typedef struct mem_op mem_op;
 typedef struct mem_store {
     store base;
     loop *loop;
-    mem_entry *entries;
-    struct store_watch *watches;
+    struct kl__list entries; /* mem_entry: the Leases */
+    struct kl__list watches; /* store_watch: not yet freed (a dead one may wait for a delivery) */
     struct kl__list delayed; /* mem_op: operations and deliveries waiting on their timer */
     int64_t revision;
     int delivering; /* nesting depth of watch deliveries */
@@ -63,12 +63,24 @@ struct mem_op {
     store_event_type event;    /* OP_DELIVER */
 };
 
-static mem_entry **find(mem_store *m, const char *ns, const char *name)
+static mem_entry *entry_of(const struct kl__list *link)
 {
-    mem_entry **p = &m->entries;
-    while (*p && (strcmp((*p)->lease.ns, ns) != 0 || strcmp((*p)->lease.name, name) != 0))
-        p = &(*p)->next;
-    return p;
+    return KL__LIST_ENTRY(link, mem_entry, link);
+}
+
+static struct store_watch *watch_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, struct store_watch, link);
+}
+
+static mem_entry *find(mem_store *m, const char *ns, const char *name)
+{
+    KL__LIST_FOREACH (link, &m->entries) {
+        mem_entry *e = entry_of(link);
+        if (strcmp(e->lease.ns, ns) == 0 && strcmp(e->lease.name, name) == 0)
+            return e;
+    }
+    return NULL;
 }
 
 static bool watch_matches(const struct store_watch *w, const store_lease *l)
@@ -80,13 +92,11 @@ static void sweep_watches(mem_store *m)
 {
     if (m->delivering)
         return;
-    for (struct store_watch **p = &m->watches; *p;) {
-        if ((*p)->dead && !(*p)->sync_pending) {
-            struct store_watch *dead = *p;
-            *p = dead->next;
-            free(dead);
-        } else {
-            p = &(*p)->next;
+    KL__LIST_FOREACH_SAFE (link, &m->watches) {
+        struct store_watch *w = watch_of(link);
+        if (w->dead && !w->sync_pending) {
+            kl__list_remove(link);
+            free(w);
         }
     }
 }
@@ -94,9 +104,11 @@ static void sweep_watches(mem_store *m)
 static void notify_now(mem_store *m, store_event_type type, const store_lease *l)
 {
     m->delivering++;
-    for (struct store_watch *w = m->watches; w; w = w->next)
+    KL__LIST_FOREACH (link, &m->watches) {
+        struct store_watch *w = watch_of(link);
         if (watch_matches(w, l))
             w->cb(w->ctx, type, l);
+    }
     m->delivering--;
     sweep_watches(m);
 }
@@ -132,7 +144,10 @@ static void sync_watch(mem_store *m, struct store_watch *w)
 {
     m->delivering++;
     bool seen = false;
-    for (mem_entry *e = m->entries; e && !w->dead; e = e->next) {
+    KL__LIST_FOREACH (link, &m->entries) {
+        mem_entry *e = entry_of(link);
+        if (w->dead)
+            break;
         if (watch_matches(w, &e->lease)) {
             seen = true;
             w->cb(w->ctx, STORE_EVENT_PUT, &e->lease);
@@ -160,8 +175,7 @@ static void fail(store_result *r, store_status st, const char *what, const store
  * Returns true when the entries changed (*ev: how the watches hear of it). */
 static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_type *ev)
 {
-    mem_entry **slot = find(m, op->lease.ns, op->lease.name);
-    mem_entry *e = *slot;
+    mem_entry *e = find(m, op->lease.ns, op->lease.name);
     switch (op->kind) {
     case OP_GET:
         if (!e)
@@ -181,8 +195,7 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
         }
         e->lease = op->lease;
         snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
-        e->next = m->entries;
-        m->entries = e;
+        kl__list_insert_head(&m->entries, &e->link);
         r->lease = e->lease;
         return true;
     case OP_UPDATE:
@@ -208,7 +221,7 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
             return false;
         }
         r->lease = e->lease;
-        *slot = e->next;
+        kl__list_remove(&e->link);
         free(e);
         *ev = STORE_EVENT_DELETE;
         return true;
@@ -326,8 +339,8 @@ static void mem_remove(store *s, const char *ns, const char *name, const char *r
 int store_memory_watch_count(store *s)
 {
     int n = 0;
-    for (const struct store_watch *w = ((mem_store *)s)->watches; w; w = w->next)
-        n += !w->dead;
+    KL__LIST_FOREACH (link, &((mem_store *)s)->watches)
+        n += !watch_of(link)->dead;
     return n;
 }
 
@@ -347,8 +360,7 @@ static store_watch *mem_watch(store *s, const char *ns, const char *name, store_
     w->cb = cb;
     w->ctx = ctx;
     w->sync_pending = true;
-    w->next = m->watches;
-    m->watches = w;
+    kl__list_insert_head(&m->watches, &w->link);
     op->m = m;
     op->kind = OP_WATCH_SYNC;
     op->watch = w;
@@ -383,14 +395,10 @@ static void mem_destroy(store *s)
         loop_timer_stop(&op->timer);
         free(op);
     }
-    for (mem_entry *e = m->entries, *next; e; e = next) {
-        next = e->next;
-        free(e);
-    }
-    for (struct store_watch *w = m->watches, *next; w; w = next) {
-        next = w->next;
-        free(w);
-    }
+    KL__LIST_FOREACH_SAFE (link, &m->entries)
+        free(entry_of(link));
+    KL__LIST_FOREACH_SAFE (link, &m->watches)
+        free(watch_of(link));
     free(m);
 }
 
@@ -424,7 +432,8 @@ void store_memory_set_available(store *s, bool available)
         return;
     m->available = available;
     m->delivering++;
-    for (struct store_watch *w = m->watches; w; w = w->next) {
+    KL__LIST_FOREACH (link, &m->watches) {
+        struct store_watch *w = watch_of(link);
         if (w->dead)
             continue;
         if (!available)
