@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails on an include that goes up the layers. Every #include "..." in
-# common/, server/, client/, wrapper/ and examples/ is resolved the way the
-# compiler does (the including file's directory first, then the target's
+# common/, server/, client/, wrapper/, ctl/ and examples/ is resolved the way
+# the compiler does (the including file's directory first, then the target's
 # include directories) and the layers of both files are compared.
 #
 # common/ is the bottom layer of both the service and the client library:
@@ -14,8 +14,9 @@
 # directory): the wire types, for rpc/ and above. The client library
 # (client/) is separate: it may include its own files, common/, the public
 # header (include/) and proto, nothing of the server. The Go wrapper's API
-# (wrapper/) is built on the public header only, and the examples use the
-# public headers only: include/ and the wrapper's libk8s_lease_wrapper.h.
+# (wrapper/) and kubeleasectl (ctl/) are built on the public header only, and
+# the examples use the public headers only: include/ and the wrapper's
+# libk8s_lease_wrapper.h.
 # A new directory under server/ is an error until it is given its place here.
 #
 # Usage: scripts/check-layers.sh [ROOT]   (ROOT: the source tree; default: this one)
@@ -29,15 +30,17 @@ SERVER_LAYERS="common core kube store engine proto rpc http service"
 # What each of the other directories may include (its own files among them).
 CLIENT_MAY_INCLUDE="client common include proto"
 WRAPPER_MAY_INCLUDE="wrapper include"
+CTL_MAY_INCLUDE="ctl include"
 EXAMPLES_MAY_INCLUDE="include wrapper/libk8s_lease_wrapper.h"
 
-mapfile -t sources < <(find common server client wrapper examples -type f \
+mapfile -t sources < <(find common server client wrapper ctl examples -type f \
   \( -name '*.c' -o -name '*.h' -o -name '*.cpp' \) | LC_ALL=C sort)
 
 # The first input is the list of the tree's files (to resolve includes), the
 # others are the sources to check.
 LC_ALL=C awk -v layers="$SERVER_LAYERS" -v client_ok="$CLIENT_MAY_INCLUDE" \
-  -v wrapper_ok="$WRAPPER_MAY_INCLUDE" -v examples_ok="$EXAMPLES_MAY_INCLUDE" '
+  -v wrapper_ok="$WRAPPER_MAY_INCLUDE" -v ctl_ok="$CTL_MAY_INCLUDE" \
+  -v examples_ok="$EXAMPLES_MAY_INCLUDE" '
 BEGIN {
     n = split(layers, L, " ")
     for (i = 1; i <= n; i++)
@@ -45,6 +48,7 @@ BEGIN {
     may["common"] = "common"
     may["client"] = client_ok
     may["wrapper"] = wrapper_ok
+    may["ctl"] = ctl_ok
     may["examples"] = examples_ok
     for (d in may) {
         n = split(may[d], C, " ")
@@ -97,6 +101,8 @@ function resolve(file, inc,    roots, n, i, c) {
         roots[++n] = "."
     } else if (file ~ /^wrapper\//) {
         roots[++n] = "wrapper"
+        roots[++n] = "include"
+    } else if (file ~ /^ctl\//) {
         roots[++n] = "include"
     } else if (file ~ /^examples\//) {
         roots[++n] = "include"
@@ -170,6 +176,6 @@ END {
         printf "check-layers: %d include(s) break the layering\n", bad > "/dev/stderr"
         exit 1
     }
-    print "check-layers: every include in common/, server/, client/, wrapper/ and examples/ goes down the layers"
+    print "check-layers: every include in common/, server/, client/, wrapper/, ctl/ and examples/ goes down the layers"
 }
-' <(find common server client include wrapper -type f | LC_ALL=C sort) "${sources[@]}"
+' <(find common server client include wrapper ctl examples -type f | LC_ALL=C sort) "${sources[@]}"

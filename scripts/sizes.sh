@@ -5,7 +5,7 @@
 # signature to its closing brace), longest first; with -a also the TOP
 # longest functions and the longest files, whatever their length.
 #
-# Usage: scripts/sizes.sh [-a] [DIR...]   (default: common server client wrapper)
+# Usage: scripts/sizes.sh [-a] [DIR...]   (default: common server client wrapper ctl)
 # Exits 1 when anything is over, 0 otherwise. Functions are found the way
 # .clang-format lays them out: a signature starting in column 0 and the
 # body's braces alone in column 0.
@@ -19,7 +19,7 @@ if [ "${1:-}" = -a ]; then
   all=1
   shift
 fi
-[ $# -gt 0 ] || set -- common server client wrapper
+[ $# -gt 0 ] || set -- common server client wrapper ctl
 mapfile -t files < <(find "$@" -type f \( -name '*.c' -o -name '*.h' \) | LC_ALL=C sort)
 
 over=0

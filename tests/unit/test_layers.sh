@@ -3,7 +3,7 @@
 # include added it fails for every upward include (naming the file, the line
 # and both layers) and passes for downward and same-layer ones: the server's
 # layers with common/ at the bottom, the client library, the Go wrapper's
-# API and the examples.
+# API, kubeleasectl and the examples.
 set -euo pipefail
 
 src=${KL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -17,7 +17,8 @@ out=$("$check" "$src" 2>&1) || fail "the tree itself breaks the layering:"$'\n'"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp -r "$src/common" "$src/server" "$src/client" "$src/include" "$src/wrapper" "$src/examples" "$tmp/"
+cp -r "$src/common" "$src/server" "$src/client" "$src/include" "$src/wrapper" "$src/ctl" \
+  "$src/examples" "$tmp/"
 
 # probe FILE INCLUDE [TARGET]: writes FILE (relative to the copy) with
 # INCLUDE on its line 3, and TARGET (the included file, relative to the copy)
@@ -76,6 +77,8 @@ upward common/probe.c "../include/kubelease.h" "common/ includes include/"
 upward common/probe.c "core/log.h" "in no known layer" server/core/log.h
 upward wrapper/probe.c "../common/buf.h" "wrapper/ includes common/" common/buf.h
 upward wrapper/probe.c "../client/util.h" "wrapper/ includes client/" client/util.h
+upward ctl/probe.c "../client/util.h" "ctl/ includes client/" client/util.h
+upward ctl/probe.c "../common/buf.h" "ctl/ includes common/" common/buf.h
 upward examples/probe.c "internal.h" "examples/ includes wrapper/" wrapper/internal.h
 upward examples/probe.cpp "../client/util.h" "examples/ includes client/" client/util.h
 upward examples/probe.c "../common/list.h" "examples/ includes common/" common/list.h
@@ -97,6 +100,8 @@ downward common/probe.c "common/buf.h" common/buf.h
 downward common/probe.h "probe_peer.h" common/probe_peer.h
 downward wrapper/probe.c "kubelease.h" include/kubelease.h
 downward wrapper/probe.c "internal.h" wrapper/internal.h
+downward ctl/probe.c "kubelease.h" include/kubelease.h
+downward ctl/probe.c "probe_peer.h" ctl/probe_peer.h
 downward examples/probe.c "kubelease.h" include/kubelease.h
 downward examples/probe.cpp "libk8s_lease_wrapper.h" wrapper/libk8s_lease_wrapper.h
 
