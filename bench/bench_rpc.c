@@ -3,7 +3,15 @@
  *   2. resign-to-new-leader handoff: two Campaign streams; the time from
  *      sending Resign for the leader to the standby's stream saying Elected.
  * Usage: bench_rpc [KUBELEASED] [GETHOLDER_CALLS] [HANDOFFS]
- * (KUBELEASED defaults to $KUBELEASED, then the binary next to this build). */
+ * (KUBELEASED defaults to $KUBELEASED, then the binary next to this build).
+ *
+ * Authorization on vs off (docs/design.md, rule 7) needs an apiserver: with
+ * $KL_BENCH_KUBECONFIG kubeleased runs against it (--kubeconfig) instead of
+ * --dev, in $KL_BENCH_NAMESPACE (default "bench"), with --auth
+ * $KL_BENCH_AUTH (default none), and every request carries the token in
+ * $KL_BENCH_TOKEN_FILE when set. E.g. on the test control plane:
+ *   KL_BENCH_KUBECONFIG=$KL_SA_KUBECONFIG KL_BENCH_NAMESPACE=kubelease-test \
+ *   KL_BENCH_AUTH=kubernetes KL_BENCH_TOKEN_FILE=$KL_REPLICA_TOKEN_FILE bench_rpc */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,6 +51,23 @@ static void die(const char *msg)
 static pid_t server_pid;
 static int server_port;
 static char server_log[128];
+static const char *bench_ns = "bench";
+static char auth_header[8192]; /* "Authorization: Bearer ..." or "" */
+
+/* $KL_BENCH_TOKEN_FILE into auth_header. */
+static void read_token(void)
+{
+    const char *path = getenv("KL_BENCH_TOKEN_FILE");
+    if (!path || !*path)
+        return;
+    FILE *f = fopen(path, "r");
+    char tok[8000] = "";
+    if (!f || !fgets(tok, sizeof tok, f))
+        die("cannot read $KL_BENCH_TOKEN_FILE");
+    fclose(f);
+    tok[strcspn(tok, "\r\n")] = 0;
+    snprintf(auth_header, sizeof auth_header, "Authorization: Bearer %s", tok);
+}
 
 static void server_stop(void)
 {
@@ -60,7 +85,14 @@ static void server_start(const char *bin)
     if (server_pid == 0) {
         int fd = open(server_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
-        execl(bin, bin, "--dev", "--listen", "127.0.0.1:0", "--log-level", "info", (char *)NULL);
+        const char *kc = getenv("KL_BENCH_KUBECONFIG");
+        const char *auth = getenv("KL_BENCH_AUTH") ? getenv("KL_BENCH_AUTH") : "none";
+        if (kc && *kc)
+            execl(bin, bin, "--kubeconfig", kc, "--auth", auth, "--listen", "127.0.0.1:0",
+                  "--log-level", "info", (char *)NULL);
+        else
+            execl(bin, bin, "--dev", "--listen", "127.0.0.1:0", "--log-level", "info",
+                  (char *)NULL);
         _exit(127);
     }
     atexit(server_stop); /* also when we die below */
@@ -79,6 +111,27 @@ static void server_start(const char *bin)
     }
     if (!server_port)
         die("kubeleased did not start (is it built? pass its path)");
+}
+
+/* kubeleased's CPU time so far (user + system), in µs: what a call costs
+ * the service, whatever else the machine is doing. */
+static int64_t server_cpu_us(void)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)server_pid);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(line, sizeof line, f)) {
+        if (f)
+            fclose(f);
+        return 0;
+    }
+    fclose(f);
+    /* Fields 14 and 15 (utime, stime) follow the ")" closing the name. */
+    const char *p = strrchr(line, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (int64_t)((ut + st) * 1000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK));
 }
 
 /* ---- unary calls with libcurl ---- */
@@ -125,6 +178,8 @@ static CURL *unary_handle(struct curl_slist **headers)
     CURL *c = curl_easy_init();
     *headers = curl_slist_append(NULL, "Content-Type: application/proto");
     *headers = curl_slist_append(*headers, "Expect:");
+    if (auth_header[0])
+        *headers = curl_slist_append(*headers, auth_header);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     return c;
@@ -155,15 +210,15 @@ static void stream_open(stream *s, const char *identity)
     setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     char json[512];
     int jl = snprintf(json, sizeof json,
-                      "{\"namespace\":\"bench\",\"name\":\"handoff\",\"identity\":\"%s\","
+                      "{\"namespace\":\"%s\",\"name\":\"handoff\",\"identity\":\"%s\","
                       "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,"
                       "\"retryPeriodSeconds\":2}",
-                      identity);
-    char req[1024];
+                      bench_ns, identity);
+    char req[10240];
     int hl = snprintf(req, sizeof req,
-                      "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n"
+                      "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n%s%s"
                       "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n",
-                      jl + 5);
+                      auth_header, auth_header[0] ? "\r\n" : "", jl + 5);
     kl__envelope_header((uint8_t *)req + hl, 0, (uint32_t)jl);
     memcpy(req + hl + 5, json, (size_t)jl);
     if (send(s->fd, req, (size_t)hl + 5 + (size_t)jl, 0) < 0)
@@ -279,6 +334,9 @@ int main(int argc, char **argv)
     if (calls < 1 || handoffs < 1)
         die("counts must be positive");
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("KL_BENCH_NAMESPACE") && *getenv("KL_BENCH_NAMESPACE"))
+        bench_ns = getenv("KL_BENCH_NAMESPACE");
+    read_token();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     server_start(bin);
 
@@ -298,20 +356,21 @@ int main(int argc, char **argv)
     /* Confirms keep the term alive (the engine ends unconfirmed terms) and
      * are measured too: the client library's rule-2 round trip. */
     Kubelease__V1__ConfirmRequest cf = KUBELEASE__V1__CONFIRM_REQUEST__INIT;
-    cf.namespace_ = "bench";
+    cf.namespace_ = (char *)bench_ns;
     cf.name = "handoff";
     cf.identity = "bench-a";
     cf.epoch = epoch;
     int n_confirm = 0;
 
     Kubelease__V1__GetHolderRequest g = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
-    g.namespace_ = "bench";
+    g.namespace_ = (char *)bench_ns;
     g.name = "handoff";
     int64_t *lat = calloc((size_t)calls, sizeof *lat);
     int64_t *clat = calloc((size_t)calls / 10 + 1, sizeof *clat);
     long conns = 0;               /* new connections during the measured calls */
     for (int i = 0; i < 200; i++) /* warm-up */
         unary(c, "GetHolder", &g.base, &out);
+    int64_t cpu0 = server_cpu_us();
     for (int i = 0; i < calls; i++) {
         int64_t t0 = now_us();
         long st = unary(c, "GetHolder", &g.base, &out);
@@ -328,8 +387,11 @@ int main(int argc, char **argv)
             clat[n_confirm++] = now_us() - t0;
         }
     }
+    int64_t cpu = server_cpu_us() - cpu0;
     report("GetHolder (proto, keep-alive)", lat, calls);
     report("Confirm (proto, keep-alive)", clat, n_confirm);
+    printf("kubeleased CPU time: %.1f us per call (%d GetHolder + %d Confirm)\n",
+           (double)cpu / (calls + n_confirm), calls, n_confirm);
 
     /* Handoffs: the leader resigns, the standby must be elected. */
     int64_t *hand = calloc((size_t)handoffs, sizeof *hand);
@@ -340,7 +402,7 @@ int main(int argc, char **argv)
     if (stream_wait(&b, "\"candidate\"") != 0)
         die("bench-b is not a candidate");
     Kubelease__V1__ResignRequest r = KUBELEASE__V1__RESIGN_REQUEST__INIT;
-    r.namespace_ = "bench";
+    r.namespace_ = (char *)bench_ns;
     r.name = "handoff";
     for (int i = 0; i < handoffs; i++) {
         r.identity = (char *)ids[leader_id];
@@ -362,8 +424,10 @@ int main(int argc, char **argv)
         leader_id ^= 1;
     }
     report("resign -> new leader Elected", hand, handoffs);
-    printf("(GetHolder opened %ld new connection(s) in %d calls; kubeleased --dev on loopback)\n",
-           conns, calls);
+    printf("(GetHolder opened %ld new connection(s) in %d calls; kubeleased %s, --auth %s, on "
+           "loopback)\n",
+           conns, calls, getenv("KL_BENCH_KUBECONFIG") ? "on an apiserver" : "--dev",
+           getenv("KL_BENCH_AUTH") ? getenv("KL_BENCH_AUTH") : "none");
 
     stream_close(&a);
     stream_close(&b);

@@ -7,7 +7,8 @@
  * thread): kl__xfer_start, kl__xfer_drop, kl__transport_perform/_collect/
  * _poll are called there only; kl__transport_wake from any thread.
  * kl__unary_call runs a whole call on the calling thread with its own easy
- * handle and only reads the transport's immutable fields. */
+ * handle and only reads the transport's immutable fields and its token
+ * (which has its own lock). */
 #ifndef KL_TRANSPORT_H
 #define KL_TRANSPORT_H
 
@@ -20,6 +21,7 @@
 #include "common/buf.h"
 #include "common/envelope.h"
 #include "kubelease.h"
+#include "token.h"
 #include "util.h"
 
 #define KL__MAX_MESSAGE   (64 * 1024)        /* longest envelope or body accepted */
@@ -29,14 +31,17 @@ struct kl__transport {
     char *endpoint; /* "http://host:port", without a trailing slash */
     long connect_timeout_ms;
     CURLM *multi;
+    struct kl__token token; /* the bearer token of every request (thread-safe) */
 };
 
 /* curl_global_init, once per process. Returns KL_OK or KL_ERR_INTERNAL with
  * err filled. */
 int kl__transport_global_init(kl_error *err);
-/* Fills *t. Returns KL_OK, or KL_ERR_NO_MEMORY with *t left empty (safe to
- * pass to kl__transport_cleanup). */
-int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms);
+/* Fills *t; token_file (NULL: none) holds the bearer token to send. Returns
+ * KL_OK, or KL_ERR_NO_MEMORY with *t left empty (safe to pass to
+ * kl__transport_cleanup). */
+int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
+                       const char *token_file);
 /* Every started transfer must have been dropped or collected. */
 void kl__transport_cleanup(struct kl__transport *t);
 

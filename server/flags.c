@@ -24,6 +24,10 @@ typedef struct flag {
 static const flag flags[] = {
     {"listen", FLAG_STRING, OPT(listen), 0, 0, "ADDR:PORT", "0.0.0.0:8080",
      "address and port to serve on ([::1]:8080 for IPv6; port 0 picks a free one)"},
+    {"ops-listen", FLAG_STRING, OPT(ops_listen), 0, 0, "ADDR:PORT", "none",
+     "also serve /livez, /readyz, /metrics and the status page here, with connection slots "
+     "of their own, so that probes and scrapes are answered even when clients hold every "
+     "--max-connections slot (they are always served on --listen too)"},
     {"port-file", FLAG_STRING, OPT(port_file), 0, 0, "PATH", "none",
      "once listening, write the bound port (one line) to PATH; handy with port 0"},
     {"dev", FLAG_BOOL, OPT(dev), 0, 0, NULL, "false",
@@ -35,6 +39,9 @@ static const flag flags[] = {
     {"sa-dir", FLAG_STRING, OPT(sa_dir), 0, 0, "DIR",
      "/var/run/secrets/kubernetes.io/serviceaccount",
      "service-account directory of the in-cluster config (token, ca.crt)"},
+    {"allow-token-over-http", FLAG_BOOL, OPT(allow_token_over_http), 0, 0, NULL, "false",
+     "let a kubeconfig send its bearer token to an http:// apiserver, in cleartext (refused "
+     "otherwise)"},
     {"log-level", FLAG_STRING, OPT(log_level), 0, 0, "LEVEL", "info", "debug, info, warn or error"},
     {"namespaces", FLAG_STRING, OPT(namespaces), 0, 0, "NS,NS", "all",
      "serve only these namespaces; requests for others get permission_denied"},
@@ -46,8 +53,24 @@ static const flag flags[] = {
      "refused as for --max-connections"},
     {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
      "largest request body accepted (larger: resource_exhausted)"},
+    {"read-timeout-s", FLAG_LONG, OPT(read_timeout_s), 1, 3600, "N", "10",
+     "seconds a client has to send a whole request, head and body, from the connection's "
+     "start or, kept alive, from the request's first byte; slower connections are closed "
+     "(the idle timeout alone restarts with every byte)"},
     {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
      "longest validity granted to a leader per confirmation (0: its retry period)"},
+    {"max-leases", FLAG_LONG, OPT(max_leases), 1, 1000000, "N", "10000",
+     "most Leases followed at once (each has its state and its apiserver watch); campaigns, "
+     "watches and reads of further Leases get resource_exhausted. Reading a Lease that does "
+     "not exist follows nothing"},
+    {"auth", FLAG_STRING, OPT(auth), 0, 0, "MODE", "none with --dev, else kubernetes",
+     "who may call: kubernetes (a bearer token checked with a TokenReview, every RPC with a "
+     "SubjectAccessReview on elections.kubelease.io) or none (anyone reaching the port)"},
+    {"token-audience", FLAG_STRING, OPT(token_audience), 0, 0, "AUD", "kubelease",
+     "the audience callers' tokens must be issued for (--auth kubernetes)"},
+    {"identity-policy", FLAG_STRING, OPT(identity_policy), 0, 0, "POLICY", "any",
+     "which campaign identities a caller may use: any, serviceaccount (starting with "
+     "\"<namespace>:<serviceaccount>\") or pod (its pod's name, from a pod-bound token)"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };
@@ -190,7 +213,11 @@ void flags_defaults(options *o)
                    .max_connections = 1024,
                    .max_per_ip = 0,
                    .max_body_bytes = 4096,
-                   .max_grant_ms = 0};
+                   .read_timeout_s = 10,
+                   .max_grant_ms = 0,
+                   .max_leases = 10000,
+                   .token_audience = "kubelease",
+                   .identity_policy = "any"};
 }
 
 int flags_parse(options *o, int argc, char **argv)

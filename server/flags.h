@@ -17,12 +17,19 @@ typedef struct options {
     const char *kubeconfig;
     const char *context;
     const char *sa_dir;
+    bool allow_token_over_http;
     const char *log_level;
     const char *namespaces;
+    const char *ops_listen;
     long max_connections;
     long max_per_ip;
     long max_body_bytes;
+    long read_timeout_s;
     long max_grant_ms;
+    long max_leases;
+    const char *auth;
+    const char *token_audience;
+    const char *identity_policy;
     bool help, version;
 } options;
 

@@ -4,7 +4,8 @@
  * value stops start-up with one line saying what is wrong (exit 2).
  * SIGTERM/SIGINT: stop accepting, end streams with a clean end-of-stream
  * frame (campaigns get Lost SHUTDOWN and keep their Leases, so that their
- * holders resume on another replica), exit 0. */
+ * holders resume on another replica), exit 0. Who may call: --auth
+ * (docs/design.md, rule 7). */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -56,6 +57,45 @@ static char **split_namespaces(const char *list)
     return out;
 }
 
+/* --auth, --token-audience and --identity-policy into cfg. Returns 0, or -1
+ * after saying what is wrong. */
+static int configure_auth(const options *o, http_auth_config *cfg)
+{
+    const char *mode = o->auth ? o->auth : o->dev ? "none" : "kubernetes";
+    if (strcmp(mode, "kubernetes") == 0) {
+        cfg->mode = HTTP_AUTH_KUBERNETES;
+    } else if (strcmp(mode, "none") == 0) {
+        cfg->mode = HTTP_AUTH_NONE;
+    } else {
+        fprintf(stderr, "kubeleased: --auth: \"%s\" is not kubernetes or none\n", mode);
+        return -1;
+    }
+    if (o->dev && cfg->mode == HTTP_AUTH_KUBERNETES) {
+        fprintf(stderr, "kubeleased: --auth kubernetes needs a cluster to review tokens: drop "
+                        "--dev, or use --auth none\n");
+        return -1;
+    }
+    static const char *const policies[] = {"any", "serviceaccount", "pod"};
+    size_t i = 0;
+    while (i < 3 && strcmp(o->identity_policy, policies[i]) != 0)
+        i++;
+    if (i == 3) {
+        fprintf(stderr, "kubeleased: --identity-policy: \"%s\" is not any, serviceaccount or pod\n",
+                o->identity_policy);
+        return -1;
+    }
+    if (i != 0 && cfg->mode == HTTP_AUTH_NONE) {
+        fprintf(stderr,
+                "kubeleased: --identity-policy %s needs --auth kubernetes (without it "
+                "callers are unknown)\n",
+                o->identity_policy);
+        return -1;
+    }
+    cfg->identity_policy = (http_identity_policy)i;
+    cfg->audience = o->token_audience;
+    return 0;
+}
+
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
  * saying what is wrong. *namespaces (free it) backs cfg's namespaces. */
 static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces)
@@ -75,6 +115,10 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         fprintf(stderr, "kubeleased: --listen: %s\n", err);
         return -1;
     }
+    if (o->ops_listen && http_listen_check(o->ops_listen, err, sizeof err) != 0) {
+        fprintf(stderr, "kubeleased: --ops-listen: %s\n", err);
+        return -1;
+    }
     *namespaces = NULL;
     if (o->namespaces) {
         *namespaces = split_namespaces(o->namespaces);
@@ -83,14 +127,25 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
     }
     *cfg = (service_config){
         .dev = o->dev,
-        .kube = {.kubeconfig = o->kubeconfig, .context = o->context, .sa_dir = o->sa_dir},
+        .kube = {.kubeconfig = o->kubeconfig,
+                 .context = o->context,
+                 .sa_dir = o->sa_dir,
+                 .allow_token_over_http = o->allow_token_over_http},
         .max_grant_ms = o->max_grant_ms,
+        .max_leases = (int)o->max_leases,
         .http = {.listen = o->listen,
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
                  .max_body_bytes = (size_t)o->max_body_bytes,
-                 .namespaces = (const char *const *)*namespaces},
+                 .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
+                 .namespaces = (const char *const *)*namespaces,
+                 .ops_listen = o->ops_listen},
     };
+    if (configure_auth(o, &cfg->http.auth) != 0) {
+        free(*namespaces);
+        *namespaces = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -185,12 +240,24 @@ int main(int argc, char **argv)
                 strerror(errno));
         goto done;
     }
+    char ops[32] = "";
+    if (o.ops_listen)
+        snprintf(ops, sizeof ops, " ops_port=%u", (unsigned)service_ops_port(svc));
+    bool auth = cfg.http.auth.mode == HTTP_AUTH_KUBERNETES;
     log_event(LOG_INFO, "started",
-              "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
-              "max_body_bytes=%ld",
-              KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc),
+              "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
+              "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "
+              "identity_policy=%s",
+              KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
-              o.max_connections, o.max_body_bytes);
+              o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
+              log_q(o.token_audience), log_q(o.identity_policy));
+    if (!auth && !o.dev)
+        log_event(LOG_WARN, "auth_disabled", "msg=%s",
+                  log_q("--auth none against a cluster: ANY client that reaches this port may "
+                        "campaign for, confirm, resign, read and list ANY Lease kubeleased "
+                        "serves, and depose any leader. Use --auth kubernetes outside of "
+                        "tests."));
 
     int sig = 0;
     sigwait(&sigs, &sig);
