@@ -37,6 +37,7 @@ typedef struct options {
     long max_per_ip;
     long max_body_bytes;
     long max_grant_ms;
+    const char *term_key_file;
     bool help, version;
 } options;
 
@@ -81,6 +82,9 @@ static const flag flags[] = {
      "largest request body accepted (larger: resource_exhausted)"},
     {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
      "longest validity granted to a leader per confirmation (0: its retry period)"},
+    {"term-key-file", FLAG_STRING, OPT(term_key_file), 0, 0, "PATH", "a random key per process",
+     "secret (32 to 4096 bytes) that term tokens derive from; give every replica the same "
+     "one, or terms cannot be resumed on another replica or after a restart"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };
@@ -248,9 +252,39 @@ static char **split_namespaces(const char *list)
     return out;
 }
 
+#define TERM_KEY_MIN 32
+#define TERM_KEY_MAX 4096
+
+/* Reads --term-key-file into key (trailing white space, such as the newline
+ * of a file written by hand, is not part of it). Returns its length, or -1
+ * after saying what is wrong. */
+static ssize_t read_term_key(const char *path, uint8_t key[TERM_KEY_MAX + 1])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "kubeleased: --term-key-file: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(key, 1, TERM_KEY_MAX + 1, f);
+    fclose(f);
+    while (n > 0 &&
+           (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ' || key[n - 1] == '\t'))
+        n--;
+    if (n < TERM_KEY_MIN || n > TERM_KEY_MAX) {
+        fprintf(stderr,
+                "kubeleased: --term-key-file: %s holds %zu bytes; the key must be %d to %d "
+                "(e.g. head -c 32 /dev/urandom | base64 > FILE)\n",
+                path, n, TERM_KEY_MIN, TERM_KEY_MAX);
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
- * saying what is wrong. *namespaces (free it) backs cfg's namespaces. */
-static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces)
+ * saying what is wrong. *namespaces (free it) backs cfg's namespaces; key
+ * backs cfg's term key. */
+static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces,
+                     uint8_t key[TERM_KEY_MAX + 1])
 {
     if (log_parse_level(o->log_level, level) != 0) {
         fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
@@ -267,6 +301,9 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         fprintf(stderr, "kubeleased: --listen: %s\n", err);
         return -1;
     }
+    ssize_t key_len = 0;
+    if (o->term_key_file && (key_len = read_term_key(o->term_key_file, key)) < 0)
+        return -1;
     *namespaces = NULL;
     if (o->namespaces) {
         *namespaces = split_namespaces(o->namespaces);
@@ -277,6 +314,8 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         .dev = o->dev,
         .kube = {.kubeconfig = o->kubeconfig, .context = o->context, .sa_dir = o->sa_dir},
         .max_grant_ms = o->max_grant_ms,
+        .term_key = key_len ? key : NULL,
+        .term_key_len = (size_t)key_len,
         .http = {.listen = o->listen,
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
@@ -359,7 +398,8 @@ int main(int argc, char **argv)
     service_config cfg;
     log_level level;
     char **namespaces = NULL;
-    if (configure(&o, &cfg, &level, &namespaces) != 0)
+    static uint8_t term_key[TERM_KEY_MAX + 1];
+    if (configure(&o, &cfg, &level, &namespaces, term_key) != 0)
         return EXIT_USAGE;
     log_set_level(level);
     metrics_init();
@@ -371,6 +411,7 @@ int main(int argc, char **argv)
     char err[512];
     service *svc = NULL;
     service_status st = service_start(&cfg, &svc, err, sizeof err);
+    explicit_bzero(term_key, sizeof term_key); /* the engine has its own copy */
     int rc = st == SERVICE_BAD_CONFIG ? EXIT_USAGE : 1;
     if (st != SERVICE_OK) {
         fprintf(stderr, "kubeleased: %s\n", err);
@@ -387,6 +428,11 @@ int main(int argc, char **argv)
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc),
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
               o.max_connections, o.max_body_bytes);
+    if (!o.term_key_file && !o.dev)
+        log_event(LOG_WARN, "term_key_random", "msg=%s",
+                  log_q("no --term-key-file: term tokens use a random key of this "
+                        "process, so a term cannot be resumed on another replica or "
+                        "after a restart; give every replica the same key file"));
 
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -58,7 +58,9 @@ static service_status engine_start(service *svc, const service_config *cfg, char
     engine_config ec = {.loop = svc->loop,
                         .store = svc->store,
                         .max_grant_ms = cfg->max_grant_ms,
-                        .volatile_store = cfg->dev};
+                        .volatile_store = cfg->dev,
+                        .term_key = cfg->term_key,
+                        .term_key_len = cfg->term_key_len};
     svc->engine = engine_new(&ec);
     if (!svc->engine) {
         snprintf(err, err_len, "out of memory");

@@ -19,10 +19,12 @@
 typedef struct service service;
 
 typedef struct service_config {
-    bool dev;             /* the in-memory store: no cluster */
-    store_kube_opts kube; /* otherwise: how to reach the apiserver */
-    int64_t max_grant_ms; /* engine_config.max_grant_ms */
-    http_config http;     /* its engine is ignored: the service's own is used */
+    bool dev;                /* the in-memory store: no cluster */
+    store_kube_opts kube;    /* otherwise: how to reach the apiserver */
+    int64_t max_grant_ms;    /* engine_config.max_grant_ms */
+    const uint8_t *term_key; /* engine_config.term_key (copied by the engine) */
+    size_t term_key_len;
+    http_config http; /* its engine is ignored: the service's own is used */
 } service_config;
 
 typedef enum service_status {

@@ -77,6 +77,10 @@ engine *engine_new(const engine_config *cfg)
         cfg->idle_forget_ms > 0 ? cfg->idle_forget_ms : ENGINE_IDLE_FORGET_MS_DEFAULT;
     e->wall_clock = cfg->wall_clock;
     e->wall_clock_ctx = cfg->wall_clock_ctx;
+    if (engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
+        free(e);
+        return NULL;
+    }
     loop_timer_init(e->loop, &e->sweep_timer);
     e->started_ms = engine_now_ms(e);
     atomic_init(&e->next_id, 1);
@@ -121,6 +125,7 @@ void engine_free(engine *e)
             engine_lease_drop(ls);
         }
     }
+    engine_token_key_clear(e);
     free(e);
 }
 
@@ -159,20 +164,24 @@ void engine_campaign_detach(engine *e, uint64_t campaign_id)
 }
 
 int engine_confirm(engine *e, const char *ns, const char *name, const char *identity, int64_t epoch,
-                   engine_done done, void *ctx)
+                   const char *term_token, engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_CONFIRM, ns, name, identity, done, ctx);
     if (!k)
         return -1;
     k->epoch = epoch;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
     return cmd_post(k);
 }
 
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
-                  engine_done done, void *ctx)
+                  const char *term_token, engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_RESIGN, ns, name, identity, done, ctx);
-    return k ? cmd_post(k) : -1;
+    if (!k)
+        return -1;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
+    return cmd_post(k);
 }
 
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes; do
+  max-body-bytes term-key-file; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
   grep -q "env: $env" "$KL_TMP/help" || fail "--help does not name $env"
@@ -35,6 +35,9 @@ WANT='KUBELEASED_MAX_PER_IP: "-1"' bad env KUBELEASED_MAX_PER_IP=-1 "$KUBELEASED
 WANT='KUBELEASED_DEV: "maybe"' bad env KUBELEASED_DEV=maybe "$KUBELEASED"
 WANT='--dev uses the in-memory store' bad "$KUBELEASED" --dev --kubeconfig /dev/null
 WANT='listen address "nowhere"' bad "$KUBELEASED" --dev --listen nowhere
+WANT='--term-key-file: cannot read /nonexistent/key' bad "$KUBELEASED" --dev --term-key-file /nonexistent/key
+printf 'too short\n' >"$KL_TMP/short.key"
+WANT='holds 9 bytes; the key must be 32 to 4096' bad "$KUBELEASED" --dev --term-key-file "$KL_TMP/short.key"
 pass "wrong flags and values: one line, exit 2"
 
 # Environment variables apply; the command line wins.
