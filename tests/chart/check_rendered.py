@@ -4,6 +4,7 @@
 Usage: check_rendered.py CASE RELEASE_NAMESPACE RENDERED.yaml
 Exits non-zero with a message naming the failed expectation.
 """
+import base64
 import sys
 
 import yaml
@@ -114,6 +115,25 @@ def check_common(docs, ns):
     expect(listen == f"0.0.0.0:{ports['http']}", f"--listen is {listen!r}, container port {ports['http']}")
     expect(c["image"].split(":")[-1], "image has no tag")
 
+    # The term key: one Secret every pod mounts read-only (docs/design.md,
+    # rule 8), the chart's unless termKey.existingSecret names another.
+    key_file = arg_value(args, "--term-key-file")
+    expect(key_file and key_file.startswith("/etc/kubelease/term-key/"),
+           f"--term-key-file is {key_file!r}, not in the mounted Secret")
+    mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+    expect(mounts.get("term-key", {}).get("mountPath") == "/etc/kubelease/term-key"
+           and mounts["term-key"].get("readOnly") is True, f"term-key mount: {mounts.get('term-key')}")
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    key_secret = vols.get("term-key", {}).get("secret", {}).get("secretName")
+    expect(key_secret, "the term-key volume is not a Secret")
+    secrets = of_kind(docs, "Secret")
+    if secrets:
+        expect(len(secrets) == 1 and secrets[0]["metadata"]["name"] == key_secret,
+               f"Secrets rendered: {[s['metadata']['name'] for s in secrets]}, mounted: {key_secret}")
+        entry = key_file.rsplit("/", 1)[1]
+        key = base64.b64decode(secrets[0].get("data", {}).get(entry, ""))
+        expect(len(key) >= 32, f"the term key has {len(key)} bytes, fewer than 32")
+
     # The Service reaches the pods.
     svc = one(docs, "Service")
     expect(svc["spec"]["selector"] == sel, "Service selector differs from the Deployment's")
@@ -198,7 +218,7 @@ def main():
         expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
-                                "PodDisruptionBudget"]), f"objects rendered: {kinds}")
+                                "PodDisruptionBudget", "Secret"]), f"objects rendered: {kinds}")
     elif case == "namespaced":
         check_namespaced(docs, ns, ["team-a", "team-b", "team-c"], args)
         check_pdb(docs, dep, True)
@@ -236,6 +256,12 @@ def main():
         expect(dep["spec"]["template"]["spec"]["serviceAccountName"] == "lease-sa", "serviceAccount.name")
         expect(c["image"] == "example/kubeleased:9.9.9", f"image {c['image']}")
         expect(dep["spec"]["replicas"] == 3, "replicaCount 3")
+        expect(not of_kind(docs, "Secret"), "a term key Secret is rendered beside termKey.existingSecret")
+        vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+        expect(vols["term-key"]["secret"]["secretName"] == "shared-term-key",
+               "termKey.existingSecret is not mounted")
+        expect(arg_value(args, "--term-key-file") == "/etc/kubelease/term-key/token-key",
+               "termKey.secretKey is not the key file")
         check_pdb(docs, dep, True)
     else:
         raise Fail(f"unknown case {case}")

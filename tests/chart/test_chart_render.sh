@@ -46,6 +46,9 @@ server:
   logLevel: debug
   maxConnections: 5000
   maxPerIp: 64
+termKey:
+  existingSecret: shared-term-key
+  secretKey: token-key
 extraArgs: ["--kubeconfig", "/etc/kubelease/kubeconfig"]
 extraEnv:
   - name: EXAMPLE_SETTING
@@ -101,6 +104,7 @@ reject 'a port out of range' 'port' --set service.port=70000
 reject 'an unknown log level' 'logLevel' --set server.logLevel=verbose
 reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
 reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
+reject 'a term key entry that is no file name' 'secretKey' --set termKey.secretKey=../key
 "$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"
 
 echo "PASS: chart lints, renders the matrix and rejects bad values"

@@ -81,6 +81,14 @@ since releases of the same name may live in several namespaces.
 {{- end }}
 
 {{/*
+The Secret holding the term key: termKey.existingSecret, or the one the chart
+makes.
+*/}}
+{{- define "kubelease.termKeySecret" -}}
+{{- .Values.termKey.existingSecret | default (printf "%s-term-key" (include "kubelease.fullname" .) | trunc 63 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
 The Service's in-cluster URL: what replicas set as KUBELEASE_ENDPOINT.
 */}}
 {{- define "kubelease.endpoint" -}}
