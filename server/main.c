@@ -38,6 +38,8 @@ typedef struct options {
     long max_body_bytes;
     long max_grant_ms;
     const char *term_key_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
     bool help, version;
 } options;
 
@@ -85,6 +87,11 @@ static const flag flags[] = {
     {"term-key-file", FLAG_STRING, OPT(term_key_file), 0, 0, "PATH", "a random key per process",
      "secret (32 to 4096 bytes) that term tokens derive from; give every replica the same "
      "one, or terms cannot be resumed on another replica or after a restart"},
+    {"tls-cert-file", FLAG_STRING, OPT(tls_cert_file), 0, 0, "PATH", "none (plain HTTP)",
+     "serve HTTPS with this certificate chain (PEM); re-read when it changes, for new "
+     "connections (needs --tls-key-file)"},
+    {"tls-key-file", FLAG_STRING, OPT(tls_key_file), 0, 0, "PATH", "none",
+     "the certificate's private key (PEM); re-read with the certificate"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };
@@ -296,9 +303,20 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                         "--context and --sa-dir\n");
         return -1;
     }
-    char err[256];
+    if (!o->tls_cert_file != !o->tls_key_file) {
+        fprintf(stderr,
+                "kubeleased: --tls-cert-file and --tls-key-file go together; %s is "
+                "missing\n",
+                o->tls_cert_file ? "--tls-key-file" : "--tls-cert-file");
+        return -1;
+    }
+    char err[512];
     if (http_listen_check(o->listen, err, sizeof err) != 0) {
         fprintf(stderr, "kubeleased: --listen: %s\n", err);
+        return -1;
+    }
+    if (o->tls_cert_file && http_tls_check(o->tls_cert_file, o->tls_key_file, err, sizeof err)) {
+        fprintf(stderr, "kubeleased: --tls-cert-file, --tls-key-file: %s\n", err);
         return -1;
     }
     ssize_t key_len = 0;
@@ -320,7 +338,9 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
                  .max_body_bytes = (size_t)o->max_body_bytes,
-                 .namespaces = (const char *const *)*namespaces},
+                 .namespaces = (const char *const *)*namespaces,
+                 .tls_cert_file = o->tls_cert_file,
+                 .tls_key_file = o->tls_key_file},
     };
     return 0;
 }
@@ -424,10 +444,10 @@ int main(int argc, char **argv)
     }
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
-              "max_body_bytes=%ld",
+              "max_body_bytes=%ld tls=%s",
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc),
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
-              o.max_connections, o.max_body_bytes);
+              o.max_connections, o.max_body_bytes, o.tls_cert_file ? "true" : "false");
     if (!o.term_key_file && !o.dev)
         log_event(LOG_WARN, "term_key_random", "msg=%s",
                   log_q("no --term-key-file: term tokens use a random key of this "

@@ -1,7 +1,7 @@
 /* The HTTP server's lifecycle: the listen address, start (the shared state,
  * the timer thread, the libmicrohttpd daemon) and the owner's side of
  * shutdown (quiesce, finish, stop). What each request does is in router.c
- * and the files it calls.
+ * and the files it calls; TLS (the certificate served) is in tls.c.
  *
  * Threads: the owner's. Shutdown flags are set under s->mu, which call.c
  * and stream.c read under the same lock; see internal.h for the whole
@@ -142,6 +142,9 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     return atomic_load(&s->refusing) ? MHD_NO : MHD_YES;
 }
 
+/* TLS 1.2 and 1.3 only, GnuTLS's normal choices otherwise. */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
 static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
                                        const struct sockaddr_storage *ss, bool v6)
 {
@@ -149,6 +152,13 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_CERT_CALLBACK2, 0, (void *)http_tls_certificate},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (s->tls)
+        flags |= MHD_USE_TLS;
     unsigned threads = cfg->threads ? cfg->threads : DEFAULT_THREADS;
     unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
     unsigned hard_max = http_limits_hard(max_conns);
@@ -160,7 +170,21 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
         MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_ARRAY,
+        s->tls ? tls : tls + 2, MHD_OPTION_END);
+}
+
+typedef struct daemon_args {
+    http_server *s;
+    const http_config *cfg;
+    const struct sockaddr_storage *ss;
+    bool v6;
+} daemon_args;
+
+static struct MHD_Daemon *daemon_start_args(void *arg)
+{
+    daemon_args *a = arg;
+    return daemon_start(a->s, a->cfg, a->ss, a->v6);
 }
 
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len)
@@ -175,7 +199,13 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
         snprintf(err, err_len, "out of memory");
         return NULL;
     }
-    s->daemon = daemon_start(s, cfg, &ss, v6);
+    if (cfg->tls_cert_file) {
+        s->tls = http_tls_new(cfg->tls_cert_file, cfg->tls_key_file, err, err_len);
+        if (!s->tls)
+            goto fail;
+    }
+    daemon_args da = {s, cfg, &ss, v6};
+    s->daemon = s->tls ? http_tls_start(s->tls, daemon_start_args, &da) : daemon_start_args(&da);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
                  errno ? strerror(errno) : "libmicrohttpd refused to start");
@@ -229,6 +259,9 @@ void http_server_stop(http_server *s)
     http_timer_stop(s);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    if (s->daemon && s->tls)
+        http_tls_stopped(s->daemon);
+    http_tls_free(s->tls);
     if (s->namespaces) {
         for (char **p = s->namespaces; *p; p++)
             free(*p);
