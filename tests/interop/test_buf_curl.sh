@@ -12,7 +12,7 @@ S="$KL_SOURCE_DIR/proto"
 svc() { printf '%s/kubelease.v1.LeaseService/%s' "$KL_URL" "$1"; }
 bufc() { # METHOD JSON: output (stdout+stderr) in $KL_TMP/out, exit code in $rc
   rc=0
-  "$KL_BUF" curl --schema "$S" --protocol connect -d "$2" "$(svc "$1")" >"$KL_TMP/out" 2>&1 || rc=$?
+  "$KL_BUF" curl --schema "$S" --protocol connect "${KL_CURL_TLS[@]}" -d "$2" "$(svc "$1")" >"$KL_TMP/out" 2>&1 || rc=$?
 }
 has() { grep -q -- "$1" "$KL_TMP/out" || fail "$2: no '$1' in: $(cat "$KL_TMP/out")"; }
 
@@ -32,7 +32,7 @@ has '"not_found"' "Confirm without a campaign"
 pass "Confirm without a campaign: not_found"
 
 # A campaign stream: Candidate, then Elected.
-"$KL_BUF" curl --schema "$S" --protocol connect -d "$CAMP" "$(svc Campaign)" >"$KL_TMP/camp" 2>&1 &
+"$KL_BUF" curl --schema "$S" --protocol connect "${KL_CURL_TLS[@]}" -d "$CAMP" "$(svc Campaign)" >"$KL_TMP/camp" 2>&1 &
 CAMP_PID=$!
 # --dev holds first acquisitions for one grant (10 s here) after start-up.
 wait_for 30 grep -q '"elected"' "$KL_TMP/camp" || fail "no Elected on the Campaign stream: $(cat "$KL_TMP/camp")"
@@ -72,7 +72,7 @@ has '"candidates": 1' "ListLeases"
 pass "ListLeases lists default/db"
 
 # A holder watch: the current state first.
-"$KL_BUF" curl --schema "$S" --protocol connect -d "{$LEASE}" "$(svc WatchHolder)" >"$KL_TMP/watch" 2>&1 &
+"$KL_BUF" curl --schema "$S" --protocol connect "${KL_CURL_TLS[@]}" -d "{$LEASE}" "$(svc WatchHolder)" >"$KL_TMP/watch" 2>&1 &
 WATCH_PID=$!
 wait_for 10 grep -q '"replica-a"' "$KL_TMP/watch" || fail "WatchHolder: no current state: $(cat "$KL_TMP/watch")"
 pass "WatchHolder: current state first"

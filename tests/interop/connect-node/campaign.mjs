@@ -2,17 +2,20 @@
 // drives kubeleased: a campaign with Elected, Confirm and Resign (with the
 // term's token; without it, Confirm, Resign and a resume are refused), a
 // handoff to a second candidate, and a holder watch (current state first,
-// then each change). Usage: node campaign.mjs GENERATED_PB_JS BASE_URL json|binary
+// then each change). Usage: node campaign.mjs GENERATED_PB_JS BASE_URL json|binary [CA_FILE]
+// (CA_FILE: an https BASE_URL's certificate must chain to it).
+import { readFileSync } from "node:fs";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
-const [pbPath, baseUrl, format] = process.argv.slice(2);
+const [pbPath, baseUrl, format, caFile] = process.argv.slice(2);
 const { LeaseService, LostReason } = await import(pbPath);
 
 const transport = createConnectTransport({
   baseUrl,
   httpVersion: "1.1",
   useBinaryFormat: format === "binary",
+  ...(caFile ? { nodeOptions: { ca: readFileSync(caFile) } } : {}),
 });
 const client = createClient(LeaseService, transport);
 
