@@ -106,6 +106,8 @@ def check_common(docs, ns):
         expect(probe in c, f"no {probe}")
         hg = c[probe]["httpGet"]
         expect(hg["path"] == path and hg["port"] == "http", f"{probe} is {hg}, want {path} on http")
+        want_scheme = "HTTPS" if arg_value(c.get("args", []), "--tls-cert-file") else "HTTP"
+        expect(hg.get("scheme") == want_scheme, f"{probe} scheme {hg.get('scheme')}, want {want_scheme}")
     res = c.get("resources", {})
     expect(res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory"),
            "no cpu/memory requests")
@@ -243,6 +245,20 @@ def main():
         expect(len(ep) == 1 and ep[0]["port"] == "http" and ep[0]["path"] == "/metrics",
                f"ServiceMonitor endpoints {ep}")
         expect(s["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels not applied")
+    elif case == "tls":
+        expect(arg_value(args, "--tls-cert-file") == "/etc/kubelease/tls/tls.crt"
+               and arg_value(args, "--tls-key-file") == "/etc/kubelease/tls/tls.key",
+               f"TLS flags: {args}")
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        expect(mounts.get("tls", {}).get("mountPath") == "/etc/kubelease/tls"
+               and mounts["tls"].get("readOnly") is True, f"tls mount: {mounts.get('tls')}")
+        vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+        expect(vols["tls"]["secret"]["secretName"] == "kubeleased-tls", "the TLS Secret is not mounted")
+        ep = one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+        expect(ep["scheme"] == "https" and ep["tlsConfig"]["ca"]["secret"] ==
+               {"name": "kubeleased-tls", "key": "ca.crt"}
+               and ep["tlsConfig"]["serverName"] == f"kubelease.{ns}.svc",
+               f"ServiceMonitor endpoint over TLS: {ep}")
     elif case == "custom":
         expect(arg_value(args, "--max-connections") == "5000", "--max-connections not passed")
         expect(arg_value(args, "--max-per-ip") == "64", "--max-per-ip not passed")

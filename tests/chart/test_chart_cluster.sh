@@ -60,7 +60,8 @@ printf '{}\n' >"$work/values/defaults.yaml"
 printf 'rbac:\n  scope: cluster\n' >"$work/values/cluster.yaml"
 printf 'replicaCount: 1\n' >"$work/values/single.yaml"
 printf 'serviceMonitor:\n  enabled: true\n' >"$work/values/servicemonitor.yaml"
-for case in defaults namespaced cluster single servicemonitor; do
+printf 'tls:\n  enabled: true\n  secretName: kubeleased-tls\nserviceMonitor:\n  enabled: true\n' >"$work/values/tls.yaml"
+for case in defaults namespaced cluster single servicemonitor tls; do
   "$HELM" template "$REL" "$CHART" --namespace "$RELNS" -f "$work/values/$case.yaml" >"$work/$case.yaml" ||
     fail "helm template failed for case $case"
   n=0

@@ -34,6 +34,13 @@ serviceMonitor:
     release: prometheus
   interval: 15s
 V
+cat >"$work/values/tls.yaml" <<'V'
+tls:
+  enabled: true
+  secretName: kubeleased-tls
+serviceMonitor:
+  enabled: true
+V
 cat >"$work/values/custom.yaml" <<'V'
 replicaCount: 3
 fullnameOverride: lease-svc
@@ -56,7 +63,7 @@ extraEnv:
 podAntiAffinity: hard
 V
 
-for case in defaults namespaced cluster single servicemonitor custom; do
+for case in defaults namespaced cluster single servicemonitor tls custom; do
   vf=$work/values/$case.yaml
   note "case $case: lint --strict"
   "$HELM" lint --strict "$CHART" -f "$vf" >"$work/lint-$case.log" 2>&1 ||
@@ -105,6 +112,7 @@ reject 'an unknown log level' 'logLevel' --set server.logLevel=verbose
 reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
 reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
 reject 'a term key entry that is no file name' 'secretKey' --set termKey.secretKey=../key
+reject 'TLS without its Secret' 'tls.secretName' --set tls.enabled=true
 "$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"
 
 echo "PASS: chart lints, renders the matrix and rejects bad values"

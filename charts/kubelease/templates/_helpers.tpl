@@ -92,5 +92,12 @@ makes.
 The Service's in-cluster URL: what replicas set as KUBELEASE_ENDPOINT.
 */}}
 {{- define "kubelease.endpoint" -}}
-{{- printf "http://%s.%s.svc:%d" (include "kubelease.fullname" .) .Release.Namespace (int .Values.service.port) }}
+{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" .Values.tls.enabled) (include "kubelease.fullname" .) .Release.Namespace (int .Values.service.port) }}
+{{- end }}
+
+{{/*
+The TLS Secret's name (tls.secretName, required when TLS is enabled).
+*/}}
+{{- define "kubelease.tlsSecret" -}}
+{{- required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
 {{- end }}
