@@ -26,5 +26,5 @@ RUN apt-get update \
 COPY --from=build /usr/local/bin/kubeleased /usr/local/bin/kubeleased
 # A numeric UID, so Kubernetes can verify runAsNonRoot without /etc/passwd.
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8080 8081
 ENTRYPOINT ["/usr/local/bin/kubeleased"]

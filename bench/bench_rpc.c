@@ -6,7 +6,15 @@
  * Usage: bench_rpc [--tls] [KUBELEASED] [GETHOLDER_CALLS] [HANDOFFS]
  * (KUBELEASED defaults to $KUBELEASED, then the binary next to this build).
  * --tls: kubeleased serves HTTPS (a certificate made with
- * tests/support/make_certs.sh) and every call and stream goes over TLS. */
+ * tests/support/make_certs.sh) and every call and stream goes over TLS.
+ *
+ * Authorization on vs off (docs/design.md, rule 7) needs an apiserver: with
+ * $KL_BENCH_KUBECONFIG kubeleased runs against it (--kubeconfig) instead of
+ * --dev, in $KL_BENCH_NAMESPACE (default "bench"), with --auth
+ * $KL_BENCH_AUTH (default none), and every request carries the token in
+ * $KL_BENCH_TOKEN_FILE when set. E.g. on the test control plane:
+ *   KL_BENCH_KUBECONFIG=$KL_SA_KUBECONFIG KL_BENCH_NAMESPACE=kubelease-test \
+ *   KL_BENCH_AUTH=kubernetes KL_BENCH_TOKEN_FILE=$KL_REPLICA_TOKEN_FILE bench_rpc */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -49,6 +57,8 @@ static char server_log[128];
 static bool tls;          /* --tls */
 static char tls_dir[128]; /* certificates, when tls */
 static char tls_ca[192];
+static const char *bench_ns = "bench";
+static char auth_header[8192]; /* "Authorization: Bearer ..." or "" */
 
 static const char *scheme(void)
 {
@@ -64,6 +74,21 @@ static void make_certs(void)
     snprintf(cmd, sizeof cmd, "bash '%s/tests/support/make_certs.sh' '%s'", KL_SOURCE_DIR, tls_dir);
     if (system(cmd) != 0)
         die("cannot make the TLS certificates (is openssl installed?)");
+}
+
+/* $KL_BENCH_TOKEN_FILE into auth_header. */
+static void read_token(void)
+{
+    const char *path = getenv("KL_BENCH_TOKEN_FILE");
+    if (!path || !*path)
+        return;
+    FILE *f = fopen(path, "r");
+    char tok[8000] = "";
+    if (!f || !fgets(tok, sizeof tok, f))
+        die("cannot read $KL_BENCH_TOKEN_FILE");
+    fclose(f);
+    tok[strcspn(tok, "\r\n")] = 0;
+    snprintf(auth_header, sizeof auth_header, "Authorization: Bearer %s", tok);
 }
 
 static void server_stop(void)
@@ -91,12 +116,25 @@ static void server_start(const char *bin)
         char cert[256], key[256];
         snprintf(cert, sizeof cert, "%s/server.crt", tls_dir);
         snprintf(key, sizeof key, "%s/server.key", tls_dir);
-        if (tls)
-            execl(bin, bin, "--dev", "--listen", "127.0.0.1:0", "--log-level", "info",
-                  "--tls-cert-file", cert, "--tls-key-file", key, (char *)NULL);
-        else
-            execl(bin, bin, "--dev", "--listen", "127.0.0.1:0", "--log-level", "info",
-                  (char *)NULL);
+        const char *kc = getenv("KL_BENCH_KUBECONFIG");
+        const char *auth = getenv("KL_BENCH_AUTH") ? getenv("KL_BENCH_AUTH") : "none";
+        const char *args[16] = {bin, "--listen", "127.0.0.1:0", "--log-level", "info"};
+        int n = 5;
+        if (kc && *kc) {
+            args[n++] = "--kubeconfig";
+            args[n++] = kc;
+            args[n++] = "--auth";
+            args[n++] = auth;
+        } else {
+            args[n++] = "--dev";
+        }
+        if (tls) {
+            args[n++] = "--tls-cert-file";
+            args[n++] = cert;
+            args[n++] = "--tls-key-file";
+            args[n++] = key;
+        }
+        execv(bin, (char *const *)args);
         _exit(127);
     }
     atexit(server_stop); /* also when we die below */
@@ -115,6 +153,27 @@ static void server_start(const char *bin)
     }
     if (!server_port)
         die("kubeleased did not start (is it built? pass its path)");
+}
+
+/* kubeleased's CPU time so far (user + system), in µs: what a call costs
+ * the service, whatever else the machine is doing. */
+static int64_t server_cpu_us(void)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)server_pid);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(line, sizeof line, f)) {
+        if (f)
+            fclose(f);
+        return 0;
+    }
+    fclose(f);
+    /* Fields 14 and 15 (utime, stime) follow the ")" closing the name. */
+    const char *p = strrchr(line, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (int64_t)((ut + st) * 1000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK));
 }
 
 /* ---- unary calls with libcurl ---- */
@@ -161,6 +220,8 @@ static CURL *unary_handle(struct curl_slist **headers)
     CURL *c = curl_easy_init();
     *headers = curl_slist_append(NULL, "Content-Type: application/proto");
     *headers = curl_slist_append(*headers, "Expect:");
+    if (auth_header[0])
+        *headers = curl_slist_append(*headers, auth_header);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     if (tls)
@@ -202,15 +263,15 @@ static void stream_open(stream *s, const char *identity)
     s->fd = (int)sock;
     char json[512];
     int jl = snprintf(json, sizeof json,
-                      "{\"namespace\":\"bench\",\"name\":\"handoff\",\"identity\":\"%s\","
+                      "{\"namespace\":\"%s\",\"name\":\"handoff\",\"identity\":\"%s\","
                       "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,"
                       "\"retryPeriodSeconds\":2}",
-                      identity);
-    char req[1024];
+                      bench_ns, identity);
+    char req[10240];
     int hl = snprintf(req, sizeof req,
-                      "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n"
+                      "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n%s%s"
                       "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n",
-                      jl + 5);
+                      auth_header, auth_header[0] ? "\r\n" : "", jl + 5);
     rpc_envelope_header(0, (uint32_t)jl, (uint8_t *)req + hl);
     memcpy(req + hl + 5, json, (size_t)jl);
     size_t len = (size_t)hl + 5 + (size_t)jl, off = 0;
@@ -355,13 +416,13 @@ static void bench_unary(CURL *c, int calls, int64_t epoch, char *token)
 {
     buf out;
     Kubelease__V1__ConfirmRequest cf = KUBELEASE__V1__CONFIRM_REQUEST__INIT;
-    cf.namespace_ = "bench";
+    cf.namespace_ = (char *)bench_ns;
     cf.name = "handoff";
     cf.identity = "bench-a";
     cf.epoch = epoch;
     cf.term_token = token;
     Kubelease__V1__GetHolderRequest g = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
-    g.namespace_ = "bench";
+    g.namespace_ = (char *)bench_ns;
     g.name = "handoff";
     int64_t *lat = calloc((size_t)calls, sizeof *lat);
     int64_t *clat = calloc((size_t)calls / 10 + 1, sizeof *clat);
@@ -369,6 +430,7 @@ static void bench_unary(CURL *c, int calls, int64_t epoch, char *token)
     long conns = 0;               /* new connections during the measured calls */
     for (int i = 0; i < 200; i++) /* warm-up */
         unary(c, "GetHolder", &g.base, &out);
+    int64_t cpu0 = server_cpu_us();
     for (int i = 0; i < calls; i++) {
         int64_t t0 = now_us();
         long st = unary(c, "GetHolder", &g.base, &out);
@@ -385,12 +447,17 @@ static void bench_unary(CURL *c, int calls, int64_t epoch, char *token)
             clat[n_confirm++] = now_us() - t0;
         }
     }
+    int64_t cpu = server_cpu_us() - cpu0;
     report(tls ? "GetHolder (proto, keep-alive, TLS)" : "GetHolder (proto, keep-alive)", lat,
            calls);
     report(tls ? "Confirm (proto, keep-alive, TLS)" : "Confirm (proto, keep-alive)", clat,
            n_confirm);
-    printf("(GetHolder opened %ld new connection(s) in %d calls; kubeleased --dev on loopback%s)\n",
-           conns, calls, tls ? ", TLS" : "");
+    printf("kubeleased CPU time: %.1f us per call (%d GetHolder + %d Confirm)\n",
+           (double)cpu / (calls + n_confirm), calls, n_confirm);
+    printf("(GetHolder opened %ld new connection(s) in %d calls; kubeleased %s, --auth %s, on "
+           "loopback%s)\n",
+           conns, calls, getenv("KL_BENCH_KUBECONFIG") ? "on an apiserver" : "--dev",
+           getenv("KL_BENCH_AUTH") ? getenv("KL_BENCH_AUTH") : "none", tls ? ", TLS" : "");
     free(lat);
     free(clat);
 }
@@ -408,7 +475,7 @@ static void bench_handoffs(CURL *c, int handoffs, stream *a, stream *b, char tok
     if (stream_wait(b, "\"candidate\"") != 0)
         die("bench-b is not a candidate");
     Kubelease__V1__ResignRequest r = KUBELEASE__V1__RESIGN_REQUEST__INIT;
-    r.namespace_ = "bench";
+    r.namespace_ = (char *)bench_ns;
     r.name = "handoff";
     for (int i = 0; i < handoffs; i++) {
         r.identity = (char *)ids[leader_id];
@@ -454,6 +521,9 @@ int main(int argc, char **argv)
     if (calls < 1 || handoffs < 1)
         die("counts must be positive");
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("KL_BENCH_NAMESPACE") && *getenv("KL_BENCH_NAMESPACE"))
+        bench_ns = getenv("KL_BENCH_NAMESPACE");
+    read_token();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (tls)
         make_certs();

@@ -92,6 +92,10 @@ static int client_options(const kl_client_options *in, kl_client_options *out, k
         out->resign_timeout_ms = 2000;
     if (out->max_backoff_ms == 0)
         out->max_backoff_ms = 2000;
+    if (!out->token_file) {
+        const char *env = getenv("KUBELEASE_TOKEN_FILE");
+        out->token_file = env && *env ? env : NULL;
+    }
     if (!out->ca_file || !*out->ca_file)
         out->ca_file = getenv("KUBELEASE_CA_FILE");
     if (out->ca_file && !*out->ca_file)

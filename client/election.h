@@ -16,7 +16,7 @@
 
 #include "loop.h"
 
-#define KL__TOKEN_MAX 64 /* a term token as text, NUL included */
+#define KL__TERM_TOKEN_MAX 64 /* a term token as text, NUL included */
 
 /* The life of an election. It runs from NEW until one of the three "over"
  * states; running, it is a candidate (BACKOFF, CAMPAIGNING, ELECTED) or a
@@ -47,13 +47,13 @@ struct kl__election {
     int lease_s, renew_s, retry_s;
 
     enum kl__election_state state;
-    int64_t deadline_ms;            /* leadership deadline (monotonic), while a leader */
-    int64_t valid_for_ms;           /* last validity granted */
-    int64_t epoch;                  /* epoch of the current term, 0 = none */
-    char term_token[KL__TOKEN_MAX]; /* the current term's secret, "" = none */
-    int result;                     /* over: why (KL_ERR_CANCELLED when cancelled) */
-    char message[256];              /* over: the explanation */
-    char problem[256];              /* the last transport problem, for messages */
+    int64_t deadline_ms;                 /* leadership deadline (monotonic), while a leader */
+    int64_t valid_for_ms;                /* last validity granted */
+    int64_t epoch;                       /* epoch of the current term, 0 = none */
+    char term_token[KL__TERM_TOKEN_MAX]; /* the current term's secret, "" = none */
+    int result;                          /* over: why (KL_ERR_CANCELLED when cancelled) */
+    char message[256];                   /* over: the explanation */
+    char problem[256];                   /* the last transport problem, for messages */
 
     /* Driven by the I/O thread. */
     struct kl__xfer *stream;

@@ -28,12 +28,12 @@ int kl__transport_global_init(kl_error *err)
 }
 
 int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
-                       const char *ca_file)
+                       const char *token_file, const char *ca_file)
 {
     memset(t, 0, sizeof(*t));
     t->connect_timeout_ms = connect_timeout_ms;
-    t->endpoint = strdup(endpoint);
-    if (!t->endpoint || (ca_file && !(t->ca_file = strdup(ca_file)))) {
+    if (kl__token_init(&t->token, token_file) != KL_OK || !(t->endpoint = strdup(endpoint)) ||
+        (ca_file && !(t->ca_file = strdup(ca_file)))) {
         kl__transport_cleanup(t);
         return KL_ERR_NO_MEMORY;
     }
@@ -55,6 +55,7 @@ void kl__transport_cleanup(struct kl__transport *t)
         curl_multi_cleanup(t->multi);
     free(t->endpoint);
     free(t->ca_file);
+    kl__token_cleanup(&t->token); /* also of a zeroed transport: a zeroed mutex is unlocked */
     memset(t, 0, sizeof(*t));
 }
 
@@ -134,6 +135,8 @@ static struct curl_slist *request_headers(const struct kl__xfer *x)
     }
     if (h)
         h = curl_slist_append(h, "Expect:");
+    if (h)
+        h = kl__token_add_header(&x->t->token, h);
     return h;
 }
 
@@ -283,10 +286,14 @@ int kl__xfer_result(struct kl__xfer *x, CURLcode rc, kl_error *err)
     if (rc != CURLE_OK)
         return curl_failure(x, rc, err);
     if (x->http != 200) {
+        char why[200] = "";
+        if (x->http == 401)
+            kl__token_refused(&x->t->token, why, sizeof(why));
         if (x->resp.len && kl__connect_error_parse(x->resp.data, x->resp.len, code, sizeof(code),
                                                    msg, sizeof(msg)))
             return kl__seterr(err, kl__status_from_connect(code),
-                              "kubelease service at %s: %s: %s: %s", ep, method, code, msg);
+                              "kubelease service at %s: %s: %s: %s%s%s%s", ep, method, code, msg,
+                              why[0] ? " (" : "", why, why[0] ? ")" : "");
         return kl__seterr(err, kl__status_from_http(x->http),
                           "kubelease service at %s answered HTTP %ld to %s%s", ep, x->http, method,
                           x->http == 404 ? " (is it a kubelease service?)" : "");
@@ -295,10 +302,14 @@ int kl__xfer_result(struct kl__xfer *x, CURLcode rc, kl_error *err)
         return kl__seterr(err, KL_ERR_PROTOCOL,
                           "kubelease service at %s: %s did not answer with a Connect stream", ep,
                           method);
-    if (x->type->stream && x->end_code[0])
+    if (x->type->stream && x->end_code[0]) {
+        char why[200] = "";
+        if (strcmp(x->end_code, "unauthenticated") == 0)
+            kl__token_refused(&x->t->token, why, sizeof(why));
         return kl__seterr(err, kl__status_from_connect(x->end_code),
-                          "kubelease service at %s: %s ended: %s: %s", ep, method, x->end_code,
-                          x->end_message);
+                          "kubelease service at %s: %s ended: %s: %s%s%s%s", ep, method,
+                          x->end_code, x->end_message, why[0] ? " (" : "", why, why[0] ? ")" : "");
+    }
     if (x->type->stream && !x->end_seen)
         return kl__seterr(err, KL_ERR_UNAVAILABLE, "kubelease service at %s: %s stream broke off",
                           ep, method);

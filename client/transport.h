@@ -7,7 +7,8 @@
  * thread): kl__xfer_start, kl__xfer_drop, kl__transport_perform/_collect/
  * _poll are called there only; kl__transport_wake from any thread.
  * kl__unary_call runs a whole call on the calling thread with its own easy
- * handle and only reads the transport's immutable fields. */
+ * handle and only reads the transport's immutable fields and its token
+ * (which has its own lock). */
 #ifndef KL_TRANSPORT_H
 #define KL_TRANSPORT_H
 
@@ -19,6 +20,7 @@
 
 #include "envelope.h"
 #include "kubelease.h"
+#include "token.h"
 #include "util.h"
 
 #define KL__MAX_MESSAGE   (64 * 1024)        /* longest envelope or body accepted */
@@ -29,15 +31,18 @@ struct kl__transport {
     char *ca_file;  /* the CA bundle https endpoints must chain to; NULL: the system's */
     long connect_timeout_ms;
     CURLM *multi;
+    struct kl__token token; /* the bearer token of every request (thread-safe) */
 };
 
 /* curl_global_init, once per process. Returns KL_OK or KL_ERR_INTERNAL with
  * err filled. */
 int kl__transport_global_init(kl_error *err);
-/* Fills *t (ca_file, which may be NULL, is copied). Returns KL_OK, or
- * KL_ERR_NO_MEMORY with *t left empty (safe to pass to kl__transport_cleanup). */
+/* Fills *t; token_file (NULL: none) holds the bearer token to send, ca_file
+ * (NULL: the system's store; copied) the CAs https endpoints must chain to.
+ * Returns KL_OK, or KL_ERR_NO_MEMORY with *t left empty (safe to pass to
+ * kl__transport_cleanup). */
 int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
-                       const char *ca_file);
+                       const char *token_file, const char *ca_file);
 /* Every started transfer must have been dropped or collected. */
 void kl__transport_cleanup(struct kl__transport *t);
 

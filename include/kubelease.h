@@ -93,7 +93,8 @@ KL_EXPORT const char *kl_strerror(int code);
 KL_EXPORT const char *kl_version(void);
 
 /* Options for kl_client_new_opts. Initialise with kl_client_options_init; a
- * field left 0 takes its default. */
+ * field left 0 (or NULL) takes its default. Fields are only ever added at
+ * the end. */
 typedef struct kl_client_options {
     /* Time allowed to open a TCP connection to the service (default 2000). */
     int connect_timeout_ms;
@@ -106,6 +107,17 @@ typedef struct kl_client_options {
     /* Longest pause between reconnection attempts of a broken stream
      * (default 2000; attempts start at 50 ms and double). */
     int max_backoff_ms;
+    /* File holding the bearer token sent with every request, for a service
+     * that authenticates its callers (kubeleased --auth kubernetes): a
+     * ServiceAccount token for the audience the service expects, normally a
+     * projected token volume. NULL: $KUBELEASE_TOKEN_FILE if set and
+     * non-empty, else none (no Authorization header). The file is read when
+     * the client is created and again when it changes (looked at at most
+     * every 2 s, and at once after the service refused a token), so rotated
+     * tokens are picked up. A file that cannot be read is not an error here:
+     * requests go without a token, and the service's refusal names the
+     * file's problem. The string is copied. */
+    const char *token_file;
     /* For an https:// endpoint: the CA certificates (a PEM file) the
      * service's certificate must chain to, its host name checked too; only
      * these are trusted. NULL: $KUBELEASE_CA_FILE if set and non-empty, else
@@ -121,10 +133,12 @@ KL_EXPORT void kl_client_options_init(kl_client_options *opts);
 /* Creates a client for the service at endpoint ("http://host:port", or
  * "https://host:port": TLS, the service's certificate verified against
  * ca_file, see kl_client_options). endpoint NULL: $KUBELEASE_ENDPOINT if set
- * and non-empty, else "http://127.0.0.1:8080". Does not contact the service
- * (the first call that needs it does; a certificate it refuses is an error
- * naming the TLS failure, KL_ERR_UNAVAILABLE); proxy environment variables
- * are not used. Starts the client's I/O thread.
+ * and non-empty, else "http://127.0.0.1:8080". The bearer token comes from
+ * $KUBELEASE_TOKEN_FILE when set (see kl_client_options.token_file), the CA
+ * bundle from $KUBELEASE_CA_FILE. Does not contact the service (the first
+ * call that needs it does; a certificate it refuses is an error naming the
+ * TLS failure, KL_ERR_UNAVAILABLE); proxy environment variables are not
+ * used. Starts the client's I/O thread.
  * Returns the client, to be released with kl_client_free, or NULL on failure
  * (bad endpoint, unreadable $KUBELEASE_CA_FILE, out of memory, thread
  * creation failed) with *err filled (err may be NULL). */

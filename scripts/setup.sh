@@ -52,7 +52,7 @@ need libmicrohttpd 0.9.71
 need libcurl 7.68.0
 need libcjson 1.7.14
 need yaml-0.1 0.2.2
-need libcrypto 1.1.1
+need libcrypto 3.0.0
 need gnutls 3.6.3
 # Go and Node.js are needed only by the tests (the Dockerfile's build stage runs
 # this script without --test and has neither).

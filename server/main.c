@@ -5,7 +5,8 @@
  * wrong flag or value stops start-up with one line saying what is wrong
  * (exit 2). SIGTERM/SIGINT: stop accepting, end streams with a clean
  * end-of-stream frame (campaigns get Lost SHUTDOWN and keep their Leases, so
- * that their holders resume on another replica), exit 0. */
+ * that their holders resume on another replica), exit 0. Who may call:
+ * --auth (docs/design.md, rule 7). */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -31,12 +32,19 @@ typedef struct options {
     const char *kubeconfig;
     const char *context;
     const char *sa_dir;
+    bool allow_token_over_http;
     const char *log_level;
     const char *namespaces;
+    const char *ops_listen;
     long max_connections;
     long max_per_ip;
     long max_body_bytes;
+    long read_timeout_s;
     long max_grant_ms;
+    long max_leases;
+    const char *auth;
+    const char *token_audience;
+    const char *identity_policy;
     const char *term_key_file;
     const char *tls_cert_file;
     const char *tls_key_file;
@@ -60,6 +68,10 @@ typedef struct flag {
 static const flag flags[] = {
     {"listen", FLAG_STRING, OPT(listen), 0, 0, "ADDR:PORT", "0.0.0.0:8080",
      "address and port to serve on ([::1]:8080 for IPv6; port 0 picks a free one)"},
+    {"ops-listen", FLAG_STRING, OPT(ops_listen), 0, 0, "ADDR:PORT", "none",
+     "also serve /livez, /readyz, /metrics and the status page here, with connection slots "
+     "of their own, so that probes and scrapes are answered even when clients hold every "
+     "--max-connections slot (they are always served on --listen too)"},
     {"port-file", FLAG_STRING, OPT(port_file), 0, 0, "PATH", "none",
      "once listening, write the bound port (one line) to PATH; handy with port 0"},
     {"dev", FLAG_BOOL, OPT(dev), 0, 0, NULL, "false",
@@ -71,6 +83,9 @@ static const flag flags[] = {
     {"sa-dir", FLAG_STRING, OPT(sa_dir), 0, 0, "DIR",
      "/var/run/secrets/kubernetes.io/serviceaccount",
      "service-account directory of the in-cluster config (token, ca.crt)"},
+    {"allow-token-over-http", FLAG_BOOL, OPT(allow_token_over_http), 0, 0, NULL, "false",
+     "let a kubeconfig send its bearer token to an http:// apiserver, in cleartext (refused "
+     "otherwise)"},
     {"log-level", FLAG_STRING, OPT(log_level), 0, 0, "LEVEL", "info", "debug, info, warn or error"},
     {"namespaces", FLAG_STRING, OPT(namespaces), 0, 0, "NS,NS", "all",
      "serve only these namespaces; requests for others get permission_denied"},
@@ -82,14 +97,30 @@ static const flag flags[] = {
      "refused as for --max-connections"},
     {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
      "largest request body accepted (larger: resource_exhausted)"},
+    {"read-timeout-s", FLAG_LONG, OPT(read_timeout_s), 1, 3600, "N", "10",
+     "seconds a client has to send a whole request, head and body, from the connection's "
+     "start or, kept alive, from the request's first byte; slower connections are closed "
+     "(the idle timeout alone restarts with every byte)"},
     {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
      "longest validity granted to a leader per confirmation (0: its retry period)"},
+    {"max-leases", FLAG_LONG, OPT(max_leases), 1, 1000000, "N", "10000",
+     "most Leases followed at once (each has its state and its apiserver watch); campaigns, "
+     "watches and reads of further Leases get resource_exhausted. Reading a Lease that does "
+     "not exist follows nothing"},
+    {"auth", FLAG_STRING, OPT(auth), 0, 0, "MODE", "none with --dev, else kubernetes",
+     "who may call: kubernetes (a bearer token checked with a TokenReview, every RPC with a "
+     "SubjectAccessReview on elections.kubelease.io) or none (anyone reaching the port)"},
+    {"token-audience", FLAG_STRING, OPT(token_audience), 0, 0, "AUD", "kubelease",
+     "the audience callers' tokens must be issued for (--auth kubernetes)"},
+    {"identity-policy", FLAG_STRING, OPT(identity_policy), 0, 0, "POLICY", "any",
+     "which campaign identities a caller may use: any, serviceaccount (starting with "
+     "\"<namespace>:<serviceaccount>\") or pod (its pod's name, from a pod-bound token)"},
     {"term-key-file", FLAG_STRING, OPT(term_key_file), 0, 0, "PATH", "a random key per process",
      "secret (32 to 4096 bytes) that term tokens derive from; give every replica the same "
      "one, or terms cannot be resumed on another replica or after a restart"},
     {"tls-cert-file", FLAG_STRING, OPT(tls_cert_file), 0, 0, "PATH", "none (plain HTTP)",
-     "serve HTTPS with this certificate chain (PEM); re-read when it changes, for new "
-     "connections (needs --tls-key-file)"},
+     "serve HTTPS (on --listen and --ops-listen) with this certificate chain (PEM); re-read "
+     "when it changes, for new connections (needs --tls-key-file)"},
     {"tls-key-file", FLAG_STRING, OPT(tls_key_file), 0, 0, "PATH", "none",
      "the certificate's private key (PEM); re-read with the certificate"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
@@ -287,6 +318,45 @@ static ssize_t read_term_key(const char *path, uint8_t key[TERM_KEY_MAX + 1])
     return (ssize_t)n;
 }
 
+/* --auth, --token-audience and --identity-policy into cfg. Returns 0, or -1
+ * after saying what is wrong. */
+static int configure_auth(const options *o, http_auth_config *cfg)
+{
+    const char *mode = o->auth ? o->auth : o->dev ? "none" : "kubernetes";
+    if (strcmp(mode, "kubernetes") == 0) {
+        cfg->mode = HTTP_AUTH_KUBERNETES;
+    } else if (strcmp(mode, "none") == 0) {
+        cfg->mode = HTTP_AUTH_NONE;
+    } else {
+        fprintf(stderr, "kubeleased: --auth: \"%s\" is not kubernetes or none\n", mode);
+        return -1;
+    }
+    if (o->dev && cfg->mode == HTTP_AUTH_KUBERNETES) {
+        fprintf(stderr, "kubeleased: --auth kubernetes needs a cluster to review tokens: drop "
+                        "--dev, or use --auth none\n");
+        return -1;
+    }
+    static const char *const policies[] = {"any", "serviceaccount", "pod"};
+    size_t i = 0;
+    while (i < 3 && strcmp(o->identity_policy, policies[i]) != 0)
+        i++;
+    if (i == 3) {
+        fprintf(stderr, "kubeleased: --identity-policy: \"%s\" is not any, serviceaccount or pod\n",
+                o->identity_policy);
+        return -1;
+    }
+    if (i != 0 && cfg->mode == HTTP_AUTH_NONE) {
+        fprintf(stderr,
+                "kubeleased: --identity-policy %s needs --auth kubernetes (without it "
+                "callers are unknown)\n",
+                o->identity_policy);
+        return -1;
+    }
+    cfg->identity_policy = (http_identity_policy)i;
+    cfg->audience = o->token_audience;
+    return 0;
+}
+
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
  * saying what is wrong. *namespaces (free it) backs cfg's namespaces; key
  * backs cfg's term key. */
@@ -322,6 +392,10 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
     ssize_t key_len = 0;
     if (o->term_key_file && (key_len = read_term_key(o->term_key_file, key)) < 0)
         return -1;
+    if (o->ops_listen && http_listen_check(o->ops_listen, err, sizeof err) != 0) {
+        fprintf(stderr, "kubeleased: --ops-listen: %s\n", err);
+        return -1;
+    }
     *namespaces = NULL;
     if (o->namespaces) {
         *namespaces = split_namespaces(o->namespaces);
@@ -330,18 +404,29 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
     }
     *cfg = (service_config){
         .dev = o->dev,
-        .kube = {.kubeconfig = o->kubeconfig, .context = o->context, .sa_dir = o->sa_dir},
+        .kube = {.kubeconfig = o->kubeconfig,
+                 .context = o->context,
+                 .sa_dir = o->sa_dir,
+                 .allow_token_over_http = o->allow_token_over_http},
         .max_grant_ms = o->max_grant_ms,
+        .max_leases = (int)o->max_leases,
         .term_key = key_len ? key : NULL,
         .term_key_len = (size_t)key_len,
         .http = {.listen = o->listen,
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
                  .max_body_bytes = (size_t)o->max_body_bytes,
+                 .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces,
+                 .ops_listen = o->ops_listen,
                  .tls_cert_file = o->tls_cert_file,
                  .tls_key_file = o->tls_key_file},
     };
+    if (configure_auth(o, &cfg->http.auth) != 0) {
+        free(*namespaces);
+        *namespaces = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -404,7 +489,11 @@ int main(int argc, char **argv)
                  .max_connections = 1024,
                  .max_per_ip = 0,
                  .max_body_bytes = 4096,
-                 .max_grant_ms = 0};
+                 .read_timeout_s = 10,
+                 .max_grant_ms = 0,
+                 .max_leases = 10000,
+                 .token_audience = "kubelease",
+                 .identity_policy = "any"};
     if (parse_env(&o) != 0 || parse_args(&o, argc, argv) != 0)
         return EXIT_USAGE;
     if (o.help) {
@@ -442,12 +531,25 @@ int main(int argc, char **argv)
                 strerror(errno));
         goto done;
     }
+    char ops[32] = "";
+    if (o.ops_listen)
+        snprintf(ops, sizeof ops, " ops_port=%u", (unsigned)service_ops_port(svc));
+    bool auth = cfg.http.auth.mode == HTTP_AUTH_KUBERNETES;
     log_event(LOG_INFO, "started",
-              "version=%s listen=%s port=%u store=%s namespaces=%s max_connections=%ld "
-              "max_body_bytes=%ld tls=%s",
-              KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc),
+              "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
+              "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "
+              "identity_policy=%s tls=%s",
+              KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
-              o.max_connections, o.max_body_bytes, o.tls_cert_file ? "true" : "false");
+              o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
+              log_q(o.token_audience), log_q(o.identity_policy),
+              o.tls_cert_file ? "true" : "false");
+    if (!auth && !o.dev)
+        log_event(LOG_WARN, "auth_disabled", "msg=%s",
+                  log_q("--auth none against a cluster: ANY client that reaches this port may "
+                        "campaign for, confirm, resign, read and list ANY Lease kubeleased "
+                        "serves, and depose any leader. Use --auth kubernetes outside of "
+                        "tests."));
     if (!o.term_key_file && !o.dev)
         log_event(LOG_WARN, "term_key_random", "msg=%s",
                   log_q("no --term-key-file: term tokens use a random key of this "

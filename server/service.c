@@ -11,6 +11,9 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "engine/engine.h"
+#include "kube/client.h"
+#include "kube/incluster.h"
+#include "kube/kubeconfig.h"
 #include "store/memory.h"
 #include "store/store.h"
 
@@ -22,6 +25,7 @@ struct service {
     engine *engine;
     pthread_t engine_thread;
     bool engine_started;
+    kube_client *reviews; /* --auth kubernetes: TokenReviews and SubjectAccessReviews */
     http_server *http;
 };
 
@@ -51,6 +55,27 @@ static service_status store_start(service *svc, const service_config *cfg, char 
     return SERVICE_BAD_CONFIG;
 }
 
+/* With --auth kubernetes, the apiserver client of the reviews: the store's
+ * configuration loaded once more, so that reviews have connections of
+ * their own (on the same loop). */
+static service_status reviews_start(service *svc, const service_config *cfg, char *err,
+                                    size_t err_len)
+{
+    if (cfg->http.auth.mode != HTTP_AUTH_KUBERNETES)
+        return SERVICE_OK;
+    kube_config kc;
+    int rc = cfg->kube.kubeconfig
+                 ? kube_kubeconfig_load(cfg->kube.kubeconfig, cfg->kube.context, &kc, err, err_len)
+                 : kube_incluster_load_env(cfg->kube.sa_dir, &kc, err, err_len);
+    if (rc != 0)
+        return SERVICE_BAD_CONFIG;
+    svc->reviews = kube_client_new(svc->loop, &kc, err, err_len);
+    if (svc->reviews)
+        return SERVICE_OK;
+    kube_config_clear(&kc);
+    return SERVICE_FAILED;
+}
+
 /* The engine and the thread that runs it. */
 static service_status engine_start(service *svc, const service_config *cfg, char *err,
                                    size_t err_len)
@@ -58,6 +83,7 @@ static service_status engine_start(service *svc, const service_config *cfg, char
     engine_config ec = {.loop = svc->loop,
                         .store = svc->store,
                         .max_grant_ms = cfg->max_grant_ms,
+                        .max_leases = cfg->max_leases,
                         .volatile_store = cfg->dev,
                         .term_key = cfg->term_key,
                         .term_key_len = cfg->term_key_len};
@@ -88,10 +114,14 @@ service_status service_start(const service_config *cfg, service **out, char *err
     }
     st = store_start(svc, cfg, err, err_len);
     if (st == SERVICE_OK)
+        st = reviews_start(svc, cfg, err, err_len);
+    if (st == SERVICE_OK)
         st = engine_start(svc, cfg, err, err_len);
     if (st != SERVICE_OK)
         goto fail;
     hc.engine = svc->engine;
+    hc.auth.loop = svc->loop;
+    hc.auth.kube = svc->reviews;
     svc->http = http_server_start(&hc, err, err_len);
     if (!svc->http) {
         st = SERVICE_FAILED;
@@ -107,6 +137,11 @@ fail:
 uint16_t service_port(const service *svc)
 {
     return http_server_port(svc->http);
+}
+
+uint16_t service_ops_port(const service *svc)
+{
+    return http_server_ops_port(svc->http);
 }
 
 const char *service_store_kind(const service *svc)
@@ -131,8 +166,10 @@ const char *service_store_kind(const service *svc)
  *    too late to be answered, for instance). Then the streams get SHUTDOWN_DRAIN_MS to write their
  *    end frames, so that clients see a clean end of stream.
  * 4. The HTTP server stops: whatever is still suspended is resumed first
- *    (MHD_stop_daemon wants no suspended connection), then the daemon.
- * 5. The store and the loop go last: the engine used both. */
+ *    (MHD_stop_daemon wants no suspended connection), then the daemon, then
+ *    the reviews it had in flight on the (stopped) loop.
+ * 5. The review client, the store and the loop go last: the engine's
+ *    thread used them all. */
 void service_stop(service *svc)
 {
     if (!svc)
@@ -150,7 +187,8 @@ void service_stop(service *svc)
             log_event(LOG_WARN, "shutdown_streams_left", "streams=%d", left);
         http_server_stop(svc->http); /* 4 */
     }
-    store_free(svc->store); /* 5 */
+    kube_client_free(svc->reviews); /* 5 */
+    store_free(svc->store);
     loop_free(svc->loop);
     free(svc);
 }

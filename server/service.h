@@ -22,9 +22,11 @@ typedef struct service_config {
     bool dev;                /* the in-memory store: no cluster */
     store_kube_opts kube;    /* otherwise: how to reach the apiserver */
     int64_t max_grant_ms;    /* engine_config.max_grant_ms */
+    int max_leases;          /* engine_config.max_leases */
     const uint8_t *term_key; /* engine_config.term_key (copied by the engine) */
     size_t term_key_len;
-    http_config http; /* its engine is ignored: the service's own is used */
+    http_config http; /* its engine, and its auth's loop and kube, are the service's own;
+                         auth.mode kubernetes reviews through the store's apiserver */
 } service_config;
 
 typedef enum service_status {
@@ -38,6 +40,8 @@ typedef enum service_status {
 service_status service_start(const service_config *cfg, service **out, char *err, size_t err_len);
 /* The bound HTTP port (useful with port 0). */
 uint16_t service_port(const service *svc);
+/* The bound port of the ops listener; 0 without one. */
+uint16_t service_ops_port(const service *svc);
 /* The store's kind: "memory" or "kube". */
 const char *service_store_kind(const service *svc);
 /* Stops accepting, ends every stream cleanly (campaigns with Lost

@@ -370,4 +370,16 @@ void metrics_init(void)
                     sizeof latency / sizeof latency[0]);
     metrics_declare("kubelease_rpc_streams_open", METRICS_GAUGE,
                     "Campaign and WatchHolder streams open now, by method.", NULL, 0);
+    metrics_declare("kubelease_http_slow_requests_total", METRICS_COUNTER,
+                    "Connections shut down because a request did not arrive whole within "
+                    "--read-timeout-s.",
+                    NULL, 0);
+    metrics_declare("kubelease_auth_reviews_total", METRICS_COUNTER,
+                    "TokenReviews and SubjectAccessReviews sent to the API server, by kind and "
+                    "result (authenticated, unauthenticated, allowed, denied, error).",
+                    NULL, 0);
+    metrics_declare("kubelease_auth_cache_hits_total", METRICS_COUNTER,
+                    "Authorization checks answered from a cache instead of a review, by cache "
+                    "(token, access).",
+                    NULL, 0);
 }

@@ -77,6 +77,7 @@ engine *engine_new(const engine_config *cfg)
         cfg->idle_forget_ms > 0 ? cfg->idle_forget_ms : ENGINE_IDLE_FORGET_MS_DEFAULT;
     e->wall_clock = cfg->wall_clock;
     e->wall_clock_ctx = cfg->wall_clock_ctx;
+    e->max_leases = cfg->max_leases > 0 ? cfg->max_leases : ENGINE_MAX_LEASES_DEFAULT;
     if (engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
         free(e);
         return NULL;

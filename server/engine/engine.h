@@ -36,6 +36,7 @@ typedef enum engine_code {
     ENGINE_DEADLINE_EXCEEDED,
     ENGINE_PERMISSION_DENIED,
     ENGINE_INTERNAL,
+    ENGINE_RESOURCE_EXHAUSTED, /* over engine_config.max_leases */
 } engine_code;
 
 /* Why a term or campaign ended; values equal kubelease.v1.LostReason. */
@@ -71,6 +72,11 @@ typedef struct engine_config {
      * (docs/design.md, rule 1). */
     int64_t (*wall_clock)(void *ctx);
     void *wall_clock_ctx;
+    /* The most Leases followed at once (each has its state and its store
+     * watch). At the cap, a campaign, a watch or a read of a Lease not
+     * followed yet is refused with ENGINE_RESOURCE_EXHAUSTED; Leases already
+     * followed are served as usual. 0: ENGINE_MAX_LEASES_DEFAULT. */
+    int max_leases;
     /* The key term tokens derive from (docs/design.md, rule 8): every replica
      * of the service needs the same one, so that a term started on one can be
      * confirmed, resumed and resigned on another, or after a restart. Copied.
@@ -80,6 +86,7 @@ typedef struct engine_config {
 } engine_config;
 
 #define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
+#define ENGINE_MAX_LEASES_DEFAULT     10000
 
 /* A term token as text (base64url of an HMAC-SHA256), NUL included; longer
  * tokens are invalid arguments. */
@@ -102,6 +109,10 @@ typedef enum engine_event_kind {
     ENGINE_EVENT_HEARTBEAT, /* epoch, valid_for_ms */
     ENGINE_EVENT_LOST,      /* reason, epoch, message, code; the last event */
     ENGINE_EVENT_HOLDER,    /* holder watches: exists, holder, epoch */
+    /* The engine did not take the stream on: code and message say why
+     * (ENGINE_RESOURCE_EXHAUSTED at max_leases). The only event; on_close
+     * follows. */
+    ENGINE_EVENT_REFUSED,
 } engine_event_kind;
 
 typedef struct engine_event {
@@ -111,9 +122,10 @@ typedef struct engine_event {
     bool resumed;
     bool exists;
     engine_lost_reason reason;
-    /* LOST: ENGINE_OK when the campaign or term ended; otherwise the
-     * campaign was refused (a resume with the wrong token:
-     * ENGINE_PERMISSION_DENIED) and its stream ends with this error. */
+    /* REFUSED: why the engine did not take the stream on. LOST: ENGINE_OK
+     * when the campaign or term ended; otherwise the campaign was refused (a
+     * resume with the wrong token: ENGINE_PERMISSION_DENIED) and its stream
+     * ends with this error. */
     engine_code code;
     char holder[STORE_HOLDER_MAX];
     char message[256];
@@ -195,10 +207,11 @@ int engine_validate_term_token(const char *token, char *msg, size_t msg_len);
 /* Starts (or resumes) a campaign whose events go to listener. Returns a
  * campaign id > 0, or 0 when out of memory (listener untouched). A second
  * live campaign for the same lease and identity ends with
- * ENGINE_EVENT_LOST/reason EXPIRED and message "already campaigning". A
- * resume of a live term with a token that is not the term's ends with
- * ENGINE_EVENT_LOST/code ENGINE_PERMISSION_DENIED and changes nothing
- * (docs/design.md, rule 8). */
+ * ENGINE_EVENT_LOST/reason EXPIRED and message "already campaigning"; one
+ * that would take the followed Leases over max_leases gets
+ * ENGINE_EVENT_REFUSED. A resume of a live term with a token that is not
+ * the term's ends with ENGINE_EVENT_LOST/code ENGINE_PERMISSION_DENIED and
+ * changes nothing (docs/design.md, rule 8). */
 uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_listener listener);
 /* The stream behind a campaign is gone without a resignation: stop renewing,
  * release only after the granted validity has passed (docs/design.md,
@@ -216,12 +229,17 @@ int engine_confirm(engine *e, const char *ns, const char *name, const char *iden
                    const char *term_token, engine_done done, void *ctx);
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
                   const char *term_token, engine_done done, void *ctx);
+/* A Lease not followed yet is read from the store, and followed from then
+ * on only if it exists: an absent one leaves nothing behind but a short
+ * entry in a small negative cache (absent.c), so reading names that do not
+ * exist never makes the service follow them. */
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
                       engine_done done, void *ctx);
 int engine_list(engine *e, engine_done done, void *ctx);
 
-/* Holder watch: the current state first, then every change. Returns an id
- * > 0 or 0 when out of memory. */
+/* Holder watch: the current state first, then every change (or
+ * ENGINE_EVENT_REFUSED at max_leases). Returns an id > 0 or 0 when out of
+ * memory. */
 uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener);
 void engine_unwatch(engine *e, uint64_t watch_id);
 

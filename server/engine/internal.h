@@ -12,6 +12,7 @@
  *   acquire.c   acquisitions and resumes; a foreign holder's expiry
  *   watch.c     the store's watch events
  *   sweep.c     forgetting idle leases
+ *   absent.c    the negative cache of Leases read and found absent
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   validate.c  request validation (pure)
  *
@@ -33,6 +34,9 @@
 #include "engine/engine.h"
 
 #define ENGINE_BUCKETS 1024
+/* The negative cache of absent Leases (absent.c): how many, for how long. */
+#define ENGINE_ABSENT_MAX    256
+#define ENGINE_ABSENT_TTL_MS 2000
 /* namespace="...",lease="..." with every byte escaped at worst */
 #define ENGINE_LABELS_MAX (2 * STORE_NS_MAX + 2 * STORE_NAME_MAX + 32)
 /* ...,reason="..." */
@@ -112,10 +116,14 @@ struct term {
     char rv[STORE_RV_MAX];
 };
 
-/* GetHolder waiting for a watch to sync, or for a consistent read. */
+/* GetHolder waiting for a watch to sync, for a consistent read, or for the
+ * read of a Lease not followed (ls NULL: ns and name say which). */
 struct pending_get {
     pending_get *prev, *next; /* engine.gets */
+    engine *e;
     lease_state *ls;
+    char ns[STORE_NS_MAX];
+    char name[STORE_NAME_MAX];
     engine_done done; /* NULL once answered (at shutdown) */
     void *ctx;
 };
@@ -169,6 +177,7 @@ struct engine {
     int64_t max_grant_ms;
     bool volatile_store;
     int64_t idle_forget_ms;
+    int max_leases;
     int64_t (*wall_clock)(void *ctx);
     void *wall_clock_ctx;
     uint8_t *term_key; /* term tokens derive from it (token.c); read-only */
@@ -186,6 +195,12 @@ struct engine {
     int n_candidates, n_watchers, n_leases;
     int n_elections;   /* leases with at least one candidate */
     pending_get *gets; /* GetHolder reads in flight */
+    struct {
+        char ns[STORE_NS_MAX];
+        char name[STORE_NAME_MAX];
+        int64_t until_ms; /* 0: a free slot */
+    } absent[ENGINE_ABSENT_MAX];
+    unsigned absent_next; /* the slot taken next when none is free */
 };
 
 /* A request from another thread, run on the engine thread (request.c). */
@@ -263,8 +278,11 @@ void engine_shutdown(engine *e);
 
 lease_state *engine_lease_find(engine *e, const char *ns, const char *name);
 /* Finds or starts following a lease (its store watch starts). NULL when out
- * of memory. */
+ * of memory. Check engine_lease_full first. */
 lease_state *engine_lease_get(engine *e, const char *ns, const char *name);
+/* True when ns/name is not followed and following it would take the
+ * engine over max_leases; says so in msg. */
+bool engine_lease_full(engine *e, const char *ns, const char *name, char *msg, size_t msg_len);
 /* Unlinks an unused lease_state from the table, removes its metric series,
  * stops what runs for it and frees it. */
 void engine_lease_forget(lease_state *ls);
@@ -380,5 +398,17 @@ void engine_candidate_refuse(candidate *c, engine_code code, const char *msg);
 
 /* Keeps the idle sweep running while any lease is followed. */
 void engine_sweep_ensure(engine *e);
+/* Nothing depends on ls: no campaign, watch, term, acquisition or read in
+ * flight. */
+bool engine_lease_idle(const lease_state *ls);
+
+/* --- absent.c --- */
+
+/* True when a read found ns/name absent less than ENGINE_ABSENT_TTL_MS ago. */
+bool engine_absent_has(engine *e, const char *ns, const char *name, int64_t now);
+/* Remembers that a read found ns/name absent at now. */
+void engine_absent_add(engine *e, const char *ns, const char *name, int64_t now);
+/* Forgets ns/name (the engine follows it now). */
+void engine_absent_drop(engine *e, const char *ns, const char *name);
 
 #endif

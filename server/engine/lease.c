@@ -64,6 +64,17 @@ lease_state *engine_lease_find(engine *e, const char *ns, const char *name)
     return NULL;
 }
 
+bool engine_lease_full(engine *e, const char *ns, const char *name, char *msg, size_t msg_len)
+{
+    if (e->n_leases < e->max_leases || engine_lease_find(e, ns, name))
+        return false;
+    snprintf(msg, msg_len,
+             "kubeleased follows %d leases, its --max-leases: retry later or on another "
+             "replica, or raise the limit",
+             e->n_leases);
+    return true;
+}
+
 lease_state *engine_lease_get(engine *e, const char *ns, const char *name)
 {
     lease_state *ls = engine_lease_find(e, ns, name);
@@ -88,6 +99,7 @@ lease_state *engine_lease_get(engine *e, const char *ns, const char *name)
     ls->hash_next = e->leases[h];
     e->leases[h] = ls;
     metrics_set("kubelease_leases_followed", "", ++e->n_leases);
+    engine_absent_drop(e, ns, name); /* the watch is the truth from now on */
     engine_sweep_ensure(e);
     return ls;
 }

@@ -58,10 +58,25 @@ static void refuse_stream(const engine_listener *l, bool campaign, engine_lost_r
         l->on_close(l->ctx);
 }
 
+/* Refuses a stream that would take the engine over max_leases; true when it
+ * did (the listener got ENGINE_EVENT_REFUSED and on_close). */
+static bool refuse_when_full(cmd *k)
+{
+    engine_event ev = {.kind = ENGINE_EVENT_REFUSED, .code = ENGINE_RESOURCE_EXHAUSTED};
+    if (!engine_lease_full(k->e, k->req.ns, k->req.name, ev.message, sizeof ev.message))
+        return false;
+    engine_send_event(&k->listener, &ev);
+    if (k->listener.on_close)
+        k->listener.on_close(k->listener.ctx);
+    return true;
+}
+
 /* ---------- streams ---------- */
 
 static void do_campaign(cmd *k)
 {
+    if (refuse_when_full(k))
+        return;
     candidate *c = calloc(1, sizeof *c);
     lease_state *ls = c ? engine_lease_get(k->e, k->req.ns, k->req.name) : NULL;
     if (!ls) {
@@ -112,6 +127,8 @@ static void do_detach(cmd *k)
 
 static void do_watch(cmd *k)
 {
+    if (refuse_when_full(k))
+        return;
     watcher *w = calloc(1, sizeof *w);
     lease_state *ls = w ? engine_lease_get(k->e, k->req.ns, k->req.name) : NULL;
     if (!ls) {
@@ -252,23 +269,25 @@ static void fill_holder_reply(lease_state *ls, engine_reply *r, int64_t now)
     r->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
 }
 
-static void fill_not_found(lease_state *ls, engine_reply *r)
+static void fill_not_found(const char *ns, const char *name, engine_reply *r)
 {
     r->code = ENGINE_NOT_FOUND;
-    snprintf(r->message, sizeof r->message, "lease %.60s/%.150s not found", ls->ns, ls->name);
+    snprintf(r->message, sizeof r->message, "lease %.60s/%.150s not found", ns, name);
 }
 
-static void get_done(void *ctx, const store_result *res)
+static void get_unlink(engine *e, pending_get *p)
 {
-    pending_get *p = ctx;
-    lease_state *ls = p->ls;
     if (p->prev)
         p->prev->next = p->next;
     else
-        ls->e->gets = p->next;
+        e->gets = p->next;
     if (p->next)
         p->next->prev = p->prev;
-    engine_reply r = {0};
+}
+
+/* A read of a followed lease: the store's answer updates the cache. */
+static void get_followed_done(lease_state *ls, const store_result *res, engine_reply *r)
+{
     int64_t now = engine_now_ms(ls->e);
     if (res->status == STORE_OK) {
         if (!ls->exists ||
@@ -278,51 +297,114 @@ static void get_done(void *ctx, const store_result *res)
             if (unseen)
                 engine_schedule_expiry(ls);
         }
-        fill_holder_reply(ls, &r, now);
+        fill_holder_reply(ls, r, now);
     } else if (res->status == STORE_NOT_FOUND) {
-        fill_not_found(ls, &r);
+        fill_not_found(ls->ns, ls->name, r);
     } else {
-        r.code = engine_code_of(res->status);
-        engine_copy_str(r.message, sizeof r.message, res->message);
+        r->code = engine_code_of(res->status);
+        engine_copy_str(r->message, sizeof r->message, res->message);
     }
+}
+
+/* A read of a lease not followed when it was sent: one that exists is
+ * followed from now on (polls are then served from the cache), an absent
+ * one only goes into the negative cache. */
+static void get_unfollowed_done(engine *e, pending_get *p, const store_result *res, engine_reply *r)
+{
+    lease_state *ls = engine_lease_find(e, p->ns, p->name); /* a campaign may have come */
+    if (!ls && res->status == STORE_OK &&
+        !engine_lease_full(e, p->ns, p->name, r->message, sizeof r->message))
+        ls = engine_lease_get(e, p->ns, p->name);
+    if (ls) {
+        get_followed_done(ls, res, r);
+        return;
+    }
+    if (res->status == STORE_NOT_FOUND) {
+        engine_absent_add(e, p->ns, p->name, engine_now_ms(e));
+        fill_not_found(p->ns, p->name, r);
+    } else if (res->status == STORE_OK) { /* over max_leases, or out of memory */
+        r->code = r->message[0] ? ENGINE_RESOURCE_EXHAUSTED : ENGINE_INTERNAL;
+        if (!r->message[0])
+            engine_copy_str(r->message, sizeof r->message, "out of memory");
+    } else {
+        r->code = engine_code_of(res->status);
+        engine_copy_str(r->message, sizeof r->message, res->message);
+    }
+}
+
+static void get_done(void *ctx, const store_result *res)
+{
+    pending_get *p = ctx;
+    engine *e = p->e;
+    get_unlink(e, p);
+    engine_reply r = {0};
+    if (p->ls)
+        get_followed_done(p->ls, res, &r);
+    else
+        get_unfollowed_done(e, p, res, &r);
     if (p->done)
         p->done(p->ctx, &r);
     free(p);
 }
 
+/* Answers a read of a followed lease from its cache; true when it could.
+ * A lease that is absent and idle is forgotten then: reading a name never
+ * keeps it followed past the negative cache. */
+static bool get_from_cache(cmd *k, lease_state *ls)
+{
+    if (!ls->synced || k->consistent)
+        return false;
+    engine_reply r = {0};
+    int64_t now = engine_now_ms(k->e);
+    if (ls->exists) {
+        ls->idle_since_ms = 0; /* a read is a use: a polled lease stays followed */
+        fill_holder_reply(ls, &r, now);
+    } else {
+        fill_not_found(ls->ns, ls->name, &r);
+        if (engine_lease_idle(ls)) {
+            engine_absent_add(k->e, ls->ns, ls->name, now);
+            engine_lease_forget(ls);
+        }
+    }
+    k->done(k->ctx, &r);
+    return true;
+}
+
 static void do_get(cmd *k)
 {
     engine *e = k->e;
-    lease_state *ls = engine_lease_get(e, k->req.ns, k->req.name);
-    if (!ls) {
-        reply_code(k->done, k->ctx, ENGINE_INTERNAL, "out of memory");
+    lease_state *ls = engine_lease_find(e, k->req.ns, k->req.name);
+    if (ls && get_from_cache(k, ls))
         return;
-    }
-    ls->idle_since_ms = 0; /* a read is a use: a polled lease stays followed */
-    if (ls->synced && !k->consistent) {
-        engine_reply r = {0};
-        if (!ls->exists)
-            fill_not_found(ls, &r);
-        else
-            fill_holder_reply(ls, &r, engine_now_ms(e));
+    engine_reply r = {0};
+    if (!ls && !k->consistent && engine_absent_has(e, k->req.ns, k->req.name, engine_now_ms(e))) {
+        fill_not_found(k->req.ns, k->req.name, &r);
         k->done(k->ctx, &r);
         return;
     }
-    /* Not in the cache yet (the watch just started), or asked for a
-     * consistent read: read from the store. */
+    if (!ls && engine_lease_full(e, k->req.ns, k->req.name, r.message, sizeof r.message)) {
+        r.code = ENGINE_RESOURCE_EXHAUSTED;
+        k->done(k->ctx, &r);
+        return;
+    }
+    /* Not in the cache yet (the watch just started), asked for a consistent
+     * read, or not followed: read from the store. */
     pending_get *p = calloc(1, sizeof *p);
     if (!p) {
         reply_code(k->done, k->ctx, ENGINE_INTERNAL, "out of memory");
         return;
     }
+    p->e = e;
     p->ls = ls;
+    engine_copy_str(p->ns, sizeof p->ns, k->req.ns);
+    engine_copy_str(p->name, sizeof p->name, k->req.name);
     p->done = k->done;
     p->ctx = k->ctx;
     p->next = e->gets;
     if (p->next)
         p->next->prev = p;
     e->gets = p;
-    e->store->ops->get(e->store, ls->ns, ls->name, 2000, get_done, p);
+    e->store->ops->get(e->store, p->ns, p->name, 2000, get_done, p);
 }
 
 static bool listed(const lease_state *ls)

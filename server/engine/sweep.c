@@ -7,11 +7,10 @@
  * after its last use. Engine thread only. */
 #include "engine/internal.h"
 
-/* Nothing here depends on the lease: no campaign, watch, term, acquisition
- * or read in flight. Its cached record only serves GetHolder, and a fresh
- * watch rebuilds it (observed time restarts then, which only delays an
- * expiry judgement: the safe side). */
-static bool lease_idle(const lease_state *ls)
+/* Its cached record only serves GetHolder, and a fresh watch rebuilds it
+ * (observed time restarts then, which only delays an expiry judgement: the
+ * safe side). */
+bool engine_lease_idle(const lease_state *ls)
 {
     if (ls->candidates || ls->watchers || ls->term || ls->acq.state != ACQ_IDLE)
         return false;
@@ -28,7 +27,7 @@ static void sweep_fire(void *arg)
     for (unsigned b = 0; b < ENGINE_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
             next = ls->hash_next;
-            if (!lease_idle(ls))
+            if (!engine_lease_idle(ls))
                 ls->idle_since_ms = 0;
             else if (!ls->idle_since_ms)
                 ls->idle_since_ms = now;

@@ -11,9 +11,11 @@
  * Locking: s->mu guards a call from the moment it is shared (listed, or
  * known to the engine); it is taken by MHD threads, the engine thread
  * (call_done), the timer thread and the owner (shutdown). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/auth.h"
 #include "http/http_ops.h"
 #include "http/internal.h"
 #include "rpc/lease_service.h"
@@ -24,10 +26,11 @@ struct http_call {
     struct MHD_Connection *conn; /* NULL once the request is over */
     const rpc_method *method;    /* NULL: the status page */
     rpc_codec codec;
-    bool done;           /* the answer is set */
-    bool suspended;      /* conn is suspended: resume it once done */
-    bool listed;         /* in s->calls: the engine has not answered yet */
-    int64_t deadline_ms; /* 0: none */
+    bool done;             /* the answer is set */
+    bool suspended;        /* conn is suspended: resume it once done */
+    bool listed;           /* in s->calls: the engine has not answered yet */
+    int64_t deadline_ms;   /* 0: none */
+    http_list_scope scope; /* a listing: what it may show */
     http_call *prev, *next;
     /* the answer */
     int status;
@@ -39,8 +42,8 @@ struct http_call {
 
 /* ---------- the call object ---------- */
 
-/* A new call holding the request's reference. */
-static http_call *call_new(http_server *s, struct MHD_Connection *conn, const http_req *q)
+/* A new call holding the request's reference; it takes over q->scope. */
+static http_call *call_new(http_server *s, struct MHD_Connection *conn, http_req *q)
 {
     http_call *k = calloc(1, sizeof *k);
     if (!k)
@@ -52,6 +55,8 @@ static http_call *call_new(http_server *s, struct MHD_Connection *conn, const ht
     k->codec = q->codec;
     if (q->timeout_ms >= 0)
         k->deadline_ms = http_deadline_ms(q->timeout_ms);
+    k->scope = q->scope;
+    q->scope.subject = NULL;
     return k;
 }
 
@@ -65,6 +70,7 @@ static void call_unref(http_call *k)
 {
     if (--k->refs > 0)
         return;
+    http_list_scope_clear(&k->scope);
     free(k->body);
     free(k);
 }
@@ -123,8 +129,8 @@ static void call_fail_locked(http_call *k, rpc_code code, const char *message)
 
 /* ---------- the engine's side ---------- */
 
-/* The engine's reply (engine thread). Encoded before taking s->mu. */
-static void call_done(void *ctx, const engine_reply *r)
+/* The reply, narrowed if need be (engine thread). Encoded before taking s->mu. */
+static void call_answer(void *ctx, const engine_reply *r)
 {
     http_call *k = ctx;
     http_server *s = k->srv;
@@ -150,6 +156,40 @@ static void call_done(void *ctx, const engine_reply *r)
         call_complete_locked(k, 200, RPC_OK, ct, body, len);
     call_unref(k); /* the engine's */
     pthread_mutex_unlock(&s->mu);
+}
+
+/* A narrowed listing. One that could not be narrowed is an error, also for
+ * the status page (which renders whatever the engine answers otherwise). */
+static void call_narrowed(void *ctx, const engine_reply *r)
+{
+    http_call *k = ctx;
+    http_server *s = k->srv;
+    if (r->code == ENGINE_OK || k->method) {
+        call_answer(k, r);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    call_unlist(s, k);
+    call_fail_locked(k, rpc_code_of_engine(r->code), r->message);
+    call_unref(k); /* the engine's */
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The engine's reply (engine thread). A listing is narrowed to what the
+ * caller may see first (the call stays listed meanwhile, so that shutdown
+ * ends it); it never goes out whole for want of memory to narrow it. */
+static void call_done(void *ctx, const engine_reply *r)
+{
+    http_call *k = ctx;
+    if (r->code != ENGINE_OK || !http_list_scope_narrows(&k->scope)) {
+        call_answer(k, r);
+        return;
+    }
+    if (http_list_narrow(k->srv, &k->scope, r, call_narrowed, k) != 0) {
+        engine_reply oom = {.code = ENGINE_INTERNAL};
+        snprintf(oom.message, sizeof oom.message, "out of memory");
+        call_narrowed(k, &oom);
+    }
 }
 
 /* Hands k to the engine, which takes a reference until call_done. */

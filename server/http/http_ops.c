@@ -62,6 +62,11 @@ void http_ops_stream(const char *method, int delta)
     pthread_mutex_unlock(&mu);
 }
 
+void http_ops_slow_request(void)
+{
+    metrics_add("kubelease_http_slow_requests_total", "", 1);
+}
+
 /* ---- status page -------------------------------------------------------- */
 
 typedef struct out {

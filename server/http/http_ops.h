@@ -24,4 +24,8 @@ void http_ops_rpc_done(const char *method, const char *code, double seconds);
 /* A stream (Campaign or WatchHolder) opened (+1) or ended (-1). Any thread. */
 void http_ops_stream(const char *method, int delta);
 
+/* A connection was shut down because its request did not arrive whole
+ * within --read-timeout-s. Any thread. */
+void http_ops_slow_request(void);
+
 #endif

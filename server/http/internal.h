@@ -15,9 +15,15 @@
  *   libmicrohttpd calls none of our callbacks while holding its own locks,
  *   and the engine holds nothing while it runs callbacks, so the lock order
  *   is simply s->mu -> (MHD, engine queue).
- * - conn_limit.c has its own mutex, never held together with s->mu.
+ * - auth.c (requests), auth_review.c and auth_list.c (the loop thread)
+ *   decide who may call; pending authorizations (tickets) are shared under
+ *   s->mu like calls (auth.h), and the answer caches have mutexes of their
+ *   own, never held together with s->mu.
+ * - conn_limit.c has its own mutex, never held together with s->mu: the
+ *   timer thread lets go of s->mu before it checks the read deadlines.
  * - tls.c has its own locks (its registry's, then its pair's), never held
- *   together with s->mu; its callback runs on MHD threads during handshakes.
+ *   together with s->mu; its callback runs on MHD threads (of both daemons)
+ *   during handshakes.
  * - server.c (start, quiesce, finish, stop) belongs to the owner. */
 #ifndef KL_HTTP_INTERNAL_H
 #define KL_HTTP_INTERNAL_H
@@ -44,23 +50,38 @@ typedef struct http_tls http_tls;       /* tls.c */
 typedef struct http_call http_call;     /* call.c */
 typedef struct http_stream http_stream; /* stream.c */
 typedef struct http_limits http_limits; /* conn_limit.c */
+typedef struct http_auth http_auth;     /* auth.c */
+typedef struct http_auth_ticket http_auth_ticket;
+typedef struct auth_subject auth_subject;
+
+/* What a ListLeases (or the status page) may show: the Leases of ns (""
+ * every namespace) and, when subject is set, only those in namespaces that
+ * subject may list (auth_list.c). subject is a reference the holder owns. */
+typedef struct http_list_scope {
+    char ns[64];
+    auth_subject *subject;
+} http_list_scope;
 
 struct http_server {
     /* Set by http_server_start, read-only afterwards. */
     struct MHD_Daemon *daemon;
+    struct MHD_Daemon *ops_daemon; /* --ops-listen; NULL without */
     engine *engine;
     size_t max_body;
     unsigned user_timeout_ms;
     char **namespaces; /* NULL-terminated; NULL: all */
-    uint16_t port;
+    uint16_t port, ops_port;
     http_limits *limits;
-    http_tls *tls;        /* NULL: plain HTTP */
-    atomic_bool refusing; /* quiesced: new connections are closed at accept */
+    http_limits *ops_limits; /* the ops daemon's; NULL without */
+    http_auth *auth;         /* NULL: --auth none, every caller may do everything */
+    http_tls *tls;           /* NULL: plain HTTP (on both listeners) */
+    atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
-    pthread_mutex_t mu; /* guards everything below */
-    bool stopping;      /* no new engine requests: answer "unavailable" */
-    bool gone;          /* no engine calls at all */
-    http_call *calls;   /* waiting for the engine (call.c) */
+    pthread_mutex_t mu;             /* guards everything below */
+    bool stopping;                  /* no new engine requests: answer "unavailable" */
+    bool gone;                      /* no engine calls at all */
+    http_call *calls;               /* waiting for the engine (call.c) */
+    http_auth_ticket *auth_tickets; /* waiting for the apiserver (auth.c) */
     http_stream *streams;
     int n_streams;
     pthread_cond_t drained; /* a stream's request ended */
@@ -86,6 +107,8 @@ typedef struct http_req {
     bool close;     /* answer with Connection: close */
     http_call *call;
     http_stream *stream;
+    http_auth_ticket *auth; /* a pending authorization */
+    http_list_scope scope;  /* ListLeases and the status page: what they may show */
 } http_req;
 
 int64_t http_now_ms(void);
@@ -99,6 +122,11 @@ int64_t http_deadline_ms(int64_t timeout_ms);
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                 const char *method, const char *version, const char *upload_data,
                                 size_t *upload_data_size, void **req_cls);
+/* The --ops-listen daemon's access handler: operator endpoints only. */
+enum MHD_Result http_on_ops_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **req_cls);
 void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                        enum MHD_RequestTerminationCode toe);
 
@@ -140,7 +168,8 @@ void http_req_account(const http_req *q, rpc_code code);
 /* --- call.c: unary calls and the status page, waiting for the engine ---- */
 
 /* Suspends the request and sends it to the engine: q->method's request m,
- * or for the status page (q->method NULL, m NULL) a ListLeases. */
+ * or for the status page (q->method NULL, m NULL) a ListLeases. The call
+ * takes over q->scope: a listing is narrowed to it (auth_list.c). */
 enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, http_req *q,
                                 const ProtobufCMessage *m);
 /* The access handler runs again after a resume: answer, or keep waiting. */
@@ -206,10 +235,11 @@ int http_tls_certificate(gnutls_session_t session, const struct gnutls_cert_retr
                          gnutls_ocsp_data_st **ocsp, unsigned int *ocsp_length,
                          gnutls_privkey_t *privkey, unsigned int *flags);
 
-/* --- conn_limit.c: --max-connections and --max-per-ip ------------------ */
+/* --- conn_limit.c: --max-connections, --max-per-ip, --read-timeout-s ---- */
 
-/* NULL when out of memory. max_conns > 0; max_per_ip 0: no limit. */
-http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip);
+/* NULL when out of memory. max_conns > 0; max_per_ip 0: no limit;
+ * read_timeout_ms 0: no read deadline. */
+http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip, unsigned read_timeout_ms);
 void http_limits_free(http_limits *l);
 /* libmicrohttpd's own limit for a configured one: a little higher. */
 unsigned http_limits_hard(unsigned limit);
@@ -218,5 +248,17 @@ void http_limits_notify(void *cls, struct MHD_Connection *conn, void **socket_co
                         enum MHD_ConnectionNotificationCode code);
 /* Why RPCs are refused on this connection, or NULL. */
 const char *http_limits_over(struct MHD_Connection *conn);
+/* The phases of a connection's requests, for the read deadline (MHD
+ * threads): the head of a request is in (the access handler's first call),
+ * its body is in (a later call with no upload data), it is over (completed;
+ * the connection may be kept alive). */
+void http_conn_request_begin(struct MHD_Connection *conn);
+void http_conn_request_read(struct MHD_Connection *conn);
+void http_conn_request_done(struct MHD_Connection *conn);
+/* The timer thread, without s->mu: shuts down the connections whose
+ * request did not arrive whole within the read timeout, and notices new
+ * requests on kept-alive ones. Returns when it wants to look again
+ * (INT64_MAX: no need). l may be NULL. */
+int64_t http_limits_enforce(http_limits *l, int64_t now);
 
 #endif

@@ -1,6 +1,7 @@
 /* The operator endpoints, routed and answered: GET (or HEAD) /livez,
  * /readyz, /metrics and / (the status page, a call to the engine: call.c).
- * They are answered even on connections over the limits.
+ * They are answered even on connections over the limits. /livez, /readyz
+ * and /metrics are never authenticated; the status page is (auth.c).
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. /readyz takes s->mu to read s->stopping and ask the engine
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "http/auth.h"
 #include "http/http_ops.h"
 #include "http/internal.h"
 
@@ -40,6 +42,29 @@ static enum MHD_Result metrics(struct MHD_Connection *conn, http_req *q)
     return http_respond(conn, q, MHD_HTTP_OK, ct, body, len);
 }
 
+/* "/": a ListLeases rendered as HTML. With authorization on, the viewer
+ * authenticates as for ListLeases and sees only the namespaces it may list
+ * (docs/design.md, rule 7); the handler may run twice (auth.c). */
+static enum MHD_Result status_page(http_server *s, struct MHD_Connection *conn, http_req *q)
+{
+    if (s->auth) {
+        http_auth_action act = {"list", "", "", NULL, true};
+        http_auth_denial d;
+        switch (http_auth_authorize(s, conn, q, &act, &d)) {
+        case HTTP_AUTH_WAIT:
+            return MHD_YES;
+        case HTTP_AUTH_DENIED: {
+            char text[600];
+            snprintf(text, sizeof text, "%s: %s\n", rpc_code_name(d.code), d.message);
+            return http_respond_text(conn, q, rpc_code_http_status(d.code), text);
+        }
+        case HTTP_AUTH_ALLOWED:
+            break;
+        }
+    }
+    return http_call_start(s, conn, q, NULL);
+}
+
 enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,
                                const char *url, const char *method)
 {
@@ -59,5 +84,5 @@ enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http
         return readyz(s, conn, q);
     if (strcmp(url, "/metrics") == 0)
         return metrics(conn, q);
-    return http_call_start(s, conn, q, NULL); /* "/": the status page */
+    return status_page(s, conn, q);
 }

@@ -1,8 +1,10 @@
-/* Routing: libmicrohttpd's access handler and completion callback. A
+/* Routing: libmicrohttpd's access handlers and completion callback. A
  * request under RPC_SERVICE_PREFIX is a Connect RPC (rpc.c); any other path
- * is an operator endpoint (ops_routes.c). The body is collected here, up to
- * --max-body-bytes; a call resumed by the engine comes back here to be
- * answered (call.c).
+ * is an operator endpoint (ops_routes.c). The --ops-listen daemon serves
+ * only the latter. The body is collected here, up to --max-body-bytes; a
+ * call resumed by the engine comes back here to be answered (call.c). Each
+ * request's phases (head in, body in, over) go to conn_limit.c for the
+ * read deadline.
  *
  * Threads: MHD threads. MHD runs one connection on one thread at a time, so
  * the request's state needs no lock; call.c and stream.c lock what they
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/auth.h"
 #include "http/internal.h"
 
 /* Appends upload data to the request body; past --max-body-bytes the body
@@ -41,6 +44,19 @@ static void append_body(http_server *s, http_req *q, const char *data, size_t n)
     q->len += n;
 }
 
+/* Both daemons: a request's first call (its head is in). */
+static http_req *req_new(struct MHD_Connection *conn, void **req_cls)
+{
+    http_req *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->start_us = mono_us();
+    q->timeout_ms = -1;
+    *req_cls = q;
+    http_conn_request_begin(conn);
+    return q;
+}
+
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                 const char *method, const char *version, const char *upload_data,
                                 size_t *upload_data_size, void **req_cls)
@@ -49,12 +65,8 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
     http_server *s = cls;
     http_req *q = *req_cls;
     if (!q) {
-        q = calloc(1, sizeof *q);
-        if (!q)
+        if (!(q = req_new(conn, req_cls)))
             return MHD_NO;
-        q->start_us = mono_us();
-        q->timeout_ms = -1;
-        *req_cls = q;
         if (strncmp(url, RPC_SERVICE_PREFIX, strlen(RPC_SERVICE_PREFIX)) == 0)
             return http_rpc_begin(s, conn, q, url, method);
         /* Answered once the request is complete, so that the connection
@@ -68,6 +80,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
         *upload_data_size = 0;
         return MHD_YES;
     }
+    http_conn_request_read(conn); /* a call without upload data: the body is in */
     if (q->call)
         return http_call_resumed(s, conn, q);
     if (q->responded)
@@ -77,17 +90,46 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
     return http_ops_route(s, conn, q, url, method);
 }
 
+enum MHD_Result http_on_ops_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **req_cls)
+{
+    (void)version;
+    (void)upload_data;
+    http_server *s = cls;
+    http_req *q = *req_cls;
+    if (!q) {
+        if (!(q = req_new(conn, req_cls)))
+            return MHD_NO;
+        q->kind = HTTP_REQ_OTHER;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        *upload_data_size = 0; /* no endpoint here takes a body */
+        return MHD_YES;
+    }
+    http_conn_request_read(conn);
+    if (q->call)
+        return http_call_resumed(s, conn, q);
+    if (q->responded)
+        return MHD_YES;
+    return http_ops_route(s, conn, q, url, method);
+}
+
 void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                        enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     http_server *s = cls;
     http_req *q = *req_cls;
     if (!q)
         return;
     *req_cls = NULL;
+    http_conn_request_done(conn);
     http_stream_request_done(s, q, toe);
     http_call_request_done(s, q);
+    http_auth_request_done(s, q);
+    http_list_scope_clear(&q->scope);
     free(q->body);
     free(q);
 }

@@ -6,8 +6,10 @@
  * Content-Type is one the method takes, the connection is within its limits,
  * Content-Length is within --max-body-bytes, no compression, a well-formed
  * Connect-Timeout-Ms. Body (http_rpc_finish): within the limit, exactly one
- * envelope for a stream, decodes, validates (rpc/lease_service.c), is in a
- * served namespace; then call.c or stream.c takes it.
+ * envelope for a stream, decodes, validates (rpc/lease_service.c), is
+ * authorized (auth.c; the handler may run twice when the answer has to
+ * wait for the apiserver: the body is decoded again), is in a served
+ * namespace; then call.c or stream.c takes it.
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. No locks: only the request is touched. */
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/auth.h"
 #include "http/internal.h"
 #include "rpc/lease_service.h"
 
@@ -103,20 +106,35 @@ enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http
 }
 
 /* A stream's request body is exactly one uncompressed envelope: its message
- * into *msg (malloc'd, NULL when empty) and *len. Returns NULL, or why not. */
-static const char *unwrap_envelope(const http_server *s, const http_req *q, uint8_t **msg,
-                                   size_t *len)
+ * into *msg (malloc'd, NULL when empty) and *len. Returns RPC_OK, or the
+ * code of the error described in why. */
+static rpc_code unwrap_envelope(const http_server *s, const http_req *q, uint8_t **msg, size_t *len,
+                                char *why, size_t why_len)
 {
     rpc_envelope_decoder d;
     rpc_envelope_decoder_init(&d, s->max_body);
     size_t used = 0;
     rpc_envelope_status st = rpc_envelope_decoder_feed(&d, q->body, q->len, &used);
     if (st != RPC_ENVELOPE_FRAME || used != q->len) {
+        rpc_code code = RPC_INVALID_ARGUMENT;
+        if (st == RPC_ENVELOPE_FRAME) {
+            snprintf(why, why_len, "the request must be exactly one envelope; found more bytes");
+        } else if (st == RPC_ENVELOPE_TOO_LARGE) {
+            code = RPC_RESOURCE_EXHAUSTED;
+            snprintf(why, why_len,
+                     "the request envelope announces a message of %u bytes, over the limit of "
+                     "%zu bytes (--max-body-bytes)",
+                     (unsigned)d.msg_len, s->max_body);
+        } else if (st == RPC_ENVELOPE_NO_MEMORY) {
+            code = RPC_RESOURCE_EXHAUSTED;
+            snprintf(why, why_len, "out of memory for a message of %u bytes", (unsigned)d.msg_len);
+        } else {
+            snprintf(why, why_len,
+                     "the request must be one envelope: [flags][length u32]"
+                     "[message]; it is truncated");
+        }
         rpc_envelope_decoder_free(&d);
-        return st == RPC_ENVELOPE_FRAME
-                   ? "the request must be exactly one envelope; found more bytes"
-                   : "the request must be one envelope: [flags][length u32][message]; "
-                     "it is truncated";
+        return code;
     }
     uint8_t flags = 0;
     rpc_envelope_decoder_take(&d, &flags, msg, len);
@@ -124,10 +142,12 @@ static const char *unwrap_envelope(const http_server *s, const http_req *q, uint
     if (flags != 0) {
         free(*msg);
         *msg = NULL;
-        return flags & RPC_FLAG_COMPRESSED ? "compressed requests are not supported"
-                                           : "the request envelope has unexpected flags";
+        snprintf(why, why_len, "%s",
+                 flags & RPC_FLAG_COMPRESSED ? "compressed requests are not supported"
+                                             : "the request envelope has unexpected flags");
+        return RPC_INVALID_ARGUMENT;
     }
-    return NULL;
+    return RPC_OK;
 }
 
 static bool namespace_served(const http_server *s, const char *ns)
@@ -140,14 +160,46 @@ static bool namespace_served(const http_server *s, const char *ns)
     return false;
 }
 
-/* A decoded request: validated, then started. */
+/* Who may do what the request asks (docs/design.md, rule 7): the verb on
+ * elections.kubelease.io of each method, in the Lease's namespace and name.
+ * A ListLeases of every namespace by a caller who may not list them all is
+ * narrowed to those it may. */
+static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                   const ProtobufCMessage *m, http_auth_denial *d)
+{
+    static const char *const verbs[RPC_METHOD_COUNT] = {
+        [RPC_METHOD_CAMPAIGN] = "campaign",  [RPC_METHOD_CONFIRM] = "campaign",
+        [RPC_METHOD_RESIGN] = "campaign",    [RPC_METHOD_GET_HOLDER] = "get",
+        [RPC_METHOD_WATCH_HOLDER] = "watch", [RPC_METHOD_LIST_LEASES] = "list",
+    };
+    if (!s->auth)
+        return HTTP_AUTH_ALLOWED;
+    rpc_method_id id = q->method->id;
+    const char *ns = rpc_request_namespace(id, m), *name = rpc_request_name(id, m);
+    http_auth_action act = {verbs[id], ns ? ns : "", name ? name : "", rpc_request_identity(id, m),
+                            id == RPC_METHOD_LIST_LEASES};
+    return http_auth_authorize(s, conn, q, &act, d);
+}
+
+/* A decoded request: validated, authorized, then started. */
 static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, http_req *q,
                                 const ProtobufCMessage *m)
 {
     char msg[512];
     if (rpc_validate_request(q->method->id, m, msg, sizeof msg) != 0)
         return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
+    http_auth_denial d;
+    switch (authorize(s, conn, q, m, &d)) {
+    case HTTP_AUTH_WAIT:
+        return MHD_YES; /* suspended: this runs again with the answer */
+    case HTTP_AUTH_DENIED:
+        return http_respond_error(conn, q, d.code, d.message);
+    case HTTP_AUTH_ALLOWED:
+        break;
+    }
     const char *ns = rpc_request_namespace(q->method->id, m);
+    if (q->method->id == RPC_METHOD_LIST_LEASES && ns)
+        snprintf(q->scope.ns, sizeof q->scope.ns, "%s", ns);
     if (!namespace_served(s, ns)) {
         snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased", ns);
         return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);
@@ -170,9 +222,9 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
     size_t len = q->len;
     uint8_t *env = NULL;
     if (q->method->server_stream) {
-        const char *why = unwrap_envelope(s, q, &env, &len);
-        if (why)
-            return http_respond_stream_error(conn, q, RPC_INVALID_ARGUMENT, why);
+        rpc_code code = unwrap_envelope(s, q, &env, &len, msg, sizeof msg);
+        if (code != RPC_OK)
+            return http_respond_stream_error(conn, q, code, msg);
         data = env;
     }
     ProtobufCMessage *m = rpc_message_decode(

@@ -1,7 +1,8 @@
 /* The HTTP server's lifecycle: the listen address, start (the shared state,
- * the timer thread, the libmicrohttpd daemon) and the owner's side of
- * shutdown (quiesce, finish, stop). What each request does is in router.c
- * and the files it calls; TLS (the certificate served) is in tls.c.
+ * the timer thread, the libmicrohttpd daemons: the main one and the
+ * optional ops listener) and the owner's side of shutdown (quiesce, finish,
+ * stop). What each request does is in router.c and the files it calls; TLS
+ * (the certificate both daemons serve) is in tls.c.
  *
  * Threads: the owner's. Shutdown flags are set under s->mu, which call.c
  * and stream.c read under the same lock; see internal.h for the whole
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "http/auth.h"
 #include "http/internal.h"
 
 #define DEFAULT_THREADS         2
@@ -26,7 +28,9 @@
 #define DEFAULT_MAX_BODY        4096
 #define DEFAULT_IDLE_TIMEOUT_S  60
 #define DEFAULT_USER_TIMEOUT_MS 10000
+#define DEFAULT_READ_TIMEOUT_MS 10000
 #define CONNECTION_MEMORY       16384
+#define OPS_MAX_CONNECTIONS     64 /* probes and scrapes: a few at a time */
 
 /* MHD hands a printf format of its own: a vprintf wrapper by nature. */
 #pragma GCC diagnostic push
@@ -94,24 +98,40 @@ int http_listen_check(const char *listen, char *err, size_t err_len)
     return parse_listen(listen, &ss, &len, &v6, err, err_len);
 }
 
-/* The server object without its threads: configuration, locks, limits. */
-static http_server *server_new(const http_config *cfg)
+/* A copy of a NULL-terminated list in one allocation: the pointers, then
+ * the strings they point into. NULL when out of memory. */
+static char **copy_list(const char *const *list)
+{
+    size_t n = 0, bytes = 0;
+    for (; list[n]; n++)
+        bytes += strlen(list[n]) + 1;
+    char **out = malloc((n + 1) * sizeof *out + bytes);
+    if (!out)
+        return NULL;
+    char *p = (char *)(out + n + 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(list[i]) + 1;
+        out[i] = memcpy(p, list[i], len);
+        p += len;
+    }
+    out[n] = NULL;
+    return out;
+}
+
+/* The server object without its threads: configuration, locks, limits.
+ * Fails closed: a namespace allow-list or a limit that cannot be built
+ * stops the start rather than leaving the server open (NULL, with why). */
+static http_server *server_new(const http_config *cfg, char *err, size_t err_len)
 {
     http_server *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        snprintf(err, err_len, "out of memory");
         return NULL;
+    }
     s->engine = cfg->engine;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_MAX_BODY;
     s->user_timeout_ms =
         cfg->stream_user_timeout_ms ? cfg->stream_user_timeout_ms : DEFAULT_USER_TIMEOUT_MS;
-    if (cfg->namespaces) {
-        size_t n = 0;
-        while (cfg->namespaces[n])
-            n++;
-        s->namespaces = calloc(n + 1, sizeof *s->namespaces);
-        for (size_t i = 0; s->namespaces && i < n; i++)
-            s->namespaces[i] = strdup(cfg->namespaces[i]);
-    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -119,13 +139,28 @@ static http_server *server_new(const http_config *cfg)
     pthread_cond_init(&s->wake, &ca);
     pthread_cond_init(&s->drained, &ca);
     pthread_condattr_destroy(&ca);
-    s->limits = http_limits_new(
-        cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS, cfg->max_per_ip);
-    if (!s->limits) {
-        http_server_stop(s);
-        return NULL;
+    if (cfg->namespaces && !(s->namespaces = copy_list(cfg->namespaces))) {
+        snprintf(err, err_len, "cannot build the namespace allow-list: out of memory");
+        goto fail;
+    }
+    unsigned read_timeout = cfg->read_timeout_ms ? cfg->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS;
+    s->limits =
+        http_limits_new(cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,
+                        cfg->max_per_ip, read_timeout);
+    if (cfg->ops_listen)
+        s->ops_limits = http_limits_new(OPS_MAX_CONNECTIONS, 0, read_timeout);
+    if (!s->limits || (cfg->ops_listen && !s->ops_limits)) {
+        snprintf(err, err_len, "cannot build the connection limits: out of memory");
+        goto fail;
+    }
+    if (cfg->auth.mode == HTTP_AUTH_KUBERNETES && !(s->auth = http_auth_new(&cfg->auth))) {
+        snprintf(err, err_len, "cannot build the authorization state: out of memory");
+        goto fail;
     }
     return s;
+fail:
+    http_server_stop(s);
+    return NULL;
 }
 
 /* MHD's accept policy: once quiesced, a new connection is closed as soon as
@@ -145,20 +180,31 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
 /* TLS 1.2 and 1.3 only, GnuTLS's normal choices otherwise. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
-static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
-                                       const struct sockaddr_storage *ss, bool v6)
+/* The options and flags both daemons share: the address, the log and, with
+ * --tls-cert-file, TLS (the ops listener speaks it too: it serves the
+ * status page, whose callers present bearer tokens). items holds 3. */
+static unsigned common_flags(const http_server *s, bool v6, struct MHD_OptionItem *items)
 {
     unsigned flags =
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
-    struct MHD_OptionItem tls[] = {
-        {MHD_OPTION_HTTPS_CERT_CALLBACK2, 0, (void *)http_tls_certificate},
-        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
-        {MHD_OPTION_END, 0, NULL},
-    };
-    if (s->tls)
+    items[0] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    if (s->tls) {
         flags |= MHD_USE_TLS;
+        items[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK2, 0,
+                                           (void *)http_tls_certificate};
+        items[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES};
+        items[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
+    return flags;
+}
+
+static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
+                                       const struct sockaddr_storage *ss, bool v6)
+{
+    struct MHD_OptionItem tls[3];
+    unsigned flags = common_flags(s, v6, tls);
     unsigned threads = cfg->threads ? cfg->threads : DEFAULT_THREADS;
     unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
     unsigned hard_max = http_limits_hard(max_conns);
@@ -170,49 +216,90 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
         MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_ARRAY,
-        s->tls ? tls : tls + 2, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
+}
+
+/* The ops listener: one thread, a few slots of its own, operator endpoints
+ * only. */
+static struct MHD_Daemon *ops_daemon_start(http_server *s, const http_config *cfg,
+                                           const struct sockaddr_storage *ss, bool v6)
+{
+    struct MHD_OptionItem tls[3];
+    unsigned flags = common_flags(s, v6, tls);
+    unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, http_on_ops_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)OPS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+        http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->ops_limits,
+        MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
 typedef struct daemon_args {
     http_server *s;
     const http_config *cfg;
     const struct sockaddr_storage *ss;
-    bool v6;
+    bool v6, ops;
 } daemon_args;
 
 static struct MHD_Daemon *daemon_start_args(void *arg)
 {
     daemon_args *a = arg;
-    return daemon_start(a->s, a->cfg, a->ss, a->v6);
+    return a->ops ? ops_daemon_start(a->s, a->cfg, a->ss, a->v6)
+                  : daemon_start(a->s, a->cfg, a->ss, a->v6);
+}
+
+/* Starts one of the daemons; with TLS, bound to its certificate before any
+ * handshake can ask for it. */
+static struct MHD_Daemon *start_one(http_server *s, const http_config *cfg,
+                                    const struct sockaddr_storage *ss, bool v6, bool ops)
+{
+    daemon_args da = {s, cfg, ss, v6, ops};
+    return s->tls ? http_tls_start(s->tls, daemon_start_args, &da) : daemon_start_args(&da);
+}
+
+static uint16_t bound_port(struct MHD_Daemon *d)
+{
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    return di ? di->port : 0;
 }
 
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len)
 {
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss, ops_ss;
     socklen_t sslen;
-    bool v6;
+    bool v6, ops_v6 = false;
     if (parse_listen(cfg->listen, &ss, &sslen, &v6, err, err_len) != 0)
         return NULL;
-    http_server *s = server_new(cfg);
-    if (!s) {
-        snprintf(err, err_len, "out of memory");
+    if (cfg->ops_listen &&
+        parse_listen(cfg->ops_listen, &ops_ss, &sslen, &ops_v6, err, err_len) != 0)
         return NULL;
-    }
+    http_server *s = server_new(cfg, err, err_len);
+    if (!s)
+        return NULL;
     if (cfg->tls_cert_file) {
         s->tls = http_tls_new(cfg->tls_cert_file, cfg->tls_key_file, err, err_len);
         if (!s->tls)
             goto fail;
     }
-    daemon_args da = {s, cfg, &ss, v6};
-    s->daemon = s->tls ? http_tls_start(s->tls, daemon_start_args, &da) : daemon_start_args(&da);
+    s->daemon = start_one(s, cfg, &ss, v6, false);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
                  errno ? strerror(errno) : "libmicrohttpd refused to start");
         goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : 0;
+    s->port = bound_port(s->daemon);
+    if (cfg->ops_listen) {
+        s->ops_daemon = start_one(s, cfg, &ops_ss, ops_v6, true);
+        if (!s->ops_daemon) {
+            snprintf(err, err_len, "cannot listen on %s (--ops-listen): %s", cfg->ops_listen,
+                     errno ? strerror(errno) : "libmicrohttpd refused to start");
+            goto fail;
+        }
+        s->ops_port = bound_port(s->ops_daemon);
+    }
     if (http_timer_start(s) != 0) {
         snprintf(err, err_len, "cannot start the timer thread");
         goto fail;
@@ -226,6 +313,11 @@ fail:
 uint16_t http_server_port(const http_server *s)
 {
     return s->port;
+}
+
+uint16_t http_server_ops_port(const http_server *s)
+{
+    return s->ops_port;
 }
 
 void http_server_quiesce(http_server *s)
@@ -242,6 +334,7 @@ int http_server_finish(http_server *s, int timeout_ms)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     http_calls_end_locked(s);
+    http_auth_tickets_end_locked(s);
     http_streams_end_locked(s);
     pthread_mutex_unlock(&s->mu);
     return http_streams_drain(s, timeout_ms);
@@ -254,22 +347,27 @@ void http_server_stop(http_server *s)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     http_calls_fail_locked(s);
+    http_auth_tickets_fail_locked(s);
     http_streams_abort_locked(s); /* and resumed: MHD_stop_daemon wants none suspended */
     pthread_mutex_unlock(&s->mu);
     http_timer_stop(s);
+    if (s->ops_daemon)
+        MHD_stop_daemon(s->ops_daemon);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
-    if (s->daemon && s->tls)
-        http_tls_stopped(s->daemon);
-    http_tls_free(s->tls);
-    if (s->namespaces) {
-        for (char **p = s->namespaces; *p; p++)
-            free(*p);
-        free(s->namespaces);
+    if (s->tls) {
+        if (s->ops_daemon)
+            http_tls_stopped(s->ops_daemon);
+        if (s->daemon)
+            http_tls_stopped(s->daemon);
     }
+    http_tls_free(s->tls);
+    free(s->namespaces);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->drained);
     pthread_mutex_destroy(&s->mu);
-    http_limits_free(s->limits); /* every connection was closed with the daemon */
+    http_limits_free(s->limits); /* every connection was closed with the daemons */
+    http_limits_free(s->ops_limits);
+    http_auth_free(s->auth); /* the loop has stopped (or never reviewed anything) */
     free(s);
 }

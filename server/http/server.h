@@ -13,9 +13,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/loop.h"
 #include "engine/engine.h"
+#include "kube/client.h"
 
 typedef struct http_server http_server;
+
+/* Who may call (docs/design.md, rule 7). */
+typedef enum http_auth_mode {
+    HTTP_AUTH_NONE = 0,  /* anyone reaching the port may do anything */
+    HTTP_AUTH_KUBERNETES /* bearer tokens: TokenReview, then SubjectAccessReview */
+} http_auth_mode;
+
+/* Which campaign identities a caller may use (Campaign, Confirm, Resign). */
+typedef enum http_identity_policy {
+    HTTP_IDENTITY_ANY = 0,        /* any */
+    HTTP_IDENTITY_SERVICEACCOUNT, /* "<namespace>:<serviceaccount>", optionally followed by a
+                                     character names cannot hold (":", "/", "_", ...) */
+    HTTP_IDENTITY_POD,            /* the name of the caller's pod (a pod-bound token) */
+} http_identity_policy;
+
+typedef struct http_auth_config {
+    http_auth_mode mode;
+    const char *audience; /* TokenReview audience; NULL: "kubelease" */
+    http_identity_policy identity_policy;
+    loop *loop;        /* where reviews run: the engine's loop (kubernetes mode) */
+    kube_client *kube; /* reviews go through it on that loop; not owned, must outlive the
+                          server */
+    /* Cache lifetimes in ms; 0: 60000 (tokens, never past their expiry),
+     * 5000 (refused tokens), 10000 (access answers). */
+    int token_ttl_ms, negative_ttl_ms, access_ttl_ms;
+} http_auth_config;
 
 typedef struct http_config {
     const char *listen;              /* "ADDR:PORT" ("[::1]:8080" for IPv6); port 0: any */
@@ -26,11 +54,22 @@ typedef struct http_config {
     size_t max_body_bytes;           /* request body cap; 0: 4096 */
     unsigned idle_timeout_s;         /* idle connections (not streams); 0: 60 */
     unsigned stream_user_timeout_ms; /* TCP_USER_TIMEOUT on streams; 0: 10000 */
-    const char *const *namespaces;   /* served namespaces, NULL-terminated; NULL: all */
+    /* A request's head and body must arrive within this, counted from the
+     * connection's start or, kept alive, from the request's first byte;
+     * slower connections are shut down. 0: 10000. */
+    unsigned read_timeout_ms;
+    const char *const *namespaces; /* served namespaces, NULL-terminated; NULL: all */
+    /* "ADDR:PORT" of a second listener serving only /livez, /readyz,
+     * /metrics and the status page, with connection slots of its own, so
+     * that probes are answered even when clients hold every slot of listen.
+     * NULL: none (they are served on listen, as they always are). */
+    const char *ops_listen;
     /* HTTPS: the certificate chain and key (PEM files), re-read when they
-     * change (at most once a second, on a handshake); both NULL: HTTP. */
+     * change (at most once a second, on a handshake); both NULL: HTTP.
+     * Both listeners serve it. */
     const char *tls_cert_file;
     const char *tls_key_file;
+    http_auth_config auth; /* mode NONE (zeroed): no authorization */
 } http_config;
 
 /* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */
@@ -43,13 +82,16 @@ int http_tls_check(const char *cert_file, const char *key_file, char *err, size_
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len);
 /* The bound port (useful with port 0). */
 uint16_t http_server_port(const http_server *s);
+/* The ops listener's bound port; 0 without one. */
+uint16_t http_server_ops_port(const http_server *s);
 
 /* Shutdown takes three steps around the engine's stop (the owner calls them
  * in this order; server/service.c says why):
  *
  * 1. Stops accepting connections; requests that arrive on open connections
  *    from now on are answered "unavailable", and the server calls no engine
- *    function any more, so nothing new reaches the engine's queue. */
+ *    function any more, so nothing new reaches the engine's queue. The ops
+ *    listener keeps answering (/readyz: 503) until step 3. */
 void http_server_quiesce(http_server *s);
 /* 2. Once the engine thread has been joined and engine_free() has returned
  *    (no engine callback can run any more): answers every call and ends

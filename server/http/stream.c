@@ -200,10 +200,28 @@ static void stream_detach_locked(http_server *s, http_stream *st)
 
 /* ---------- the engine's side (engine thread) ---------- */
 
+/* The engine did not take the stream on: it ends with the engine's code;
+ * on_close follows. */
+static void stream_on_refused(http_stream *st, const engine_event *ev)
+{
+    http_server *s = st->srv;
+    pthread_mutex_lock(&s->mu);
+    if (!st->ended && !st->aborted) {
+        st->detached = true;
+        stream_end_locked(st, rpc_code_of_engine(ev->code), ev->message);
+        stream_wake_locked(st);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void stream_on_event(void *ctx, const engine_event *ev)
 {
     http_stream *st = ctx;
     http_server *s = st->srv;
+    if (ev->kind == ENGINE_EVENT_REFUSED) {
+        stream_on_refused(st, ev);
+        return;
+    }
     size_t len = 0;
     /* A refused campaign ends with the error alone, no Lost message. */
     bool refused = ev->kind == ENGINE_EVENT_LOST && ev->code != ENGINE_OK;

@@ -1,11 +1,13 @@
 /* The timer thread: fails unary calls and ends streams at their
- * Connect-Timeout-Ms, and resumes every stream once a second so that a
- * peer that left is noticed (call.c and stream.c do the work; this file only
- * decides when).
+ * Connect-Timeout-Ms, resumes every stream once a second so that a peer
+ * that left is noticed, and shuts down connections whose request did not
+ * arrive within the read timeout (call.c, stream.c and conn_limit.c do the
+ * work; this file only decides when).
  *
  * Locking: the thread holds s->mu except while it waits on s->wake, which
  * whoever sets a new deadline signals (http_timer_wake_locked), and
- * http_timer_stop to make it quit. */
+ * http_timer_stop to make it quit, and while conn_limit.c checks the read
+ * deadlines under its own lock. */
 #include <time.h>
 
 #include "http/internal.h"
@@ -46,8 +48,25 @@ static void *timer_main(void *arg)
     http_server *s = arg;
     pthread_mutex_lock(&s->mu);
     int64_t next_resume = http_now_ms() + RESUME_EVERY_MS;
+    int64_t reads = 0; /* when the read deadlines want a look next */
     while (!s->timer_quit) {
+        /* Read deadlines under conn_limit.c's own lock, never with s->mu,
+         * when one is due and at every resume tick (which covers the
+         * connections opened since), not at every call's wake-up. A wake-up
+         * signalled meanwhile is not lost: the calls' and streams'
+         * deadlines are read below, under s->mu, before waiting again. */
+        pthread_mutex_unlock(&s->mu);
         int64_t now = http_now_ms();
+        if (now >= reads || now >= next_resume) {
+            reads = http_limits_enforce(s->limits, now);
+            int64_t ops_reads = http_limits_enforce(s->ops_limits, now);
+            if (ops_reads < reads)
+                reads = ops_reads;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (s->timer_quit)
+            break;
+        now = http_now_ms();
         int64_t wake = http_calls_expire_locked(s, now, next_resume);
         wake = http_streams_expire_locked(s, now, wake);
         if (now >= next_resume) {
@@ -56,6 +75,8 @@ static void *timer_main(void *arg)
             if (next_resume < wake)
                 wake = next_resume;
         }
+        if (reads < wake)
+            wake = reads;
         wait_until_locked(s, wake);
     }
     pthread_mutex_unlock(&s->mu);

@@ -91,8 +91,28 @@ static int set_auth_header(kube_client *c)
     return 0;
 }
 
+static int setup_tls(const kube_config *cfg, CURL *e);
+
+/* Fails closed: if libcurl cannot take the TLS settings (say, a build
+ * without CA blobs), no request could honour them; say so at start-up. */
+static int tls_check(const kube_config *cfg, char *err, size_t err_len)
+{
+    CURL *e = curl_easy_init();
+    int rc = e ? setup_tls(cfg, e) : -1;
+    if (e)
+        curl_easy_cleanup(e);
+    if (rc != 0)
+        snprintf(err, err_len,
+                 "%s: libcurl cannot apply the TLS settings (the cluster's CA, client "
+                 "certificate or insecure-skip-tls-verify)",
+                 cfg->source ? cfg->source : "kube config");
+    return rc;
+}
+
 kube_client *kube_client_new(loop *l, kube_config *cfg, char *err, size_t err_len)
 {
+    if (tls_check(cfg, err, err_len) != 0)
+        return NULL;
     kube_client *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, err_len, "out of memory");
@@ -164,7 +184,7 @@ static void req_free(kube_request *r)
     if (r->easy)
         curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
-    free(r->body_copy);
+    wipe_free(r->body_copy); /* a TokenReview's holds a bearer token */
     free(r->buf);
     free(r);
 }
@@ -427,13 +447,20 @@ static int on_socket(void *arg, curl_socket_t fd, curlsocktype purpose)
             goto fail;                                                                             \
     } while (0)
 
-static int setup_tls(kube_client *c, CURL *e)
+/* Trust: with a CA in the configuration (kubeconfig or service account),
+ * that CA alone, as client-go does: CURLOPT_CAINFO_BLOB replaces libcurl's
+ * CA bundle but not its CA directory (/etc/ssl/certs on Debian), so both
+ * defaults are switched off, or a certificate any public or corporate CA
+ * issued would be taken for the apiserver's, and the bearer token sent to
+ * it. Without a CA, the system's CAs. */
+static int setup_tls(const kube_config *cfg, CURL *e)
 {
-    const kube_config *cfg = &c->cfg;
     struct curl_blob b;
     if (cfg->ca.data) {
         b = (struct curl_blob){cfg->ca.data, cfg->ca.len, CURL_BLOB_NOCOPY};
         SET(CURLOPT_CAINFO_BLOB, &b);
+        SET(CURLOPT_CAINFO, NULL);
+        SET(CURLOPT_CAPATH, NULL);
     }
     if (cfg->client_cert.data) {
         b = (struct curl_blob){cfg->client_cert.data, cfg->client_cert.len, CURL_BLOB_NOCOPY};
@@ -517,7 +544,7 @@ static int setup_easy(kube_client *c, kube_request *r, const char *url)
         SET(CURLOPT_POSTFIELDSIZE, (long)o->body_len);
         SET(CURLOPT_POSTFIELDS, r->body_copy);
     }
-    return setup_tls(c, e);
+    return setup_tls(&c->cfg, e);
 fail:
     return -1;
 }

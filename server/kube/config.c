@@ -1,7 +1,8 @@
 /* Shared helpers of the Kubernetes configuration loaders: reading files and
- * tokens, base64, freeing a configuration. Blocking file I/O, no global
- * state: any thread (in practice start-up, and the loop thread re-reading a
- * rotated token). */
+ * tokens, base64, freeing a configuration, and the check a configuration
+ * passes before anything is sent. Blocking file I/O, no global state: any
+ * thread (in practice start-up, and the loop thread re-reading a rotated
+ * token). */
 #include "kube/config.h"
 
 #include <errno.h>
@@ -47,6 +48,19 @@ void kube_config_clear(kube_config *c)
     free(c->ns);
     free(c->source);
     memset(c, 0, sizeof *c);
+}
+
+int kube_config_check(const kube_config *c, bool allow_token_over_http, char *err, size_t err_len)
+{
+    bool cleartext = c->server && strncmp(c->server, "http://", 7) == 0;
+    if (cleartext && (c->token || c->token_file) && !allow_token_over_http) {
+        snprintf(err, err_len,
+                 "%s: a bearer token would be sent in cleartext to %s: use https://, or "
+                 "--allow-token-over-http if that is really meant",
+                 c->source ? c->source : "kube config", c->server);
+        return -1;
+    }
+    return 0;
 }
 
 int kube_read_file(const char *path, size_t max, kube_blob *out, char *err, size_t err_len)

@@ -33,6 +33,12 @@ typedef struct kube_config {
 /* Frees every member and zeroes *c; NULL is a no-op. Secrets are wiped. */
 void kube_config_clear(kube_config *c);
 
+/* What a loaded configuration must satisfy before anything is sent: a
+ * bearer token (or token file) goes to an http:// server, in cleartext, only
+ * when allow_token_over_http (client-go refuses it outright). Returns 0, or
+ * -1 with err naming the configuration's source and the way out. */
+int kube_config_check(const kube_config *c, bool allow_token_over_http, char *err, size_t err_len);
+
 /* Re-reads c->token_file into c->token. Returns 0, or -1 with err filled (the
  * old token is kept). A no-op returning 0 when there is no token file. */
 int kube_config_token_refresh(kube_config *c, char *err, size_t err_len);

@@ -159,6 +159,14 @@ static int select_cluster(doc *d, yaml_node_t *root, kube_kubeconfig_sel *s)
         snprintf(d->err, d->err_len, "cluster \"%s\" has no server", s->cluster);
         return -1;
     }
+    /* As client-go: a CA says whom to trust, the skip says trust anyone. */
+    if (s->insecure && (s->ca_data || s->ca_file)) {
+        snprintf(d->err, d->err_len,
+                 "cluster \"%s\": certificate-authority and insecure-skip-tls-verify are both "
+                 "set; drop one",
+                 s->cluster);
+        return -1;
+    }
     if (strncmp(s->server, "https://", 8) != 0 && strncmp(s->server, "http://", 7) != 0) {
         snprintf(d->err, d->err_len, "cluster \"%s\": server must start with https:// or http://",
                  s->cluster);

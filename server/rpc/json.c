@@ -2,6 +2,7 @@
  * descriptors: messages to cJSON and back, errors naming the field. No
  * state, no locks; any thread. */
 #include "rpc/json.h"
+#include "rpc/json_text.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -318,7 +319,10 @@ static int parse_int(jctx *c, const char *path, const cJSON *j, bool is_unsigned
         const char *s = j->valuestring;
         char *end = NULL;
         errno = 0;
-        if (!*s || *s == ' ' || *s == '+' || (is_unsigned && *s == '-'))
+        /* proto3 JSON: decimal digits, '-' first for a signed type; strtoll
+         * alone would also take leading whitespace and '+'. */
+        const char *digits = !is_unsigned && *s == '-' ? s + 1 : s;
+        if (*digits < '0' || *digits > '9')
             return fail(c, path, "expected an integer, got \"%.40s\"", s);
         if (is_unsigned) {
             unsigned long long v = strtoull(s, &end, 10);
@@ -360,9 +364,12 @@ static int parse_float(jctx *c, const char *path, const cJSON *j, double *out)
             *out = -INFINITY;
             return 0;
         }
+        /* Decimal only: strtod would also take leading whitespace and hex. */
+        const char *digits = *s == '-' ? s + 1 : s;
+        bool decimal = (*digits == '.' || (*digits >= '0' && *digits <= '9')) && !strpbrk(s, "xX");
         char *end = NULL;
         *out = strtod(s, &end);
-        if (*s && !*end && isfinite(*out))
+        if (decimal && !*end && isfinite(*out))
             return 0;
         return fail(c, path, "expected a number, got \"%.40s\"", s);
     }
@@ -654,15 +661,19 @@ ProtobufCMessage *rpc_json_decode(const ProtobufCMessageDescriptor *d, const cha
         }
         return NULL;
     }
-    /* Only whitespace may follow the value. */
+    /* Only whitespace may follow the value (not even NUL bytes). */
     for (const char *p = end; p && p < text + len; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '\0') {
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
             cJSON_Delete(obj);
             if (err && err_len)
                 snprintf(err, err_len, "malformed JSON: trailing data at byte %zu",
                          (size_t)(p - text));
             return NULL;
         }
+    }
+    if (rpc_json_text_check(text, len, obj, err, err_len) != 0) {
+        cJSON_Delete(obj);
+        return NULL;
     }
     ProtobufCMessage *m = rpc_json_to_message(d, obj, err, err_len);
     cJSON_Delete(obj);

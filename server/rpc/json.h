@@ -4,9 +4,12 @@
  * Output: lowerCamelCase field names, default values omitted (except a set
  * oneof member), 64-bit integers as strings, enums by name, bytes as base64.
  * Input: both the lowerCamelCase and the original field names; integers as
- * numbers or strings; enums by name or number; null means the default;
- * unknown fields are ignored. Errors name the field ("field
- * \"leaseDurationSeconds\": ..."). Pure functions, any thread. */
+ * numbers or strings of decimal digits (no whitespace, no '+'); enums by
+ * name or number; null means the default; unknown fields are ignored. A NUL
+ * in any string (raw or \u0000), bytes between tokens other than JSON
+ * whitespace, and anything but whitespace after the object are errors.
+ * Errors name the field ("field \"leaseDurationSeconds\": ..."). Pure
+ * functions, any thread. */
 #ifndef KL_RPC_JSON_H
 #define KL_RPC_JSON_H
 

@@ -22,6 +22,7 @@ static const rpc_code engine_codes[] = {
     [ENGINE_DEADLINE_EXCEEDED] = RPC_DEADLINE_EXCEEDED,
     [ENGINE_PERMISSION_DENIED] = RPC_PERMISSION_DENIED,
     [ENGINE_INTERNAL] = RPC_INTERNAL,
+    [ENGINE_RESOURCE_EXHAUSTED] = RPC_RESOURCE_EXHAUSTED,
 };
 
 rpc_code rpc_code_of_engine(engine_code c)
@@ -105,8 +106,12 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         const Kubelease__V1__WatchHolderRequest *r = (const void *)req;
         return lease_ref(r->namespace_, r->name, msg, msg_len);
     }
-    case RPC_METHOD_LIST_LEASES:
-        return 0;
+    case RPC_METHOD_LIST_LEASES: {
+        const Kubelease__V1__ListLeasesRequest *r = (const void *)req;
+        if (!r->namespace_ || !r->namespace_[0])
+            return 0;
+        return lease_ref(r->namespace_, "x", msg, msg_len); /* the namespace alone */
+    }
     case RPC_METHOD_COUNT:
         break;
     }
@@ -127,6 +132,42 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__GetHolderRequest *)req)->namespace_;
     case RPC_METHOD_WATCH_HOLDER:
         return ((const Kubelease__V1__WatchHolderRequest *)req)->namespace_;
+    case RPC_METHOD_LIST_LEASES: {
+        const char *ns = ((const Kubelease__V1__ListLeasesRequest *)req)->namespace_;
+        return ns && ns[0] ? ns : NULL;
+    }
+    default:
+        return NULL;
+    }
+}
+
+const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
+{
+    switch (id) {
+    case RPC_METHOD_CAMPAIGN:
+        return ((const Kubelease__V1__CampaignRequest *)req)->name;
+    case RPC_METHOD_CONFIRM:
+        return ((const Kubelease__V1__ConfirmRequest *)req)->name;
+    case RPC_METHOD_RESIGN:
+        return ((const Kubelease__V1__ResignRequest *)req)->name;
+    case RPC_METHOD_GET_HOLDER:
+        return ((const Kubelease__V1__GetHolderRequest *)req)->name;
+    case RPC_METHOD_WATCH_HOLDER:
+        return ((const Kubelease__V1__WatchHolderRequest *)req)->name;
+    default:
+        return NULL;
+    }
+}
+
+const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
+{
+    switch (id) {
+    case RPC_METHOD_CAMPAIGN:
+        return ((const Kubelease__V1__CampaignRequest *)req)->identity;
+    case RPC_METHOD_CONFIRM:
+        return ((const Kubelease__V1__ConfirmRequest *)req)->identity;
+    case RPC_METHOD_RESIGN:
+        return ((const Kubelease__V1__ResignRequest *)req)->identity;
     default:
         return NULL;
     }
@@ -307,6 +348,8 @@ static ProtobufCMessage *event_message(const engine_event *ev, event_msg *m)
         m->u.holder.holder = (char *)ev->holder;
         m->u.holder.epoch = ev->epoch;
         return &m->u.holder.base;
+    case ENGINE_EVENT_REFUSED: /* not a message: the stream ends with its code */
+        break;
     }
     return NULL;
 }

@@ -26,8 +26,14 @@
  * method's request type). Returns 0, or -1 with a message naming the field
  * in msg. */
 int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len);
-/* The namespace a request is about, NULL when it has none (ListLeases). */
+/* The namespace a request is about, NULL when it has none (a ListLeases of
+ * every namespace). */
 const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req);
+/* The Lease name a request is about, NULL when it has none (ListLeases). */
+const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req);
+/* The campaign identity a request acts for (Campaign, Confirm, Resign), NULL
+ * for the others. */
+const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req);
 
 /* The Connect code of an engine status code; RPC_UNKNOWN for a value the
  * table does not know. */
@@ -55,7 +61,8 @@ uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *r
 void rpc_stream_detach(engine *e, rpc_method_id id, uint64_t engine_id);
 /* The stream message of an engine event (a CampaignEvent, or a HolderEvent
  * for ENGINE_EVENT_HOLDER), encoded with codec: malloc'd, *len bytes; NULL
- * when out of memory. */
+ * when out of memory, and for ENGINE_EVENT_REFUSED, which is no message:
+ * the stream ends with rpc_code_of_engine(ev->code) instead. */
 uint8_t *rpc_event_encode(rpc_codec codec, const engine_event *ev, size_t *len);
 
 #endif

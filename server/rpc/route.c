@@ -10,6 +10,7 @@
 
 #include "kubelease/v1/kubelease.pb-c.h"
 #include "rpc/json.h"
+#include "rpc/proto_wire.h"
 
 #define METHOD(id, name, req, resp, stream)                                                        \
     {                                                                                              \
@@ -87,8 +88,14 @@ ProtobufCMessage *rpc_message_decode(rpc_codec codec, const ProtobufCMessageDesc
         return rpc_json_decode(d, (const char *)data, len, err, err_len);
     }
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, data);
-    if (!m)
+    if (!m) {
         snprintf(err, err_len, "the body is not a valid %s protobuf message", d->name);
+        return NULL;
+    }
+    if (rpc_proto_check_strings(d, data, len, err, err_len) != 0) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        return NULL;
+    }
     return m;
 }
 

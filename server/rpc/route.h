@@ -44,8 +44,11 @@ int rpc_content_type_parse(const char *content_type, bool stream, rpc_codec *out
 /* The Content-Type of responses. */
 const char *rpc_content_type(rpc_codec codec, bool stream);
 
-/* Decodes a request body. Returns a message to free with
- * protobuf_c_message_free_unpacked(m, NULL), or NULL with a reason in err. */
+/* Decodes a request body. A NUL inside any string field is an error in
+ * both codecs (neither protobuf-c nor cJSON would keep the rest of the
+ * string). Returns a message to free with
+ * protobuf_c_message_free_unpacked(m, NULL), or NULL with a reason naming
+ * the field, where there is one, in err. */
 ProtobufCMessage *rpc_message_decode(rpc_codec codec, const ProtobufCMessageDescriptor *d,
                                      const uint8_t *data, size_t len, char *err, size_t err_len);
 /* Encodes a message; malloc'd buffer of *len bytes (caller frees), NULL when

@@ -90,6 +90,10 @@ store *store_kube_new(loop *l, const store_kube_opts *opts, char *err, size_t er
                  : kube_incluster_load_env(opts ? opts->sa_dir : NULL, &cfg, err, err_len);
     if (rc != 0)
         return NULL;
+    if (kube_config_check(&cfg, opts && opts->allow_token_over_http, err, err_len) != 0) {
+        kube_config_clear(&cfg);
+        return NULL;
+    }
     kube_store *ks = calloc(1, sizeof *ks);
     if (!ks) {
         kube_config_clear(&cfg);

@@ -10,6 +10,11 @@ import sys
 import yaml
 
 LEASE_VERBS = {"get", "list", "watch", "create", "patch"}
+# auth.mode kubernetes: kubeleased reviews tokens and access, nothing more.
+AUTH_RULES = [
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+]
 
 
 class Fail(Exception):
@@ -56,6 +61,37 @@ def arg_value(args, flag):
     return None
 
 
+def is_auth(obj):
+    """The review ClusterRole or its binding (auth.mode kubernetes)."""
+    return obj["kind"] in ("ClusterRole", "ClusterRoleBinding") and obj["metadata"]["name"].endswith("-auth")
+
+
+def check_auth(docs, ns, sa, args):
+    """--auth and its RBAC: in kubernetes mode exactly one ClusterRole that
+    creates token and access reviews, bound to the chart's ServiceAccount;
+    in none mode no such object."""
+    mode = arg_value(args, "--auth")
+    expect(mode in ("kubernetes", "none"), f"--auth is {mode!r}")
+    roles = [d for d in of_kind(docs, "ClusterRole") if is_auth(d)]
+    bindings = [d for d in of_kind(docs, "ClusterRoleBinding") if is_auth(d)]
+    if mode == "none":
+        expect(not roles and not bindings, "auth.mode none renders the review ClusterRole")
+        expect(arg_value(args, "--token-audience") is None, "--token-audience without --auth kubernetes")
+        return mode
+    expect(len(roles) == 1 and len(bindings) == 1,
+           f"auth.mode kubernetes: {len(roles)} review ClusterRoles, {len(bindings)} bindings")
+    expect(roles[0]["rules"] == AUTH_RULES, f"review ClusterRole rules: {roles[0]['rules']}")
+    b = bindings[0]
+    expect(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": roles[0]["metadata"]["name"]}, f"review binding roleRef {b['roleRef']}")
+    expect(b["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
+           f"review binding subjects {b['subjects']}")
+    expect(arg_value(args, "--token-audience"), "no --token-audience")
+    expect(arg_value(args, "--identity-policy") in ("any", "serviceaccount", "pod"),
+           f"--identity-policy is {arg_value(args, '--identity-policy')!r}")
+    return mode
+
+
 def check_common(docs, ns):
     for d in docs:
         md = d["metadata"]
@@ -99,13 +135,17 @@ def check_common(docs, ns):
     expect(pod.get("automountServiceAccountToken") is True,
            "the pod does not mount its ServiceAccount token (in-cluster config needs it)")
 
-    # Probes, ports, resources.
+    # Probes, ports, resources. The probes use the ops listener, whose
+    # connection slots clients cannot take.
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     expect("http" in ports, "no container port named http")
+    expect("ops" in ports, "no container port named ops")
+    expect(ports["ops"] != ports["http"], f"the ops port is the http port: {ports}")
     for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
         expect(probe in c, f"no {probe}")
         hg = c[probe]["httpGet"]
-        expect(hg["path"] == path and hg["port"] == "http", f"{probe} is {hg}, want {path} on http")
+        expect(hg["path"] == path and hg["port"] == "ops", f"{probe} is {hg}, want {path} on ops")
+        # With TLS both listeners serve HTTPS, the ops one too.
         want_scheme = "HTTPS" if arg_value(c.get("args", []), "--tls-cert-file") else "HTTP"
         expect(hg.get("scheme") == want_scheme, f"{probe} scheme {hg.get('scheme')}, want {want_scheme}")
     res = c.get("resources", {})
@@ -115,6 +155,8 @@ def check_common(docs, ns):
     args = c.get("args", [])
     listen = arg_value(args, "--listen")
     expect(listen == f"0.0.0.0:{ports['http']}", f"--listen is {listen!r}, container port {ports['http']}")
+    ops = arg_value(args, "--ops-listen")
+    expect(ops == f"0.0.0.0:{ports['ops']}", f"--ops-listen is {ops!r}, container port {ports['ops']}")
     expect(c["image"].split(":")[-1], "image has no tag")
 
     # The term key: one Secret every pod mounts read-only (docs/design.md,
@@ -140,14 +182,17 @@ def check_common(docs, ns):
     svc = one(docs, "Service")
     expect(svc["spec"]["selector"] == sel, "Service selector differs from the Deployment's")
     sp = svc["spec"]["ports"]
-    expect(len(sp) == 1 and sp[0]["targetPort"] == "http" and sp[0]["name"] == "http",
-           f"Service ports: {sp}")
+    expect(len(sp) == 2 and sp[0]["targetPort"] == "http" and sp[0]["name"] == "http" and
+           sp[1]["targetPort"] == "ops" and sp[1]["name"] == "ops", f"Service ports: {sp}")
 
     # ServiceAccount used by the pod exists.
     sa = one(docs, "ServiceAccount")
     expect(pod["serviceAccountName"] == sa["metadata"]["name"], "pod does not use the chart's ServiceAccount")
 
-    # RBAC: only the Lease verbs; bindings point at the chart's ServiceAccount.
+    # RBAC: only the Lease verbs (besides the review role, checked apart);
+    # bindings point at the chart's ServiceAccount.
+    check_auth(docs, ns, sa["metadata"]["name"], args)
+    docs = [d for d in docs if not is_auth(d)]
     roles = of_kind(docs, "Role") + of_kind(docs, "ClusterRole")
     expect(roles, "no Role or ClusterRole")
     for r in roles:
@@ -173,7 +218,8 @@ def check_common(docs, ns):
 
 
 def check_namespaced(docs, ns, namespaces, args):
-    expect(not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding"),
+    lease_docs = [d for d in docs if not is_auth(d)]
+    expect(not of_kind(lease_docs, "ClusterRole") and not of_kind(lease_docs, "ClusterRoleBinding"),
            "namespaced mode renders cluster-wide RBAC")
     for kind in ("Role", "RoleBinding"):
         got = sorted(r["metadata"]["namespace"] for r in of_kind(docs, kind))
@@ -217,18 +263,35 @@ def main():
         soft_anti_affinity(dep)
         expect(not sm, "ServiceMonitor rendered although disabled")
         expect(arg_value(args, "--max-connections") is None, "--max-connections set by default")
+        expect(arg_value(args, "--read-timeout-s") is None, "--read-timeout-s set by default")
+        expect(arg_value(args, "--max-leases") is None, "--max-leases set by default")
         expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
+                                "PodDisruptionBudget", "Secret", "ClusterRole",
+                                "ClusterRoleBinding"]),
+               f"objects rendered: {kinds}")
+        expect(arg_value(args, "--auth") == "kubernetes", "authorization is not on by default")
+        expect(arg_value(args, "--token-audience") == "kubelease", "--token-audience is not kubelease")
+        expect(arg_value(args, "--identity-policy") == "any", "--identity-policy is not any")
+    elif case == "authnone":
+        expect(arg_value(args, "--auth") == "none", "auth.mode none not passed")
+        kinds = sorted(d["kind"] for d in docs)
+        expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
                                 "PodDisruptionBudget", "Secret"]), f"objects rendered: {kinds}")
+    elif case == "authpod":
+        expect(arg_value(args, "--auth") == "kubernetes", "--auth is not kubernetes")
+        expect(arg_value(args, "--identity-policy") == "pod", "auth.identityPolicy not passed")
+        expect(arg_value(args, "--token-audience") == "kl-prod", "auth.tokenAudience not passed")
     elif case == "namespaced":
         check_namespaced(docs, ns, ["team-a", "team-b", "team-c"], args)
         check_pdb(docs, dep, True)
     elif case == "cluster":
         expect(not of_kind(docs, "Role") and not of_kind(docs, "RoleBinding"),
                "cluster mode renders namespaced RBAC")
-        one(docs, "ClusterRole")
-        one(docs, "ClusterRoleBinding")
+        lease_docs = [d for d in docs if not is_auth(d)]
+        one(lease_docs, "ClusterRole")
+        one(lease_docs, "ClusterRoleBinding")
         expect(arg_value(args, "--namespaces") is None, "cluster mode restricts --namespaces")
     elif case == "single":
         expect(dep["spec"]["replicas"] == 1, f"replicas {dep['spec']['replicas']}")
@@ -242,7 +305,7 @@ def main():
                "ServiceMonitor does not select the Service")
         expect(s["spec"]["namespaceSelector"]["matchNames"] == [ns], "ServiceMonitor namespaceSelector")
         ep = s["spec"]["endpoints"]
-        expect(len(ep) == 1 and ep[0]["port"] == "http" and ep[0]["path"] == "/metrics",
+        expect(len(ep) == 1 and ep[0]["port"] == "ops" and ep[0]["path"] == "/metrics",
                f"ServiceMonitor endpoints {ep}")
         expect(s["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels not applied")
     elif case == "tls":
@@ -255,13 +318,16 @@ def main():
         vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
         expect(vols["tls"]["secret"]["secretName"] == "kubeleased-tls", "the TLS Secret is not mounted")
         ep = one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
-        expect(ep["scheme"] == "https" and ep["tlsConfig"]["ca"]["secret"] ==
+        expect(ep["port"] == "ops" and ep["scheme"] == "https" and ep["tlsConfig"]["ca"]["secret"] ==
                {"name": "kubeleased-tls", "key": "ca.crt"}
                and ep["tlsConfig"]["serverName"] == f"kubelease.{ns}.svc",
                f"ServiceMonitor endpoint over TLS: {ep}")
     elif case == "custom":
         expect(arg_value(args, "--max-connections") == "5000", "--max-connections not passed")
         expect(arg_value(args, "--max-per-ip") == "64", "--max-per-ip not passed")
+        expect(arg_value(args, "--read-timeout-s") == "5", "--read-timeout-s not passed")
+        expect(arg_value(args, "--max-leases") == "500", "--max-leases not passed")
+        expect(arg_value(args, "--ops-listen") == "0.0.0.0:9090", "server.opsPort not passed")
         expect(arg_value(args, "--log-level") == "debug", "--log-level not passed")
         expect(args[-2:] == ["--kubeconfig", "/etc/kubelease/kubeconfig"], f"extraArgs not last: {args}")
         env = {e["name"]: e.get("value") for e in c.get("env", [])}

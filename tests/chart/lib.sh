@@ -68,10 +68,12 @@ create_namespace() {
   kexpect 201
 }
 
-# sa_token NS SA: a short-lived token of the ServiceAccount (TokenRequest API).
+# sa_token NS SA [AUDIENCE]: a short-lived token of the ServiceAccount
+# (TokenRequest API), for AUDIENCE (default: the apiserver's).
 sa_token() {
+  local aud=${3:+,\"audiences\":[\"$3\"]}
   kapi_json POST "/api/v1/namespaces/$1/serviceaccounts/$2/token" \
-    '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":3600}}'
+    "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenRequest\",\"spec\":{\"expirationSeconds\":3600$aud}}"
   kexpect 201
   jget status.token
 }

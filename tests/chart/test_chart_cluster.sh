@@ -3,8 +3,9 @@
 # by a server-side dry-run apply (strict field validation), the chart installs
 # with helm, and SubjectAccessReviews plus requests made with a token of the
 # chart's ServiceAccount show it can do exactly the Lease verbs in its
-# namespaces and nothing else — in namespaced mode and, after a helm upgrade,
-# in cluster-wide mode. The term key Secret the chart makes at install keeps
+# namespaces, create token and access reviews (auth.mode kubernetes), and
+# nothing else — in namespaced mode and, after a helm upgrade, in
+# cluster-wide mode. The term key Secret the chart makes at install keeps
 # its key through the upgrade (docs/design.md, rule 8).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -153,10 +154,21 @@ check_common_denials() {
   deny "$RELNS" create serviceaccounts/token ""
 }
 
+# auth.mode kubernetes (the default): kubeleased creates token and access
+# reviews, cluster-scoped, and may do nothing else with them.
+check_review_rights() {
+  allow "" create tokenreviews authentication.k8s.io
+  allow "" create subjectaccessreviews authorization.k8s.io
+  deny "" list subjectaccessreviews authorization.k8s.io
+  deny "$RELNS" create localsubjectaccessreviews authorization.k8s.io
+  kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL-auth"; kexpect 200
+}
+
 note "SubjectAccessReviews (namespaced mode)"
 for ns in "$RELNS" "$NS_A" "$NS_B"; do
   for v in $VERBS; do allow "$ns" "$v"; done
 done
+check_review_rights
 for v in $VERBS; do deny "$NS_OTHER" "$v"; done
 deny "" list leases   # no cluster-wide list/watch
 deny "" watch leases
@@ -209,10 +221,12 @@ done
 allow "" list
 allow "" watch
 check_common_denials
+check_review_rights
 
 # 4. Uninstall removes the cluster-scoped objects too.
 helm_admin uninstall "$REL" --namespace "$RELNS" >/dev/null 2>&1 || fail "helm uninstall failed"
 installed=
 kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL"; kexpect 404
+kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL-auth"; kexpect 404
 
-echo "PASS: chart objects accepted by the apiserver; RBAC grants exactly the Lease verbs"
+echo "PASS: chart objects accepted by the apiserver; RBAC grants exactly the Lease verbs and the reviews"

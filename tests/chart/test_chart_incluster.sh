@@ -4,17 +4,16 @@
 # and a service-account directory holding a token of the chart's
 # ServiceAccount), runs an election: a Campaign over the Connect JSON stream
 # makes the Lease in the apiserver name the candidate, with the epoch the
-# stream reported; a namespace outside the chart's RBAC is refused. The term
+# stream reported; a namespace outside the chart's RBAC is refused. The
+# chart authorizes callers (auth.mode kubernetes): the application's
+# ServiceAccount has the Role the chart README documents, and presents a
+# token for the audience kubelease; a call without one is refused. The term
 # key is the chart's Secret, as the pod mounts it.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if [ -z "${KUBELEASED:-}" ] || [ ! -x "$KUBELEASED" ]; then
   echo "SKIP: KUBELEASED (the built daemon) is not set"
-  exit 77
-fi
-if ! "$KUBELEASED" --help 2>&1 | grep -q -- '--sa-dir'; then
-  echo "SKIP: $KUBELEASED --help does not offer --sa-dir yet"
   exit 77
 fi
 
@@ -52,6 +51,27 @@ helm_admin install "$REL" "$CHART" --namespace "$RELNS" --set "rbac.namespaces={
 installed=1
 FULL=$REL-kubelease
 
+# The application: a ServiceAccount with the workload Role of the chart
+# README (in both namespaces, so that only the chart's --namespaces refuses
+# the other one), and its token for the audience kubelease.
+kapi_json POST "/api/v1/namespaces/$NS_APP/serviceaccounts" \
+  '{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"app"}}'
+kexpect 201
+for ns in "$NS_APP" "$NS_OTHER"; do
+  kapi_json POST "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/roles" \
+    '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"app-elections"},
+      "rules":[{"apiGroups":["kubelease.io"],"resources":["elections"],"verbs":["campaign","get","watch","list"]}]}'
+  kexpect 201
+  kapi_json POST "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings" \
+    "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":\"app-elections\"},
+      \"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"app-elections\"},
+      \"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"app\",\"namespace\":\"$NS_APP\"}]}"
+  kexpect 201
+done
+APP_TOKEN=$(sa_token "$NS_APP" app kubelease)
+[ -n "$APP_TOKEN" ] || fail "TokenRequest returned no token for the application"
+AUTH=(-H "Authorization: Bearer $APP_TOKEN")
+
 # The pod's view: token, CA bundle and namespace, as the kubelet mounts them.
 sadir=$work/serviceaccount
 mkdir -p "$sadir"
@@ -62,9 +82,10 @@ printf '%s' "$RELNS" >"$sadir/namespace"
 
 # The container's arguments, as installed, listening on loopback instead.
 kapi GET "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL"; kexpect 200
-# Port 0 (the kernel picks a free one, read back from --port-file), so
-# parallel tests never race for a port. The term key file is where the pod
-# mounts the chart's Secret: here, a copy of that Secret's key.
+# Port 0 (the kernel picks a free one, read back from --port-file and the
+# start-up line), so parallel tests never race for a port. The term key file
+# is where the pod mounts the chart's Secret: here, a copy of that Secret's
+# key.
 cp "$KWORK/out.json" "$work/deployment.json"
 kapi GET "/api/v1/namespaces/$RELNS/secrets/$FULL-term-key"; kexpect 200
 mkdir -p "$work/term-key"
@@ -77,8 +98,9 @@ PY
 mapfile -t args < <(python3 - "$work/deployment.json" "127.0.0.1:0" "$work/term-key" <<'PY'
 import json, sys
 args = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]
-i = args.index("--listen")
-args[i + 1] = sys.argv[2]
+for flag in ("--listen", "--ops-listen"):
+    i = args.index(flag)
+    args[i + 1] = sys.argv[2]
 i = args.index("--term-key-file")
 assert args[i + 1].startswith("/etc/kubelease/term-key/"), args[i + 1]
 args[i + 1] = sys.argv[3] + "/" + args[i + 1].rsplit("/", 1)[1]
@@ -106,6 +128,12 @@ until [ -s "$work/port" ] && URL=http://127.0.0.1:$(cat "$work/port") &&
   sleep 0.1
 done
 note "kubeleased is ready on $URL"
+# The probes, as the chart points them: on the ops listener.
+OPS_URL=http://127.0.0.1:$(sed -n 's/.*event=started.* ops_port=\([0-9]*\).*/\1/p' "$work/kubeleased.log" | head -n 1)
+for path in /livez /readyz; do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$OPS_URL$path")" = 200 ] ||
+    fail "$path on the ops listener ($OPS_URL) did not answer 200"
+done
 
 # stream_has FILE PATTERN: a complete frame of the stream in FILE matches.
 stream_has() {
@@ -126,7 +154,7 @@ confirmer() {
       token=$($KUBEAPI elected "$stream" termToken 2>/dev/null) || token=
       [ -n "$epoch" ] || { sleep 0.05; continue; }
     fi
-    curl -s -o "$stream.confirm" -w '%{http_code}\n' --max-time 2 -X POST -H 'Content-Type: application/json' \
+    curl -s -o "$stream.confirm" -w '%{http_code}\n' --max-time 2 -X POST -H 'Content-Type: application/json' "${AUTH[@]}" \
       --data-binary "{\"namespace\":\"$ns\",\"name\":\"$name\",\"identity\":\"$ident\",\"epoch\":\"$epoch\",\"termToken\":\"$token\"}" \
       "$URL/kubelease.v1.LeaseService/Confirm" >>"$stream.confirms" 2>/dev/null || true
     sleep 0.4
@@ -139,7 +167,7 @@ campaign() {
   local body=$work/campaign-$1-$2-$3.bin
   $KUBEAPI envelope "{\"namespace\":\"$1\",\"name\":\"$2\",\"identity\":\"$3\",\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}" "$body"
   : >"$4"
-  curl -sS -N --max-time 120 -X POST -H 'Content-Type: application/connect+json' \
+  curl -sS -N --max-time 120 -X POST -H 'Content-Type: application/connect+json' "${AUTH[@]}" \
     -H 'Connect-Protocol-Version: 1' --data-binary "@$body" \
     -o "$4" -D "$4.headers" "$URL/kubelease.v1.LeaseService/Campaign" 2>"$4.err" &
   CAMPAIGN_PIDS=($!)
@@ -150,6 +178,15 @@ campaign() {
 
 LEASE=chart-e2e
 IDENT=replica-$id
+
+# Without a token: refused (unauthenticated), and nothing is written.
+code=$(curl -s -o "$work/anon.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+  --data-binary "{\"namespace\":\"$NS_APP\",\"name\":\"$LEASE\"}" "$URL/kubelease.v1.LeaseService/GetHolder")
+[ "$code" = 401 ] && grep -q '"unauthenticated"' "$work/anon.json" ||
+  fail "GetHolder without a token answered $code: $(head -c 300 "$work/anon.json")"
+kapi GET "/apis/coordination.k8s.io/v1/namespaces/$NS_APP/leases/$LEASE"
+kexpect 404
+note "a call without a token is refused: $(head -c 200 "$work/anon.json")"
 campaign "$NS_APP" "$LEASE" "$IDENT" "$work/stream"
 leader_pids=("${CAMPAIGN_PIDS[@]}")
 
@@ -230,7 +267,7 @@ kapi GET "/apis/coordination.k8s.io/v1/namespaces/$NS_OTHER/leases/$LEASE"
 kexpect 404
 
 # The lease listing behind the status page shows the new holder.
-code=$(curl -s -o "$work/list.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' \
+code=$(curl -s -o "$work/list.json" -w '%{http_code}' --max-time 5 -X POST -H 'Content-Type: application/json' "${AUTH[@]}" \
   --data-binary '{}' "$URL/kubelease.v1.LeaseService/ListLeases")
 [ "$code" = 200 ] && grep -qF "\"$IDENT2\"" "$work/list.json" || fail "ListLeases answered $code without $IDENT2: $(head -c 500 "$work/list.json")"
 

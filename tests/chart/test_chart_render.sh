@@ -41,6 +41,15 @@ tls:
 serviceMonitor:
   enabled: true
 V
+cat >"$work/values/authnone.yaml" <<'V'
+auth:
+  mode: none
+V
+cat >"$work/values/authpod.yaml" <<'V'
+auth:
+  tokenAudience: kl-prod
+  identityPolicy: pod
+V
 cat >"$work/values/custom.yaml" <<'V'
 replicaCount: 3
 fullnameOverride: lease-svc
@@ -53,6 +62,9 @@ server:
   logLevel: debug
   maxConnections: 5000
   maxPerIp: 64
+  readTimeoutSeconds: 5
+  maxLeases: 500
+  opsPort: 9090
 termKey:
   existingSecret: shared-term-key
   secretKey: token-key
@@ -63,7 +75,7 @@ extraEnv:
 podAntiAffinity: hard
 V
 
-for case in defaults namespaced cluster single servicemonitor tls custom; do
+for case in defaults namespaced cluster single servicemonitor tls authnone authpod custom; do
   vf=$work/values/$case.yaml
   note "case $case: lint --strict"
   "$HELM" lint --strict "$CHART" -f "$vf" >"$work/lint-$case.log" 2>&1 ||
@@ -78,6 +90,15 @@ done
 # not what the defaults promise.
 if python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" defaults "$NS" "$work/cluster.yaml" 2>/dev/null; then
   fail "the checker accepted cluster-mode output as the defaults"
+fi
+# Nor is a rendering without authorization, nor one whose review role grants more.
+if python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" defaults "$NS" "$work/authnone.yaml" 2>/dev/null; then
+  fail "the checker accepted auth.mode none output as the defaults"
+fi
+sed 's/verbs: \["create"\]/verbs: ["create", "get"]/' "$work/defaults.yaml" >"$work/wide-auth.yaml"
+cmp -s "$work/defaults.yaml" "$work/wide-auth.yaml" && fail "could not make a wider review role to check the checker"
+if python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" defaults "$NS" "$work/wide-auth.yaml" 2>/dev/null; then
+  fail "the checker accepted a review ClusterRole that grants more than create"
 fi
 
 # The README's words on RBAC are what the chart grants, in both RBAC modes;
@@ -109,10 +130,18 @@ reject 'an unknown RBAC scope' 'scope' --set rbac.scope=global
 reject 'an invalid namespace name' 'namespaces' --set 'rbac.namespaces[0]=Team_A'
 reject 'a port out of range' 'port' --set service.port=70000
 reject 'an unknown log level' 'logLevel' --set server.logLevel=verbose
+reject 'the ops port on the http port' 'opsPort must differ' --set server.opsPort=8080
+reject 'an ops port out of range' 'opsPort' --set server.opsPort=0
+reject 'a negative read timeout' 'readTimeoutSeconds' --set server.readTimeoutSeconds=-1
+reject 'a negative lease cap' 'maxLeases' --set server.maxLeases=-1
 reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
 reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
 reject 'a term key entry that is no file name' 'secretKey' --set termKey.secretKey=../key
 reject 'TLS without its Secret' 'tls.secretName' --set tls.enabled=true
+reject 'an unknown auth mode' 'mode' --set auth.mode=basic
+reject 'an unknown identity policy' 'identityPolicy' --set auth.identityPolicy=user
+reject 'an identity policy without authorization' 'identityPolicy' --set auth.mode=none --set auth.identityPolicy=pod
+reject 'an empty token audience' 'tokenAudience' --set auth.tokenAudience=
 "$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"
 
 echo "PASS: chart lints, renders the matrix and rejects bad values"

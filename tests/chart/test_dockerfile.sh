@@ -5,7 +5,8 @@
 #   it from;
 # - the runtime stage installs exactly the packages that provide the shared
 #   libraries kubeleased links (its NEEDED entries, mapped with dpkg on this
-#   machine), besides the C library, plus ca-certificates;
+#   machine), besides the C library, plus ca-certificates; libcrypto
+#   (libssl3) among them;
 # - both stages use this machine's Debian release, whose package names those
 #   are;
 # - the image's user is the numeric non-root UID the chart runs it as.
@@ -77,6 +78,8 @@ for pkg in "${runtime[@]}"; do
   [ "$pkg" = ca-certificates ] && continue # the system CA store, for HTTPS
   [ -n "${want[$pkg]:-}" ] || fail "the runtime stage installs $pkg, which kubeleased does not link"
 done
+# OpenSSL's libcrypto: the authorization caches key tokens by SHA-256.
+[ -n "${want[libssl3]:-}" ] || fail "kubeleased does not link libcrypto.so.3 (libssl3), which --auth kubernetes needs"
 note "kubeleased needs ${!want[*]} (+ libc6): all installed, nothing else"
 
 # --- the user: numeric, non-root, the chart's -------------------------------

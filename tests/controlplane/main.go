@@ -227,14 +227,14 @@ func (e *env) startUp() error {
 		return err
 	}
 	t := time.Now()
-	token, err := e.c.setupObjects(e.ctx)
+	tokens, err := e.c.setupObjects(e.ctx)
 	if err != nil {
 		return fmt.Errorf("creating the test objects: %w", err)
 	}
 	if e.ctl, err = newControl(e.ctx, e.c); err != nil {
 		return err
 	}
-	if err := e.c.writeState(token, e.ctl.url(), o.binDir); err != nil {
+	if err := e.c.writeState(tokens, e.ctl.url(), o.binDir); err != nil {
 		return err
 	}
 	verbosef("objects and token ready in %.2fs", time.Since(t).Seconds())

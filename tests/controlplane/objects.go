@@ -15,20 +15,55 @@ const (
 	saName        = "kubelease"
 	roleName      = "kubelease-leases"
 	tokenTTL      = 24 * time.Hour
+	// kubeleased's reviews (--auth kubernetes): create TokenReviews and
+	// SubjectAccessReviews, cluster-scoped.
+	reviewRoleName = "kubelease-reviews"
+	// The test clients: the ServiceAccount replica, allowed every verb on
+	// elections.kubelease.io in every namespace, with a token for the
+	// audience kubelease.
+	replicaName      = "replica"
+	electionRoleName = "kubelease-test-elections"
+	replicaAudience  = "kubelease"
 )
 
 type obj = map[string]any
 
-// setupObjects creates the namespace, ServiceAccount, Role and RoleBinding,
-// requests a token for the ServiceAccount and waits until that token is
-// authorised on leases (RBAC reaches the authorizer through an informer, so
-// there is a short window in which it is not yet).
-func (c *cluster) setupObjects(ctx context.Context) (token string, err error) {
+// testTokens: the ServiceAccount kubelease's token (kubeleased's own
+// credentials) and the ServiceAccount replica's (the test clients').
+type testTokens struct {
+	sa, replica string
+}
+
+// step: an object to create (POST body to path).
+type step struct {
+	path string
+	body obj
+}
+
+// clusterRoleAndBinding: a ClusterRole with rules and its binding to the
+// ServiceAccount sa of the test namespace.
+func clusterRoleAndBinding(name string, rules []obj, sa string) []step {
+	return []step{
+		{"/apis/rbac.authorization.k8s.io/v1/clusterroles", obj{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+			"metadata": obj{"name": name}, "rules": rules,
+		}},
+		{"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", obj{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+			"metadata": obj{"name": name},
+			"roleRef":  obj{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+			"subjects": []obj{{"kind": "ServiceAccount", "name": sa, "namespace": testNamespace}},
+		}},
+	}
+}
+
+// setupObjects creates the namespace, the ServiceAccounts, their roles and
+// bindings, requests a token for each ServiceAccount and waits until both
+// are authorised (RBAC reaches the authorizer through an informer, so there
+// is a short window in which they are not yet).
+func (c *cluster) setupObjects(ctx context.Context) (tokens testTokens, err error) {
 	ns := "/api/v1/namespaces/" + testNamespace
-	steps := []struct {
-		path string
-		body obj
-	}{
+	steps := []step{
 		{"/api/v1/namespaces", obj{"apiVersion": "v1", "kind": "Namespace",
 			"metadata": obj{"name": testNamespace}}},
 		{ns + "/serviceaccounts", obj{"apiVersion": "v1", "kind": "ServiceAccount",
@@ -48,16 +83,60 @@ func (c *cluster) setupObjects(ctx context.Context) (token string, err error) {
 			"roleRef":  obj{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": roleName},
 			"subjects": []obj{{"kind": "ServiceAccount", "name": saName, "namespace": testNamespace}},
 		}},
+		{ns + "/serviceaccounts", obj{"apiVersion": "v1", "kind": "ServiceAccount",
+			"metadata": obj{"name": replicaName}}},
 	}
+	reviews := clusterRoleAndBinding(reviewRoleName, []obj{
+		{"apiGroups": []string{"authentication.k8s.io"}, "resources": []string{"tokenreviews"},
+			"verbs": []string{"create"}},
+		{"apiGroups": []string{"authorization.k8s.io"}, "resources": []string{"subjectaccessreviews"},
+			"verbs": []string{"create"}},
+	}, saName)
+	elections := clusterRoleAndBinding(electionRoleName, []obj{
+		{"apiGroups": []string{"kubelease.io"}, "resources": []string{"elections"},
+			"verbs": []string{"campaign", "get", "watch", "list"}},
+	}, replicaName)
+	steps = append(append(steps, reviews...), elections...)
 	deadline := time.Now().Add(c.timeout)
 	for _, s := range steps {
 		if _, err := c.post(ctx, deadline, s.path, s.body, true); err != nil {
-			return "", err
+			return tokens, err
 		}
 	}
-	resp, err := c.post(ctx, deadline, ns+"/serviceaccounts/"+saName+"/token", obj{
-		"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-		"spec": obj{"expirationSeconds": int64(tokenTTL / time.Second)},
+	if tokens.sa, err = c.requestToken(ctx, deadline, saName, ""); err != nil {
+		return tokens, err
+	}
+	if tokens.replica, err = c.requestToken(ctx, deadline, replicaName, replicaAudience); err != nil {
+		return tokens, err
+	}
+	leases := c.apiURL() + "/apis/coordination.k8s.io/v1/namespaces/" + testNamespace + "/leases"
+	if err := c.waitAuthorized(ctx, tokens.sa, "list leases", http.MethodGet, leases, nil); err != nil {
+		return tokens, err
+	}
+	// kubeleased's credentials may review, and the replica may campaign.
+	review, _ := json.Marshal(obj{
+		"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+		"spec": obj{"user": "system:serviceaccount:" + testNamespace + ":" + replicaName,
+			"groups": []string{"system:serviceaccounts", "system:serviceaccounts:" + testNamespace, "system:authenticated"},
+			"resourceAttributes": obj{"namespace": testNamespace, "verb": "campaign",
+				"group": "kubelease.io", "resource": "elections", "name": "x"}},
+	})
+	sar := c.apiURL() + "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+	if err := c.waitAuthorized(ctx, tokens.sa, "review the replica's access to elections", http.MethodPost, sar, review); err != nil {
+		return tokens, err
+	}
+	return tokens, nil
+}
+
+// requestToken asks the TokenRequest API for a token of the ServiceAccount
+// name in the test namespace, for audience (empty: the apiserver's own).
+func (c *cluster) requestToken(ctx context.Context, deadline time.Time, name, audience string) (string, error) {
+	spec := obj{"expirationSeconds": int64(tokenTTL / time.Second)}
+	if audience != "" {
+		spec["audiences"] = []string{audience}
+	}
+	resp, err := c.post(ctx, deadline, "/api/v1/namespaces/"+testNamespace+"/serviceaccounts/"+name+"/token", obj{
+		"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec,
 	}, false)
 	if err != nil {
 		return "", err
@@ -68,38 +147,44 @@ func (c *cluster) setupObjects(ctx context.Context) (token string, err error) {
 		} `json:"status"`
 	}
 	if err := json.Unmarshal(resp, &tr); err != nil || tr.Status.Token == "" {
-		return "", fmt.Errorf("TokenRequest for %s/%s returned no token: %.200s", testNamespace, saName, resp)
-	}
-	if err := c.waitAuthorized(ctx, tr.Status.Token); err != nil {
-		return "", err
+		return "", fmt.Errorf("TokenRequest for %s/%s returned no token: %.200s", testNamespace, name, resp)
 	}
 	return tr.Status.Token, nil
 }
 
-// waitAuthorized waits until token may list leases in the test namespace.
-func (c *cluster) waitAuthorized(ctx context.Context, token string) error {
+// waitAuthorized waits until a request with token succeeds: a GET, or a
+// POST of a SubjectAccessReview (body) whose answer allows.
+func (c *cluster) waitAuthorized(ctx context.Context, token, what, method, url string, body []byte) error {
 	hc, err := c.client(false, token)
 	if err != nil {
 		return err
 	}
 	defer hc.CloseIdleConnections()
-	url := c.apiURL() + "/apis/coordination.k8s.io/v1/namespaces/" + testNamespace + "/leases"
 	deadline := time.Now().Add(c.timeout)
 	last := ""
 	for {
-		resp, err := hc.Get(url)
+		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
 		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			out, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			ok := resp.StatusCode == http.StatusOK
+			if body != nil {
+				ok = resp.StatusCode == http.StatusCreated && bytes.Contains(out, []byte(`"allowed":true`))
+			}
+			if ok {
 				return nil
 			}
-			last = fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, body)
+			last = fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, out)
 		} else {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the ServiceAccount token is still not authorised to list leases after %s (last answer: %s)", c.timeout, last)
+			return fmt.Errorf("the ServiceAccount token still cannot %s after %s (last answer: %s)", what, c.timeout, last)
 		}
 		select {
 		case <-ctx.Done():

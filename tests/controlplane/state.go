@@ -10,7 +10,8 @@ import (
 
 // writeState writes the files other tests use (the contract is in
 // README.md). env is written last: once it exists, everything else does.
-func (c *cluster) writeState(token, controlURL, binDir string) error {
+func (c *cluster) writeState(tokens testTokens, controlURL, binDir string) error {
+	token := tokens.sa
 	ca := base64.StdEncoding.EncodeToString(c.pki.caCert)
 	cluster := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -48,8 +49,11 @@ current-context: %[1]s
 `, saName, token, testNamespace)
 
 	saDir := filepath.Join(c.stateDir, "serviceaccount")
-	if err := os.MkdirAll(saDir, 0o755); err != nil {
-		return err
+	replicaDir := filepath.Join(c.stateDir, "replica")
+	for _, d := range []string{saDir, replicaDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	files := []struct {
 		path string
@@ -61,6 +65,7 @@ current-context: %[1]s
 		{filepath.Join(saDir, "token"), token, 0o644},
 		{filepath.Join(saDir, "ca.crt"), string(c.pki.caCert), 0o644},
 		{filepath.Join(saDir, "namespace"), testNamespace, 0o644},
+		{filepath.Join(replicaDir, "token"), tokens.replica, 0o644},
 	}
 	for _, f := range files {
 		if err := writeFile(f.path, []byte(f.data), f.mode); err != nil {
@@ -76,6 +81,7 @@ current-context: %[1]s
 		{"KL_SA_DIR", saDir},
 		{"KL_SA_KUBECONFIG", filepath.Join(c.stateDir, "sa.kubeconfig")},
 		{"KL_ADMIN_KUBECONFIG", filepath.Join(c.stateDir, "admin.kubeconfig")},
+		{"KL_REPLICA_TOKEN_FILE", filepath.Join(replicaDir, "token")},
 		{"KL_CONTROL_URL", controlURL},
 		{"KL_ETCD_URL", c.etcdURL()},
 		{"KL_BIN_DIR", binDir},

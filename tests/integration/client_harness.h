@@ -67,17 +67,23 @@ static inline int h_env_value(const char *dir, const char *key, char *out, size_
     return found;
 }
 
-/* Chooses the store; exits 1 if the control plane's files are unusable. */
+/* Chooses the store; exits 1 if the control plane's files are unusable. On
+ * the control plane kubeleased authenticates its callers (--auth
+ * kubernetes): the clients of this process and the kl_replica it starts get
+ * the test replica's token through KUBELEASE_TOKEN_FILE. */
 static inline void h_choose_store(void)
 {
+    char token_file[512];
     const char *dir = getenv("KUBELEASE_TEST_ENV");
     if (!dir || !*dir || getenv("KL_CLIENT_TEST_DEV"))
         return;
     if (h_env_value(dir, "KL_SA_KUBECONFIG", h_kubeconfig, sizeof(h_kubeconfig)) != 0 ||
-        h_env_value(dir, "KL_TEST_NAMESPACE", h_ns_buf, sizeof(h_ns_buf)) != 0) {
+        h_env_value(dir, "KL_TEST_NAMESPACE", h_ns_buf, sizeof(h_ns_buf)) != 0 ||
+        h_env_value(dir, "KL_REPLICA_TOKEN_FILE", token_file, sizeof(token_file)) != 0) {
         fprintf(stderr, "KUBELEASE_TEST_ENV=%s: no usable env file\n", dir);
         exit(1);
     }
+    setenv("KUBELEASE_TOKEN_FILE", token_file, 1);
     h_ns = h_ns_buf;
     fprintf(stderr, "using the test control plane (namespace %s)\n", h_ns);
 }

@@ -41,7 +41,11 @@ fail() {
 pass() { printf 'ok: %s\n' "$*"; }
 
 # ops_control_plane: after a test's --dev part, exits 77 (skipped) without the
-# test control plane; otherwise exports its env file (KL_TEST_NAMESPACE, ...).
+# test control plane; otherwise exports its env file (KL_TEST_NAMESPACE, ...)
+# and gives the clients the test replica's token (kubeleased on the control
+# plane runs with --auth kubernetes): KUBELEASE_TOKEN_FILE for kl_replica,
+# OPS_AUTH (curl arguments) for raw requests.
+OPS_AUTH=()
 ops_control_plane() {
     if [[ -z ${KUBELEASE_TEST_ENV:-} ]]; then
         echo "dev part passed; control-plane part skipped: KUBELEASE_TEST_ENV is unset"
@@ -51,6 +55,8 @@ ops_control_plane() {
     # shellcheck disable=SC1091
     source "$KUBELEASE_TEST_ENV/env"
     set +a
+    export KUBELEASE_TOKEN_FILE=$KL_REPLICA_TOKEN_FILE
+    OPS_AUTH=(-H "Authorization: Bearer $(cat "$KL_REPLICA_TOKEN_FILE")")
 }
 
 ops_wait() {

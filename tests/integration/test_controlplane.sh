@@ -109,6 +109,24 @@ expect 403 "$(sa POST /apis/coordination.k8s.io/v1/namespaces/default/leases "$(
 expect 403 "$(sa GET /apis/coordination.k8s.io/v1/leases)" "SA lists Leases cluster-wide"
 ok "the ServiceAccount is refused outside its Role (403)"
 
+# --- kubeleased's reviews and the test clients' token -------------------------
+# The ServiceAccount (kubeleased's identity) may review tokens and access
+# (--auth kubernetes); the replica token is for the audience kubelease and
+# may campaign on elections in any namespace.
+replica=$(cat "$KL_REPLICA_TOKEN_FILE")
+[ -n "$replica" ] || fail "$KL_REPLICA_TOKEN_FILE is empty"
+expect 201 "$(sa POST /apis/authentication.k8s.io/v1/tokenreviews \
+  "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenReview\",\"spec\":{\"token\":\"$replica\",\"audiences\":[\"kubelease\"]}}")" \
+  "SA creates a TokenReview"
+grep -Eq '"authenticated": ?true' "$tmp/body" || fail "the replica token is not authenticated for audience kubelease: $(field error)"
+[ "$(field username)" = system:serviceaccount:kubelease-test:replica ] || fail "the replica token's user: $(field username)"
+: >"$tmp/body" # it holds the token
+expect 201 "$(sa POST /apis/authorization.k8s.io/v1/subjectaccessreviews \
+  '{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"system:serviceaccount:kubelease-test:replica","groups":["system:serviceaccounts"],"resourceAttributes":{"namespace":"default","verb":"campaign","group":"kubelease.io","resource":"elections","name":"any"}}}')" \
+  "SA creates a SubjectAccessReview"
+grep -Eq '"allowed": ?true' "$tmp/body" || fail "the replica may not campaign in default"
+ok "the ServiceAccount reviews tokens and access; the replica token may campaign anywhere"
+
 # --- the kubeconfigs ---------------------------------------------------------
 # kc_field FILE KEY: the value of "KEY: value" in a kubeconfig.
 kc_field() { sed -n "s/^ *$2: *//p" "$1" | head -n 1; }

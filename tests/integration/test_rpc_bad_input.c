@@ -25,168 +25,11 @@
 #include <cmocka.h>
 
 #include "kubelease/v1/kubelease.pb-c.h"
+#include "raw_http.h"
 #include "rpc/connect.h"
-
-typedef struct server {
-    pid_t pid;
-    int port;
-    char log[256];
-} server;
 
 static server srv;
 static server other; /* a second server with limits; stopped in teardown if a test failed */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Starts $KUBELEASED --dev on a free port with extra flags; waits for its
- * start-up line. */
-static void server_start(server *s, const char *const *extra)
-{
-    const char *bin = getenv("KUBELEASED");
-    if (!bin) {
-        fprintf(stderr, "KUBELEASED is not set: skipping\n");
-        exit(77);
-    }
-    snprintf(s->log, sizeof s->log, "/tmp/kl-bad-input-%d-%p.log", (int)getpid(), (void *)s);
-    s->pid = fork();
-    assert_true(s->pid >= 0);
-    if (s->pid == 0) {
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 2);
-        const char *argv[16] = {bin, "--dev", "--listen", "127.0.0.1:0"};
-        int n = 4;
-        for (int i = 0; extra && extra[i] && n < 15; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        execv(bin, (char **)argv);
-        _exit(127);
-    }
-    int64_t deadline = now_ms() + 10000;
-    s->port = 0;
-    while (!s->port && now_ms() < deadline) {
-        FILE *f = fopen(s->log, "r");
-        char line[1024];
-        while (f && fgets(line, sizeof line, f)) {
-            char *p = strstr(line, "event=started");
-            char *q = p ? strstr(p, " port=") : NULL;
-            if (q)
-                s->port = atoi(q + 6);
-        }
-        if (f)
-            fclose(f);
-        if (!s->port)
-            usleep(20000);
-    }
-    if (!s->port)
-        fail_msg("kubeleased did not start (log %s)", s->log);
-}
-
-static void server_stop(server *s)
-{
-    if (s->pid <= 0)
-        return;
-    kill(s->pid, SIGTERM);
-    int status = 0;
-    int64_t deadline = now_ms() + 5000;
-    while (waitpid(s->pid, &status, WNOHANG) == 0) {
-        if (now_ms() > deadline) {
-            kill(s->pid, SIGKILL);
-            waitpid(s->pid, &status, 0);
-            fail_msg("kubeleased did not stop within 5 s of SIGTERM");
-        }
-        usleep(10000);
-    }
-    s->pid = 0;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("kubeleased exited with status %d after SIGTERM", status);
-    unlink(s->log);
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        fail_msg("connect: %s", strerror(errno));
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
-
-static void send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return; /* the server may close early; its answer is what counts */
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-typedef struct response {
-    int status;
-    char *body; /* NUL-terminated; owned */
-    size_t body_len;
-    char headers[2048];
-} response;
-
-/* Reads until the peer closes (requests carry "Connection: close"). */
-static void read_response(int fd, response *r)
-{
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    for (;;) {
-        if (len == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-        }
-        ssize_t n = recv(fd, buf + len, cap - len, 0);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    memset(r, 0, sizeof *r);
-    sscanf(buf, "HTTP/1.%*d %d", &r->status);
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sep) {
-        size_t hl = (size_t)(sep - buf);
-        snprintf(r->headers, sizeof r->headers, "%.*s", (int)(hl < 2000 ? hl : 2000), buf);
-        r->body_len = len - hl - 4;
-        r->body = malloc(r->body_len + 1);
-        memcpy(r->body, sep + 4, r->body_len);
-        r->body[r->body_len] = '\0';
-    } else {
-        r->body = strdup("");
-    }
-    free(buf);
-}
-
-/* One request: method, path, content type (NULL: none), body. */
-static void request(int port, const char *method, const char *path, const char *ctype,
-                    const void *body, size_t len, response *r)
-{
-    int fd = connect_to(port);
-    char head[512];
-    int n = snprintf(head, sizeof head,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
-                     "Content-Length: %zu\r\n\r\n",
-                     method, path, ctype ? "Content-Type: " : "", ctype ? ctype : "",
-                     ctype ? "\r\n" : "", len);
-    send_all(fd, head, (size_t)n);
-    send_all(fd, body, len);
-    read_response(fd, r);
-    close(fd);
-}
 
 static void rpc_json(const char *method, const char *json, response *r)
 {
@@ -207,12 +50,6 @@ static void still_serving(void)
         fail_msg("a real call after bad input: %d %s", r.status, r.body);
     free(r.body);
     assert_int_equal(kill(srv.pid, 0), 0);
-}
-
-static void expect(const response *r, int status, const char *body_part, const char *what)
-{
-    if (r->status != status || !strstr(r->body, body_part))
-        fail_msg("%s: want %d with \"%s\", got %d %s", what, status, body_part, r->status, r->body);
 }
 
 static void test_garbage_and_truncated_protobuf(void **state)
@@ -438,6 +275,82 @@ static void test_invalid_names_and_durations(void **state)
     still_serving();
 }
 
+/* A Campaign stream request: one envelope around msg, with a header that
+ * may lie about the length (announce != n). */
+static void campaign_raw(const char *ctype, uint32_t announce, const void *msg, size_t n,
+                         response *r)
+{
+    uint8_t env[512];
+    rpc_envelope_header(0, announce, env);
+    memcpy(env + 5, msg, n);
+    request(srv.port, "POST", "/kubelease.v1.LeaseService/Campaign", ctype, env, n + 5, r);
+}
+
+static const char *end_frame(const response *r)
+{
+    if (r->status != 200 || r->body_len <= 5 || (uint8_t)r->body[0] != RPC_FLAG_END_STREAM)
+        fail_msg("want an end-of-stream frame, got %d %s", r->status, r->body);
+    return r->body + 5;
+}
+
+/* Names are exact: nothing is cut at a NUL, integers are digits, JSON ends
+ * where its object does, and an envelope too large is called so. */
+static void test_nul_bytes_numbers_and_envelope_lengths(void **state)
+{
+    (void)state;
+    response r;
+    /* JSON: "pod-a\u0000evil" would be cut to "pod-a". */
+    const char *json = "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":"
+                       "\"pod-a\\u0000evil\",\"leaseDurationSeconds\":15,"
+                       "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}";
+    campaign_raw("application/connect+json", (uint32_t)strlen(json), json, strlen(json), &r);
+    const char *e = end_frame(&r);
+    if (!strstr(e, "invalid_argument") || !strstr(e, "field \\\"identity\\\": contains a NUL"))
+        fail_msg("identity with \\u0000 (JSON): %s", e);
+    free(r.body);
+    rpc_json("Resign", "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"pod-a\\u0000\"}",
+             &r);
+    expect(&r, 400, "field \\\"identity\\\": contains a NUL", "identity with \\u0000 (Resign)");
+    free(r.body);
+    /* protobuf: identity "pod-a\0zzz". */
+    Kubelease__V1__CampaignRequest c = KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;
+    c.namespace_ = "default";
+    c.name = "db";
+    c.lease_duration_seconds = 15;
+    c.renew_deadline_seconds = 10;
+    c.retry_period_seconds = 2;
+    uint8_t pb[256];
+    size_t n = kubelease__v1__campaign_request__pack(&c, pb);
+    static const uint8_t identity[] = {0x1a, 9, 'p', 'o', 'd', '-', 'a', 0, 'z', 'z', 'z'};
+    memcpy(pb + n, identity, sizeof identity);
+    n += sizeof identity;
+    campaign_raw("application/connect+proto", (uint32_t)n, pb, n, &r);
+    e = end_frame(&r);
+    if (!strstr(e, "invalid_argument") || !strstr(e, "field \\\"identity\\\": contains a NUL"))
+        fail_msg("identity with a NUL (protobuf): %s", e);
+    free(r.body);
+    /* An envelope announcing 0xFFFFFFFF bytes is too large, not truncated. */
+    campaign_raw("application/connect+json", 0xFFFFFFFFu, "{}", 2, &r);
+    e = end_frame(&r);
+    if (!strstr(e, "resource_exhausted") || !strstr(e, "4294967295 bytes") ||
+        !strstr(e, "limit of 4096 bytes (--max-body-bytes)"))
+        fail_msg("envelope length 0xFFFFFFFF: %s", e);
+    free(r.body);
+    /* proto3 JSON integers in strings: no leading whitespace. */
+    rpc_json("Confirm",
+             "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":\"\\t5\"}",
+             &r);
+    expect(&r, 400, "field \\\"epoch\\\": expected an integer", "epoch \"\\t5\"");
+    free(r.body);
+    /* NUL bytes after the JSON object. */
+    static const char trailing[] = "{\"namespace\":\"default\",\"name\":\"probe\"}\0\0\0";
+    request(srv.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json", trailing,
+            sizeof trailing - 1, &r);
+    expect(&r, 400, "trailing data", "NUL bytes after the JSON body");
+    free(r.body);
+    still_serving();
+}
+
 /* Opens a Campaign or watch stream and never reads from it. */
 static int open_stream(const char *method, const char *json)
 {
@@ -640,7 +553,7 @@ static void test_namespaces_and_per_ip_limit(void **state)
     do {
         free(r.body);
         request(other.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json",
-                "{\"namespace\":\"team-c\",\"name\":\"db\"}", 35, &r);
+                "{\"namespace\":\"team-c\",\"name\":\"db\"}", 34, &r);
     } while ((r.status == 0 || r.status == 429) && now_ms() < deadline);
     expect(&r, 403, "\"permission_denied\"", "namespace not served");
     expect(&r, 403, "team-c", "namespace not served");
@@ -649,7 +562,7 @@ static void test_namespaces_and_per_ip_limit(void **state)
     do {
         free(r.body);
         request(other.port, "POST", "/kubelease.v1.LeaseService/GetHolder", "application/json",
-                "{\"namespace\":\"team-b\",\"name\":\"db\"}", 35, &r);
+                "{\"namespace\":\"team-b\",\"name\":\"db\"}", 34, &r);
     } while ((r.status == 0 || r.status == 429) && now_ms() < deadline);
     expect(&r, 404, "\"not_found\"", "namespace served");
     free(r.body);
@@ -684,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_wrong_content_type_method_and_route),
         cmocka_unit_test(test_one_mib_body),
         cmocka_unit_test(test_invalid_names_and_durations),
+        cmocka_unit_test(test_nul_bytes_numbers_and_envelope_lengths),
         cmocka_unit_test(test_stream_client_that_never_reads),
         cmocka_unit_test(test_thousand_connections_opened_and_dropped),
         cmocka_unit_test(test_namespaces_and_per_ip_limit),

@@ -20,7 +20,7 @@ open_stream() {
     ops_envelope "$body" >"$OPS_TMP/$3.req"
     (
         rc=0
-        curl -sN --max-time 60 -X POST -H 'Content-Type: application/connect+json' \
+        curl -sN --max-time 60 -X POST -H 'Content-Type: application/connect+json' "${OPS_AUTH[@]}" \
             --data-binary @"$OPS_TMP/$3.req" "$OPS_URL/kubelease.v1.LeaseService/Campaign" \
             >"$OPS_TMP/$3.stream" || rc=$?
         echo "$rc" >"$OPS_TMP/$3.rc"
@@ -117,7 +117,7 @@ ops_start kube2 "${kube[@]}"
 ops_wait 10 bash -c "grep -q 'event=term_resumed.*identity=keeper epoch=$epoch' '$OPS_LOG'" ||
     fail "keeper did not resume its term (epoch $epoch) on the new kubeleased: $(tail -3 "$OPS_TMP/keeper.out")"
 pass "keeper resumed epoch $epoch on the new kubeleased"
-got=$(curl -s -X POST -H 'Content-Type: application/json' \
+got=$(curl -s -X POST -H 'Content-Type: application/json' "${OPS_AUTH[@]}" \
     --data "{\"namespace\":\"$ns\",\"name\":\"$lease\"}" "$OPS_URL/kubelease.v1.LeaseService/GetHolder")
 grep -q "\"holder\":\"keeper\"" <<<"$got" && grep -q "\"epoch\":\"$epoch\"" <<<"$got" ||
     fail "GetHolder after the restart: $got (expected keeper at epoch $epoch)"

@@ -3,7 +3,7 @@
 # the real apiserver, across two kubeleased replicas that share a term key
 # (KUBELEASED_TERM_KEY_FILE, as the chart's replicas do):
 # - a third party with the holder's identity and epoch (and the same
-#   credentials: every client here is anonymous to kubeleased) cannot
+#   credentials: every client here is anonymous to kubeleased, --auth none) cannot
 #   Confirm, Resign or resume the term on either replica: permission_denied,
 #   and nothing changes (the holder's stream stays, the Lease's holder, epoch
 #   and renewals go on, the standby is not elected);
@@ -19,7 +19,8 @@ ops_control_plane
 
 ns=$KL_TEST_NAMESPACE
 lease=tokens-$RANDOM$RANDOM
-kube=(--kubeconfig "$KL_SA_KUBECONFIG" --log-level debug)
+# --auth none: callers are anonymous here; rule 7 has its own tests.
+kube=(--kubeconfig "$KL_SA_KUBECONFIG" --log-level debug --auth none)
 durations='"leaseDurationSeconds":30,"renewDeadlineSeconds":20,"retryPeriodSeconds":5'
 
 OPS_PORT=0

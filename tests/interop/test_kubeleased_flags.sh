@@ -6,7 +6,8 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes term-key-file tls-cert-file tls-key-file; do
+  max-body-bytes ops-listen read-timeout-s max-leases allow-token-over-http auth token-audience \
+  identity-policy term-key-file tls-cert-file tls-key-file; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
   grep -q "env: $env" "$KL_TMP/help" || fail "--help does not name $env"
@@ -35,6 +36,13 @@ WANT='KUBELEASED_MAX_PER_IP: "-1"' bad env KUBELEASED_MAX_PER_IP=-1 "$KUBELEASED
 WANT='KUBELEASED_DEV: "maybe"' bad env KUBELEASED_DEV=maybe "$KUBELEASED"
 WANT='--dev uses the in-memory store' bad "$KUBELEASED" --dev --kubeconfig /dev/null
 WANT='listen address "nowhere"' bad "$KUBELEASED" --dev --listen nowhere
+WANT='--ops-listen: listen address "elsewhere"' bad "$KUBELEASED" --dev --ops-listen elsewhere
+WANT='--read-timeout-s: "0"' bad "$KUBELEASED" --dev --read-timeout-s 0
+WANT='--max-leases: "0"' bad "$KUBELEASED" --dev --max-leases 0
+WANT='--auth: "basic" is not kubernetes or none' bad "$KUBELEASED" --dev --auth basic
+WANT='--auth kubernetes needs a cluster' bad "$KUBELEASED" --dev --auth kubernetes
+WANT='--identity-policy: "user"' bad "$KUBELEASED" --identity-policy user
+WANT='--identity-policy pod needs --auth kubernetes' bad "$KUBELEASED" --dev --identity-policy pod
 WANT='--term-key-file: cannot read /nonexistent/key' bad "$KUBELEASED" --dev --term-key-file /nonexistent/key
 printf 'too short\n' >"$KL_TMP/short.key"
 WANT='holds 9 bytes; the key must be 32 to 4096' bad "$KUBELEASED" --dev --term-key-file "$KL_TMP/short.key"

@@ -123,6 +123,10 @@ if [[ -z ${KUBELEASE_TEST_ENV:-} ]]; then
 fi
 ns=kubelease-test
 klease=metrics-$RANDOM$RANDOM
+# kubeleased authorizes its callers there (--auth kubernetes): the replica
+# presents the harness's test token.
+KUBELEASE_TOKEN_FILE=$(. "$KUBELEASE_TEST_ENV/env" && echo "$KL_REPLICA_TOKEN_FILE")
+export KUBELEASE_TOKEN_FILE
 OPS_PORT=0
 ops_start kube --kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig"
 ops_replica k1 "$klease" --namespace "$ns" "${fast[@]}"
@@ -139,4 +143,8 @@ expect_ge 'kubelease_apiserver_request_duration_seconds_count{verb="patch"}' 1
 grep -q 'kubelease_apiserver_request_duration_seconds_bucket{verb="watch"' <<<"$M" &&
     fail "watch streams must not feed the latency histogram"
 expect_eq "kubelease_leader{namespace=\"$ns\",lease=\"$klease\"}" 1
+# The replica's token was reviewed, then answered from the caches.
+expect_ge 'kubelease_auth_reviews_total{kind="TokenReview",result="authenticated"}' 1
+expect_ge 'kubelease_auth_reviews_total{kind="SubjectAccessReview",result="allowed"}' 1
+expect_ge 'kubelease_auth_cache_hits_total{cache="token"}' 1
 echo PASS

@@ -308,6 +308,42 @@ static void test_kubeconfig_bad_base64_and_missing_file(void **state)
     assert_non_null(strstr(err, "kubeconfig /nonexistent/kubeconfig"));
 }
 
+/* client-go's rules: a CA with insecure-skip-tls-verify is refused (the
+ * skip would silently win), and a bearer token goes to an http:// server
+ * only when explicitly allowed. */
+static void test_kubeconfig_insecure_with_ca_and_token_over_http(void **state)
+{
+    (void)state;
+    const char *head = "current-context: x\n"
+                       "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+                       "users:\n- name: u\n  user: {token: t}\n";
+    char text[512];
+    snprintf(text, sizeof text,
+             "%sclusters:\n- name: c\n  cluster: {server: 'https://h', "
+             "certificate-authority-data: Q0FEQVRB, insecure-skip-tls-verify: true}\n",
+             head);
+    parse_error(text, NULL,
+                "cluster \"c\": certificate-authority and insecure-skip-tls-verify are both set");
+    snprintf(text, sizeof text,
+             "%sclusters:\n- name: c\n  cluster: {server: 'https://h', "
+             "certificate-authority: ca.pem, insecure-skip-tls-verify: true}\n",
+             head);
+    parse_error(text, NULL, "are both set");
+
+    kube_config c;
+    char err[512];
+    load("sa", &c, 0, err, sizeof err); /* http://, a token */
+    assert_int_equal(kube_config_check(&c, false, err, sizeof err), -1);
+    if (!strstr(err, "bearer token would be sent in cleartext to http://127.0.0.1:8080") ||
+        !strstr(err, "--allow-token-over-http"))
+        fail_msg("error: %s", err);
+    assert_int_equal(kube_config_check(&c, true, err, sizeof err), 0);
+    kube_config_clear(&c);
+    load("safile", &c, 0, err, sizeof err); /* https://, a token file */
+    assert_int_equal(kube_config_check(&c, false, err, sizeof err), 0);
+    kube_config_clear(&c);
+}
+
 static void b64(const char *in, int want_rc, const char *want)
 {
     kube_blob b;
@@ -346,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_kubeconfig_errors_name_what_is_missing),
         cmocka_unit_test(test_kubeconfig_parse_errors),
         cmocka_unit_test(test_kubeconfig_bad_base64_and_missing_file),
+        cmocka_unit_test(test_kubeconfig_insecure_with_ca_and_token_over_http),
         cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

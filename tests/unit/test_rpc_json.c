@@ -290,6 +290,85 @@ static void test_rpc_json_errors_name_the_field(void **state)
                  "field \"leases\": expected an array");
 }
 
+/* Decodes len bytes of text (which may hold NULs) as a CampaignRequest and
+ * expects an error containing want. */
+static void expect_error_n(const char *text, size_t len, const char *want)
+{
+    char err[256] = "";
+    ProtobufCMessage *m =
+        rpc_json_decode(&kubelease__v1__campaign_request__descriptor, text, len, err, sizeof err);
+    if (m)
+        fail_msg("%.*s: accepted", (int)len, text);
+    if (!strstr(err, want))
+        fail_msg("%.*s: error \"%s\" lacks \"%s\"", (int)len, text, err, want);
+}
+
+static void test_rpc_json_refuses_nul_in_any_string(void **state)
+{
+    (void)state;
+    const ProtobufCMessageDescriptor *c = &kubelease__v1__campaign_request__descriptor;
+    /* Escaped: cJSON would cut the identity to "pod-a". */
+    expect_error(c, "{\"namespace\":\"ns\",\"identity\":\"pod-a\\u0000evil\"}",
+                 "field \"identity\": contains a NUL");
+    expect_error(c, "{\"lease_name\":[],\"name\":\"\\u0000\"}", "field \"name\": contains a NUL");
+    /* In a nested message and in a list. */
+    expect_error(&kubelease__v1__campaign_event__descriptor,
+                 "{\"lost\":{\"epoch\":\"1\",\"message\":\"x\\u0000\"}}",
+                 "field \"lost.message\": contains a NUL");
+    expect_error(&kubelease__v1__list_leases_response__descriptor,
+                 "{\"leases\":[{},{\"holder\":\"a\\u0000\"}]}",
+                 "field \"leases[1].holder\": contains a NUL");
+    /* In a key: "identity\u0000x" would otherwise be read as "identity". */
+    expect_error(c, "{\"identity\\u0000x\":\"pod-a\"}", "field \"identity\": its name contains");
+    /* In an unknown field too: no string is cut silently. */
+    expect_error(c, "{\"namespace\":\"ns\",\"note\":\"a\\u0000\"}", "field \"note\"");
+    /* Raw NUL bytes: inside a string, between tokens, after the object. */
+    static const char raw_in[] = "{\"identity\":\"pod-a\0zzz\"}";
+    expect_error_n(raw_in, sizeof raw_in - 1, "field \"identity\": contains a NUL");
+    static const char raw_between[] = "{\"identity\":\0\"pod-a\"}";
+    expect_error_n(raw_between, sizeof raw_between - 1, "malformed JSON: byte 0x00 at byte 12");
+    static const char raw_after[] = "{\"identity\":\"pod-a\"}\0\0";
+    expect_error_n(raw_after, sizeof raw_after - 1, "trailing data at byte 20");
+    static const char vtab[] = "{\"identity\":\v\"pod-a\"}";
+    expect_error_n(vtab, sizeof vtab - 1, "byte 0x0b at byte 12");
+    /* cJSON reads a \u escape that is not four hex digits as U+0000. */
+    expect_error(c, "{\"identity\":\"pod-a\\uzzzz\"}", "invalid \\u escape at byte 18");
+    static const char bad_u[] = "{\"pac\\ud\\\0e\":\"ue\"}"; /* found by fuzz_rpc_json */
+    expect_error_n(bad_u, sizeof bad_u - 1, "invalid \\u escape");
+    /* An escaped backslash before "u0000" is text, not a NUL. */
+    char err[256];
+    const char *ok = "{\"identity\":\"a\\\\u0000\"}";
+    Kubelease__V1__CampaignRequest *r = campaign(ok, err, sizeof err);
+    if (!r)
+        fail_msg("%s: %s", ok, err);
+    assert_string_equal(r->identity, "a\\u0000");
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void test_rpc_json_integers_in_strings_are_digits_only(void **state)
+{
+    (void)state;
+    const ProtobufCMessageDescriptor *c = &kubelease__v1__campaign_request__descriptor;
+    const ProtobufCMessageDescriptor *confirm = &kubelease__v1__confirm_request__descriptor;
+    expect_error(confirm, "{\"epoch\":\"\\t5\"}", "field \"epoch\": expected an integer");
+    expect_error(confirm, "{\"epoch\":\" 5\"}", "field \"epoch\": expected an integer");
+    expect_error(confirm, "{\"epoch\":\"\\n5\"}", "field \"epoch\": expected an integer");
+    expect_error(confirm, "{\"epoch\":\"+5\"}", "field \"epoch\": expected an integer");
+    expect_error(confirm, "{\"epoch\":\"- 5\"}", "field \"epoch\": expected an integer");
+    expect_error(confirm, "{\"epoch\":\"5 \"}", "field \"epoch\": expected an integer");
+    expect_error(confirm, "{\"epoch\":\"0x5\"}", "field \"epoch\": expected an integer");
+    expect_error(c, "{\"leaseDurationSeconds\":\"\\t15\"}",
+                 "field \"leaseDurationSeconds\": expected an integer");
+    expect_error(c, "{\"leaseDurationSeconds\":\"-\"}", "expected an integer");
+    char err[256];
+    Kubelease__V1__ConfirmRequest *r = (Kubelease__V1__ConfirmRequest *)rpc_json_decode(
+        confirm, "{\"epoch\":\"-5\"}", 14, err, sizeof err);
+    if (!r)
+        fail_msg("\"-5\": %s", err);
+    assert_true(r->epoch == -5);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +377,8 @@ int main(void)
         cmocka_unit_test(test_rpc_json_name_is_lower_camel_case),
         cmocka_unit_test(test_rpc_json_accepts_both_name_forms_and_int_forms),
         cmocka_unit_test(test_rpc_json_errors_name_the_field),
+        cmocka_unit_test(test_rpc_json_refuses_nul_in_any_string),
+        cmocka_unit_test(test_rpc_json_integers_in_strings_are_digits_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -210,6 +210,42 @@ static void test_rpc_routes_and_content_types(void **state)
     assert_non_null(strstr(err, "empty JSON body"));
 }
 
+/* protobuf-c would hand "pod-a\0zzz" over as "pod-a": a NUL inside any
+ * string field is refused, naming the field, at any depth. */
+static void test_rpc_proto_refuses_nul_in_string_fields(void **state)
+{
+    (void)state;
+    char err[128] = "";
+    /* namespace "ns", identity "pod-a\0zzz" */
+    const uint8_t campaign[] = {0x0a, 2,   'n', 's', 0x1a, 9,   'p', 'o',
+                                'd',  '-', 'a', 0,   'z',  'z', 'z'};
+    assert_null(rpc_message_decode(RPC_CODEC_PROTO, &kubelease__v1__campaign_request__descriptor,
+                                   campaign, sizeof campaign, err, sizeof err));
+    if (!strstr(err, "field \"identity\": contains a NUL"))
+        fail_msg("error: %s", err);
+    /* A trailing NUL is a NUL too: "ns\0" for the namespace. */
+    const uint8_t get[] = {0x0a, 3, 'n', 's', 0, 0x12, 2, 'd', 'b'};
+    assert_null(rpc_message_decode(RPC_CODEC_PROTO, &kubelease__v1__get_holder_request__descriptor,
+                                   get, sizeof get, err, sizeof err));
+    if (!strstr(err, "field \"namespace\": contains a NUL"))
+        fail_msg("error: %s", err);
+    /* leases[] { holder "a\0" } */
+    const uint8_t list[] = {0x0a, 4, 0x1a, 2, 'a', 0};
+    assert_null(rpc_message_decode(RPC_CODEC_PROTO,
+                                   &kubelease__v1__list_leases_response__descriptor, list,
+                                   sizeof list, err, sizeof err));
+    if (!strstr(err, "field \"leases.holder\": contains a NUL"))
+        fail_msg("error: %s", err);
+    /* NULs in varints and in unknown fields are not strings. */
+    const uint8_t fine[] = {0x0a, 2, 'n', 's', 0x20, 0, 0xfa, 0x06, 2, 0, 0};
+    ProtobufCMessage *m =
+        rpc_message_decode(RPC_CODEC_PROTO, &kubelease__v1__campaign_request__descriptor, fine,
+                           sizeof fine, err, sizeof err);
+    if (!m)
+        fail_msg("refused: %s", err);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_rpc_validate_long_values),
         cmocka_unit_test(test_rpc_request_namespace_and_wrong_type),
         cmocka_unit_test(test_rpc_routes_and_content_types),
+        cmocka_unit_test(test_rpc_proto_refuses_nul_in_string_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

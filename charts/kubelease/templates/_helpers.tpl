@@ -89,6 +89,14 @@ makes.
 {{- end }}
 
 {{/*
+Name of the cluster-scoped objects that let kubeleased review tokens and
+access (auth.mode kubernetes).
+*/}}
+{{- define "kubelease.authClusterRoleName" -}}
+{{- printf "%s-%s-auth" .Release.Namespace (include "kubelease.fullname" .) | trunc 253 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
 The Service's in-cluster URL: what replicas set as KUBELEASE_ENDPOINT.
 */}}
 {{- define "kubelease.endpoint" -}}

@@ -1,0 +1,526 @@
+/* Who may call (docs/design.md, rule 7), on the request's side: the bearer
+ * token, the identity policy and the verdict, and the tickets of requests
+ * that wait for the apiserver; the authorizer object itself.
+ *
+ * A request whose token and access answers are cached is decided on its
+ * MHD thread (a lookup in each cache under its mutex). Otherwise a ticket
+ * is made, the connection suspended and the ticket posted to the loop
+ * thread, which asks the apiserver (auth_review.c) and resumes the
+ * connection with the verdict; the access handler then runs again and
+ * finds it. Tickets are shared like calls (see auth.h); their references
+ * and the list s->auth_tickets change under s->mu. */
+#include "http/auth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/loop.h"
+#include "http/auth_internal.h"
+
+#define TOKEN_TTL_MS     60000
+#define NEGATIVE_TTL_MS  5000
+#define ACCESS_TTL_MS    10000
+#define TOKEN_CACHE_MAX  4096
+#define ACCESS_CACHE_MAX 16384
+#define TOKEN_MAX        16384
+
+struct http_auth_ticket {
+    http_server *srv;
+    int refs;
+    struct MHD_Connection *conn; /* NULL once the request is over */
+    bool suspended, done, listed;
+    http_auth_ticket *prev, *next;
+    /* the question */
+    uint8_t digest[AUTH_DIGEST_LEN];
+    char *token; /* secret: wiped when freed */
+    char verb[16], ns[64], name[254], identity[256];
+    bool has_identity, narrow_on_deny;
+    auth_subject *subject; /* loop thread: the caller, once authenticated */
+    /* the answer */
+    http_auth_verdict verdict;
+    http_auth_denial denial;
+    auth_subject *narrow; /* allowed, narrowed to what this subject may list */
+};
+
+/* ---- the authorizer --------------------------------------------------------- */
+
+static void access_answer_free(void *v)
+{
+    free(v);
+}
+
+http_auth *http_auth_new(const http_auth_config *cfg)
+{
+    http_auth *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->mode = cfg->mode;
+    a->policy = cfg->identity_policy;
+    snprintf(a->audience, sizeof a->audience, "%s",
+             cfg->audience && cfg->audience[0] ? cfg->audience : HTTP_AUTH_DEFAULT_AUDIENCE);
+    a->loop = cfg->loop;
+    a->kube = cfg->kube;
+    a->token_ttl_ms = cfg->token_ttl_ms > 0 ? cfg->token_ttl_ms : TOKEN_TTL_MS;
+    a->negative_ttl_ms = cfg->negative_ttl_ms > 0 ? cfg->negative_ttl_ms : NEGATIVE_TTL_MS;
+    a->access_ttl_ms = cfg->access_ttl_ms > 0 ? cfg->access_ttl_ms : ACCESS_TTL_MS;
+    a->tokens = auth_cache_new(TOKEN_CACHE_MAX, auth_token_answer_free);
+    a->access = auth_cache_new(ACCESS_CACHE_MAX, access_answer_free);
+    if (!a->tokens || !a->access) {
+        http_auth_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void http_auth_free(http_auth *a)
+{
+    if (!a)
+        return;
+    auth_reviews_free(a);
+    auth_cache_free(a->tokens);
+    auth_cache_free(a->access);
+    free(a);
+}
+
+/* ---- the rules ------------------------------------------------------------------- */
+
+static bool name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+}
+
+int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity, char *msg,
+                      size_t msg_len)
+{
+    if (!identity || a->policy == HTTP_IDENTITY_ANY)
+        return 0;
+    if (a->policy == HTTP_IDENTITY_POD) {
+        if (!s->pod[0]) {
+            snprintf(msg, msg_len,
+                     "--identity-policy pod: the caller's token is not bound to a pod (use a "
+                     "projected ServiceAccount token), so no identity is its own");
+            return -1;
+        }
+        if (strcmp(identity, s->pod) == 0)
+            return 0;
+        snprintf(msg, msg_len,
+                 "--identity-policy pod: identity \"%.200s\" is not the caller's pod name \"%s\"",
+                 identity, s->pod);
+        return -1;
+    }
+    if (!s->sa[0]) {
+        snprintf(msg, msg_len,
+                 "--identity-policy serviceaccount: the caller \"%.200s\" is not a "
+                 "ServiceAccount",
+                 s->user.username);
+        return -1;
+    }
+    size_t n = strlen(s->sa);
+    if (strncmp(identity, s->sa, n) == 0 && !name_char(identity[n]))
+        return 0;
+    snprintf(msg, msg_len,
+             "--identity-policy serviceaccount: identity \"%.200s\" does not start with the "
+             "caller's \"%s\" (namespace:serviceaccount)",
+             identity, s->sa);
+    return -1;
+}
+
+void auth_forbidden_message(const auth_subject *s, const auth_access_question *q,
+                            const char *reason, char *msg, size_t msg_len)
+{
+    char what[320], where[96];
+    if (q->name[0])
+        snprintf(what, sizeof what, "%s.%s \"%s\"", HTTP_AUTH_RESOURCE, HTTP_AUTH_GROUP, q->name);
+    else
+        snprintf(what, sizeof what, "%s.%s", HTTP_AUTH_RESOURCE, HTTP_AUTH_GROUP);
+    if (q->ns[0])
+        snprintf(where, sizeof where, "in the namespace \"%s\"", q->ns);
+    else
+        snprintf(where, sizeof where, "at the cluster scope");
+    snprintf(msg, msg_len,
+             "%s is forbidden: User \"%.200s\" cannot %s resource \"%s\" in API group \"%s\" "
+             "%s%s%.200s",
+             what, s->user.username, q->verb, HTTP_AUTH_RESOURCE, HTTP_AUTH_GROUP, where,
+             reason && reason[0] ? ": " : "", reason ? reason : "");
+}
+
+static http_auth_verdict deny(http_auth_denial *d, rpc_code code, const char *message)
+{
+    d->code = code;
+    snprintf(d->message, sizeof d->message, "%s", message);
+    return HTTP_AUTH_DENIED;
+}
+
+/* After the token: refused, or the identity policy says no. */
+static bool refused(const http_auth *a, const auth_token_answer *t, const http_auth_action *act,
+                    http_auth_denial *d)
+{
+    char msg[400];
+    if (t->code != RPC_OK) {
+        deny(d, t->code, t->message);
+        return true;
+    }
+    if (auth_policy_check(a, t->subject, act->identity, msg, sizeof msg) != 0) {
+        deny(d, RPC_PERMISSION_DENIED, msg);
+        return true;
+    }
+    return false;
+}
+
+/* The verdict of an access answer; *narrow (a new reference) when a denied
+ * cluster-scope list is narrowed instead. */
+static http_auth_verdict access_verdict(auth_subject *s, const http_auth_action *act,
+                                        const auth_access_answer *acc, http_auth_denial *d,
+                                        auth_subject **narrow)
+{
+    *narrow = NULL;
+    if (acc->code != RPC_OK)
+        return deny(d, acc->code, acc->message);
+    if (acc->allowed)
+        return HTTP_AUTH_ALLOWED;
+    if (act->narrow_on_deny && !act->ns[0]) {
+        *narrow = auth_subject_ref(s);
+        return HTTP_AUTH_ALLOWED;
+    }
+    auth_access_question q = {act->verb, act->ns, act->name};
+    auth_forbidden_message(s, &q, acc->message, d->message, sizeof d->message);
+    d->code = RPC_PERMISSION_DENIED;
+    return HTTP_AUTH_DENIED;
+}
+
+/* ---- tickets --------------------------------------------------------------------- */
+
+static void ticket_unref(http_auth_ticket *t)
+{
+    if (--t->refs > 0)
+        return;
+    if (t->token) {
+        volatile char *p = t->token;
+        while (*p)
+            *p++ = 0;
+        free(t->token);
+    }
+    auth_subject_unref(t->subject);
+    auth_subject_unref(t->narrow);
+    free(t);
+}
+
+static void ticket_unlist(http_server *s, http_auth_ticket *t)
+{
+    if (!t->listed)
+        return;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        s->auth_tickets = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->prev = t->next = NULL;
+    t->listed = false;
+}
+
+/* s->mu held: sets the verdict of a ticket that has none, and resumes its
+ * connection. Takes narrow. */
+static void ticket_answer_locked(http_auth_ticket *t, http_auth_verdict v,
+                                 const http_auth_denial *d, auth_subject *narrow)
+{
+    if (t->done) {
+        auth_subject_unref(narrow);
+        return;
+    }
+    t->done = true;
+    t->verdict = v;
+    if (d)
+        t->denial = *d;
+    t->narrow = narrow;
+    if (t->suspended && t->conn) {
+        t->suspended = false;
+        MHD_resume_connection(t->conn);
+    }
+}
+
+/* Loop thread: the verdict is in; the loop drops its reference. */
+static void ticket_complete(http_auth_ticket *t, http_auth_verdict v, const http_auth_denial *d,
+                            auth_subject *narrow)
+{
+    http_server *s = t->srv;
+    pthread_mutex_lock(&s->mu);
+    ticket_unlist(s, t);
+    ticket_answer_locked(t, v, d, narrow);
+    ticket_unref(t); /* the loop's */
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void ticket_fail(http_auth_ticket *t, rpc_code code, const char *message)
+{
+    http_auth_denial d;
+    deny(&d, code, message);
+    ticket_complete(t, HTTP_AUTH_DENIED, &d, NULL);
+}
+
+static http_auth_action ticket_action(const http_auth_ticket *t)
+{
+    return (http_auth_action){t->verb, t->ns, t->name, t->has_identity ? t->identity : NULL,
+                              t->narrow_on_deny};
+}
+
+static void ticket_on_access(void *ctx, const auth_access_answer *acc)
+{
+    http_auth_ticket *t = ctx;
+    http_auth_action act = ticket_action(t);
+    http_auth_denial d;
+    auth_subject *narrow;
+    http_auth_verdict v = access_verdict(t->subject, &act, acc, &d, &narrow);
+    ticket_complete(t, v, &d, narrow);
+}
+
+static void ticket_on_token(void *ctx, const auth_token_answer *ans)
+{
+    http_auth_ticket *t = ctx;
+    http_auth *a = t->srv->auth;
+    http_auth_action act = ticket_action(t);
+    http_auth_denial d;
+    if (refused(a, ans, &act, &d)) {
+        ticket_complete(t, HTTP_AUTH_DENIED, &d, NULL);
+        return;
+    }
+    t->subject = auth_subject_ref(ans->subject);
+    auth_access_question q = {t->verb, t->ns, t->name};
+    uint8_t key[AUTH_DIGEST_LEN];
+    auth_access_key(t->subject, &q, key);
+    auth_access_answer acc;
+    char msg[300];
+    if (auth_access_lookup(a, key, &acc))
+        ticket_on_access(t, &acc);
+    else if (auth_review_access(a, t->subject, &q, ticket_on_access, NULL, t, msg, sizeof msg) != 0)
+        ticket_fail(t, RPC_UNAVAILABLE, msg);
+}
+
+/* Loop thread: the ticket's first step. */
+static void ticket_run(void *arg)
+{
+    http_auth_ticket *t = arg;
+    http_auth *a = t->srv->auth;
+    auth_token_answer ans;
+    char msg[300];
+    if (auth_token_lookup(a, t->digest, &ans)) {
+        ticket_on_token(t, &ans);
+        auth_subject_unref(ans.subject);
+    } else if (auth_review_token(a, t->digest, t->token, ticket_on_token, NULL, t, msg,
+                                 sizeof msg) != 0) {
+        ticket_fail(t, RPC_UNAVAILABLE, msg);
+    }
+}
+
+static http_auth_ticket *ticket_new(http_server *s, struct MHD_Connection *conn,
+                                    const http_auth_action *act, const uint8_t *digest,
+                                    const char *token)
+{
+    http_auth_ticket *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->srv = s;
+    t->refs = 1;
+    t->conn = conn;
+    memcpy(t->digest, digest, AUTH_DIGEST_LEN);
+    snprintf(t->verb, sizeof t->verb, "%s", act->verb);
+    snprintf(t->ns, sizeof t->ns, "%s", act->ns);
+    snprintf(t->name, sizeof t->name, "%s", act->name);
+    t->has_identity = act->identity != NULL;
+    snprintf(t->identity, sizeof t->identity, "%s", act->identity ? act->identity : "");
+    t->narrow_on_deny = act->narrow_on_deny;
+    t->token = strdup(token);
+    if (!t->token) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Suspends the request and hands its question to the loop thread. */
+static http_auth_verdict ticket_start(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                      const http_auth_action *act, const uint8_t *digest,
+                                      const char *token, http_auth_denial *d)
+{
+    http_auth_ticket *t = ticket_new(s, conn, act, digest, token);
+    if (!t)
+        return deny(d, RPC_INTERNAL, "out of memory");
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        ticket_unref(t);
+        pthread_mutex_unlock(&s->mu);
+        return deny(d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+    }
+    t->listed = true;
+    t->next = s->auth_tickets;
+    if (s->auth_tickets)
+        s->auth_tickets->prev = t;
+    s->auth_tickets = t;
+    t->refs++; /* the loop's */
+    if (loop_post(s->auth->loop, ticket_run, t) != 0) {
+        ticket_unlist(s, t);
+        t->refs--; /* the loop never got it */
+        ticket_unref(t);
+        pthread_mutex_unlock(&s->mu);
+        return deny(d, RPC_INTERNAL, "out of memory");
+    }
+    t->suspended = true;
+    MHD_suspend_connection(conn);
+    pthread_mutex_unlock(&s->mu);
+    q->auth = t;
+    return HTTP_AUTH_WAIT;
+}
+
+/* The handler runs again: the verdict, or wait on. */
+static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                        http_auth_denial *d)
+{
+    http_auth_ticket *t = q->auth;
+    pthread_mutex_lock(&s->mu);
+    if (!t->done && s->gone) {
+        http_auth_denial gone;
+        deny(&gone, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+        ticket_answer_locked(t, HTTP_AUTH_DENIED, &gone, NULL);
+    }
+    if (!t->done) {
+        t->suspended = true;
+        MHD_suspend_connection(conn);
+        pthread_mutex_unlock(&s->mu);
+        return HTTP_AUTH_WAIT;
+    }
+    http_auth_verdict v = t->verdict;
+    *d = t->denial;
+    q->scope.subject = t->narrow;
+    t->narrow = NULL;
+    t->conn = NULL;
+    ticket_unref(t); /* the request's */
+    pthread_mutex_unlock(&s->mu);
+    q->auth = NULL;
+    return v;
+}
+
+/* ---- the request's side ------------------------------------------------------------ */
+
+/* The token of "Authorization: Bearer <token>" into *token (pointing into
+ * the header). Returns 0, or -1 with the reason in d. */
+static int bearer_token(struct MHD_Connection *conn, const http_auth *a, const char **token,
+                        size_t *len, http_auth_denial *d)
+{
+    char msg[300];
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h) {
+        snprintf(msg, sizeof msg,
+                 "no credentials: send \"Authorization: Bearer <token>\" with a ServiceAccount "
+                 "token for audience \"%s\"",
+                 a->audience);
+        deny(d, RPC_UNAUTHENTICATED, msg);
+        return -1;
+    }
+    while (*h == ' ')
+        h++;
+    if (strncasecmp(h, "Bearer ", 7) != 0) {
+        deny(d, RPC_UNAUTHENTICATED, "the Authorization header is not \"Bearer <token>\"");
+        return -1;
+    }
+    h += 7;
+    while (*h == ' ')
+        h++;
+    size_t n = 0;
+    while (h[n] > ' ' && h[n] < 0x7f)
+        n++;
+    size_t end = n;
+    while (h[end] == ' ')
+        end++;
+    if (n == 0 || h[end] || n > TOKEN_MAX) {
+        deny(d, RPC_UNAUTHENTICATED,
+             "the bearer token is empty, too long or holds characters no token has");
+        return -1;
+    }
+    *token = h;
+    *len = n;
+    return 0;
+}
+
+/* The decision from the caches; true when both answers were there. */
+static bool decide_cached(http_auth *a, const http_auth_action *act, const uint8_t *digest,
+                          http_req *q, http_auth_verdict *v, http_auth_denial *d)
+{
+    auth_token_answer t;
+    if (!auth_token_lookup(a, digest, &t))
+        return false;
+    bool decided = true;
+    if (refused(a, &t, act, d)) {
+        *v = HTTP_AUTH_DENIED;
+    } else {
+        auth_access_question aq = {act->verb, act->ns, act->name};
+        uint8_t key[AUTH_DIGEST_LEN];
+        auth_access_answer acc;
+        auth_access_key(t.subject, &aq, key);
+        decided = auth_access_lookup(a, key, &acc);
+        if (decided)
+            *v = access_verdict(t.subject, act, &acc, d, &q->scope.subject);
+    }
+    auth_subject_unref(t.subject);
+    return decided;
+}
+
+http_auth_verdict http_auth_authorize(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                      const http_auth_action *act, http_auth_denial *d)
+{
+    if (q->auth)
+        return ticket_resumed(s, conn, q, d);
+    const char *token;
+    size_t len;
+    uint8_t digest[AUTH_DIGEST_LEN];
+    if (bearer_token(conn, s->auth, &token, &len, d) != 0)
+        return HTTP_AUTH_DENIED;
+    if (auth_digest(token, len, digest) != 0)
+        return deny(d, RPC_INTERNAL, "cannot hash the token (libcrypto failed)");
+    http_auth_verdict v;
+    if (decide_cached(s->auth, act, digest, q, &v, d))
+        return v;
+    char *copy = strndup(token, len);
+    if (!copy)
+        return deny(d, RPC_INTERNAL, "out of memory");
+    v = ticket_start(s, conn, q, act, digest, copy, d);
+    volatile char *p = copy;
+    while (*p)
+        *p++ = 0;
+    free(copy);
+    return v;
+}
+
+void http_auth_request_done(http_server *s, http_req *q)
+{
+    http_auth_ticket *t = q->auth;
+    if (!t)
+        return;
+    pthread_mutex_lock(&s->mu);
+    t->conn = NULL;
+    t->suspended = false;
+    ticket_unref(t); /* the request's */
+    pthread_mutex_unlock(&s->mu);
+    q->auth = NULL;
+}
+
+void http_auth_tickets_end_locked(http_server *s)
+{
+    http_auth_denial d;
+    deny(&d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+    while (s->auth_tickets) {
+        http_auth_ticket *t = s->auth_tickets;
+        ticket_unlist(s, t);
+        ticket_answer_locked(t, HTTP_AUTH_DENIED, &d, NULL);
+        ticket_unref(t); /* the loop's: it will never run again */
+    }
+}
+
+void http_auth_tickets_fail_locked(http_server *s)
+{
+    http_auth_denial d;
+    deny(&d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+    for (http_auth_ticket *t = s->auth_tickets; t; t = t->next)
+        ticket_answer_locked(t, HTTP_AUTH_DENIED, &d, NULL);
+}

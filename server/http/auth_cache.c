@@ -1,0 +1,246 @@
+/* The caches of authentication and authorization answers: fixed-capacity
+ * maps from a SHA-256 digest to a value with an expiry, least recently used
+ * first out, and the lookups of tokens and access questions in them
+ * (counted in kubelease_auth_cache_hits_total). A hit is a mutex and a
+ * bucket walk, so MHD threads answer cached callers without a hop to
+ * another thread.
+ *
+ * Threads: every function is thread-safe (one mutex per cache); values are
+ * copied out under it by the caller's copy function, so no value is used
+ * after it may have been evicted. */
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/loop.h"
+#include "core/metrics.h"
+#include "http/auth_internal.h"
+
+typedef struct entry {
+    uint8_t key[AUTH_DIGEST_LEN];
+    void *value;
+    int64_t expires_ms;
+    struct entry *chain;       /* the bucket's next */
+    struct entry *prev, *next; /* recency: head is the most recent */
+} entry;
+
+struct auth_cache {
+    pthread_mutex_t mu;
+    void (*free_value)(void *value);
+    size_t capacity, count, n_buckets;
+    entry **buckets;
+    entry *head, *tail;
+};
+
+/* ---- SHA-256 -------------------------------------------------------------- */
+
+static pthread_once_t md_once = PTHREAD_ONCE_INIT;
+static EVP_MD *md_sha256;
+
+static void md_init(void)
+{
+    md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+int auth_digest(const void *data, size_t len, uint8_t out[AUTH_DIGEST_LEN])
+{
+    pthread_once(&md_once, md_init);
+    unsigned n = 0;
+    if (!md_sha256 || EVP_Digest(data, len, out, &n, md_sha256, NULL) != 1 || n != AUTH_DIGEST_LEN)
+        return -1;
+    return 0;
+}
+
+/* ---- the map -------------------------------------------------------------- */
+
+auth_cache *auth_cache_new(size_t capacity, void (*free_value)(void *value))
+{
+    auth_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->capacity = capacity ? capacity : 1;
+    c->n_buckets = 64;
+    while (c->n_buckets < c->capacity)
+        c->n_buckets *= 2;
+    c->buckets = calloc(c->n_buckets, sizeof *c->buckets);
+    if (!c->buckets) {
+        free(c);
+        return NULL;
+    }
+    c->free_value = free_value;
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+static size_t bucket_of(const auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN])
+{
+    size_t h;
+    memcpy(&h, key, sizeof h); /* a digest: its bytes are already uniform */
+    return h & (c->n_buckets - 1);
+}
+
+static void unlink_recency(auth_cache *c, entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        c->tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void push_front(auth_cache *c, entry *e)
+{
+    e->prev = NULL;
+    e->next = c->head;
+    if (c->head)
+        c->head->prev = e;
+    c->head = e;
+    if (!c->tail)
+        c->tail = e;
+}
+
+static void remove_entry(auth_cache *c, entry *e)
+{
+    entry **p = &c->buckets[bucket_of(c, e->key)];
+    while (*p != e)
+        p = &(*p)->chain;
+    *p = e->chain;
+    unlink_recency(c, e);
+    c->count--;
+    if (c->free_value)
+        c->free_value(e->value);
+    free(e);
+}
+
+static entry *find(const auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN])
+{
+    for (entry *e = c->buckets[bucket_of(c, key)]; e; e = e->chain)
+        if (memcmp(e->key, key, AUTH_DIGEST_LEN) == 0)
+            return e;
+    return NULL;
+}
+
+bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t now_ms,
+                    void (*copy)(const void *value, void *out), void *out)
+{
+    bool hit = false;
+    pthread_mutex_lock(&c->mu);
+    entry *e = find(c, key);
+    if (e && e->expires_ms <= now_ms) {
+        remove_entry(c, e);
+    } else if (e) {
+        unlink_recency(c, e);
+        push_front(c, e);
+        copy(e->value, out);
+        hit = true;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return hit;
+}
+
+void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value,
+                    int64_t expires_ms)
+{
+    pthread_mutex_lock(&c->mu);
+    entry *e = find(c, key);
+    if (e)
+        remove_entry(c, e);
+    while (c->count >= c->capacity && c->tail)
+        remove_entry(c, c->tail);
+    e = calloc(1, sizeof *e);
+    if (!e) {
+        pthread_mutex_unlock(&c->mu);
+        if (c->free_value)
+            c->free_value(value); /* not cached: asked again next time */
+        return;
+    }
+    memcpy(e->key, key, AUTH_DIGEST_LEN);
+    e->value = value;
+    e->expires_ms = expires_ms;
+    size_t b = bucket_of(c, key);
+    e->chain = c->buckets[b];
+    c->buckets[b] = e;
+    push_front(c, e);
+    c->count++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+size_t auth_cache_count(auth_cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->count;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void auth_cache_free(auth_cache *c)
+{
+    if (!c)
+        return;
+    while (c->head)
+        remove_entry(c, c->head);
+    free(c->buckets);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* ---- the lookups ----------------------------------------------------------- */
+
+static void count_hit(const char *cache)
+{
+    char labels[48];
+    snprintf(labels, sizeof labels, "cache=\"%s\"", cache);
+    metrics_add("kubelease_auth_cache_hits_total", labels, 1);
+}
+
+static void copy_token_answer(const void *value, void *out)
+{
+    auth_token_answer *o = out;
+    *o = *(const auth_token_answer *)value;
+    auth_subject_ref(o->subject);
+}
+
+bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out)
+{
+    if (!auth_cache_get(a->tokens, digest, mono_ms(), copy_token_answer, out))
+        return false;
+    count_hit("token");
+    return true;
+}
+
+void auth_access_key(const auth_subject *s, const auth_access_question *q,
+                     uint8_t key[AUTH_DIGEST_LEN])
+{
+    char buf[AUTH_DIGEST_LEN + 16 + 64 + 254 + 3];
+    size_t n = 0;
+    memcpy(buf, s->digest, AUTH_DIGEST_LEN);
+    n += AUTH_DIGEST_LEN;
+    const char *parts[] = {q->verb, q->ns, q->name};
+    for (size_t i = 0; i < 3; i++) {
+        size_t len = strnlen(parts[i], 253);
+        memcpy(buf + n, parts[i], len);
+        n += len;
+        buf[n++] = 0; /* NUL-separated: no two questions share a key */
+    }
+    if (auth_digest(buf, n, key) != 0)
+        memset(key, 0, AUTH_DIGEST_LEN); /* libcrypto failed: an all-zero key is never cached */
+}
+
+static void copy_access_answer(const void *value, void *out)
+{
+    *(auth_access_answer *)out = *(const auth_access_answer *)value;
+}
+
+bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out)
+{
+    if (!auth_cache_get(a->access, key, mono_ms(), copy_access_answer, out))
+        return false;
+    count_hit("access");
+    return true;
+}

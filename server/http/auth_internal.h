@@ -1,0 +1,141 @@
+/* Private to server/http/auth*.c: the authorizer object, its caches, the
+ * subjects it authenticated, and the reviews it runs on the engine's loop.
+ *
+ * Who runs where:
+ * - auth_cache.c: thread-safe maps (a mutex each) and the lookups in them;
+ *   MHD threads read them for cached callers, the loop thread fills them.
+ * - auth_review.c: the loop thread only (every kube_client call, the
+ *   in-flight reviews and their waiters). http_auth_free runs it down on
+ *   the owner's thread once the loop has stopped.
+ * - auth.c (requests, on MHD threads) and auth_list.c (ListLeases replies,
+ *   on the engine thread, which runs the loop) use both. */
+#ifndef KL_HTTP_AUTH_INTERNAL_H
+#define KL_HTTP_AUTH_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/auth.h"
+#include "kube/review.h"
+#include "rpc/connect.h"
+
+#define AUTH_DIGEST_LEN 32
+
+/* SHA-256 of data into out. Returns 0, or -1 when libcrypto fails. Any thread. */
+int auth_digest(const void *data, size_t len, uint8_t out[AUTH_DIGEST_LEN]);
+
+/* ---- auth_cache.c ---------------------------------------------------------- */
+
+typedef struct auth_cache auth_cache;
+
+/* At most capacity entries; free_value (may be NULL) releases a value that
+ * is evicted, expired, replaced or left at auth_cache_free. */
+auth_cache *auth_cache_new(size_t capacity, void (*free_value)(void *value));
+void auth_cache_free(auth_cache *c);
+/* On a live entry: copy(value, out) under the cache's lock, then true. An
+ * expired entry is dropped. */
+bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t now_ms,
+                    void (*copy)(const void *value, void *out), void *out);
+/* Takes value; replaces an entry with the same key, evicts the least
+ * recently used one when full. */
+void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value,
+                    int64_t expires_ms);
+size_t auth_cache_count(auth_cache *c);
+
+/* ---- subjects and answers -------------------------------------------------- */
+
+/* A user the apiserver authenticated: what access reviews ask about, and
+ * what the identity policy checks. Immutable once made; shared by the token
+ * cache and whatever acts for the user, with atomic reference counts. */
+struct auth_subject {
+    atomic_int refs;
+    kube_user user;
+    uint8_t digest[AUTH_DIGEST_LEN]; /* of the whole user: access answers are keyed by it */
+    char sa[320];                    /* "NS:NAME" for a ServiceAccount, else "" */
+    char pod[254];                   /* the pod-name claim of a pod-bound token, else "" */
+};
+
+auth_subject *auth_subject_ref(auth_subject *s);
+/* Frees a cached auth_token_answer (the token cache's free_value). */
+void auth_token_answer_free(void *v);
+
+/* What a token is, as cached. code RPC_OK: subject (a reference of the
+ * holder's) is the caller; RPC_UNAUTHENTICATED: refused, message says why;
+ * RPC_UNAVAILABLE (never cached): the apiserver could not tell. */
+typedef struct auth_token_answer {
+    rpc_code code;
+    auth_subject *subject;
+    char message[300];
+} auth_token_answer;
+
+/* What an access review said. code RPC_OK: decided (allowed, reason);
+ * RPC_UNAVAILABLE (never cached): no decision, message says why. */
+typedef struct auth_access_answer {
+    rpc_code code;
+    bool allowed;
+    char message[300];
+} auth_access_answer;
+
+/* An access question: SubjectAccessReview attributes for elections.kubelease.io. */
+typedef struct auth_access_question {
+    const char *verb;
+    const char *ns;   /* "": the cluster scope */
+    const char *name; /* "": every name */
+} auth_access_question;
+
+struct http_auth {
+    http_auth_mode mode;
+    http_identity_policy policy;
+    char audience[256];
+    loop *loop;
+    kube_client *kube;
+    int64_t token_ttl_ms, negative_ttl_ms, access_ttl_ms;
+    auth_cache *tokens; /* SHA-256 of the token -> auth_token_answer */
+    auth_cache *access; /* SHA-256 of (subject, verb, ns, name) -> auth_access_answer */
+    /* loop thread only (auth_review.c) */
+    struct auth_review *reviews; /* in flight */
+    size_t n_reviews;
+};
+
+/* auth_cache.c: the cached answer for a token (any thread). True on a hit,
+ * with out->subject a new reference (release it with auth_subject_unref). */
+bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out);
+/* The cache key of an access question and the cached answer, if any. */
+void auth_access_key(const auth_subject *s, const auth_access_question *q,
+                     uint8_t key[AUTH_DIGEST_LEN]);
+bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out);
+
+/* The identity policy for a campaign's identity. Returns 0, or -1 with the
+ * reason in msg. */
+int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity, char *msg,
+                      size_t msg_len);
+/* The permission_denied message for a denied question, like kubectl's. */
+void auth_forbidden_message(const auth_subject *s, const auth_access_question *q,
+                            const char *reason, char *msg, size_t msg_len);
+
+/* ---- auth_review.c: reviews on the loop thread ----------------------------- */
+
+/* A review answered: a (valid during the call; take a subject reference to
+ * keep it). Loop thread. */
+typedef void (*auth_token_cb)(void *ctx, const auth_token_answer *a);
+typedef void (*auth_access_cb)(void *ctx, const auth_access_answer *a);
+
+/* Reviews token (whose digest is given), or joins the review of the same
+ * token in flight; cb runs on the loop thread, never inside this call. The
+ * answer is cached. drop (may be NULL) runs instead of cb when the
+ * authorizer is freed first. Returns 0, or -1 when the review cannot be
+ * started (cb then never runs): message says why. */
+int auth_review_token(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
+                      auth_token_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
+                      size_t message_len);
+/* The same for an access question about s. */
+int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question *q,
+                       auth_access_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
+                       size_t message_len);
+/* Cancels every review in flight and runs the waiters' drop functions. The
+ * loop has stopped. */
+void auth_reviews_free(http_auth *a);
+
+#endif

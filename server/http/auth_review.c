@@ -1,0 +1,425 @@
+/* TokenReviews and SubjectAccessReviews, on the engine's loop thread: one
+ * request per question in flight (callers asking the same question wait
+ * on it), answers cached, counted in kubelease_auth_reviews_total, and
+ * failures turned into "unavailable" (fail closed: no answer is no access).
+ *
+ * Threads: the loop thread only, except auth_reviews_free, which the owner
+ * calls once the loop has stopped. The in-flight list needs no lock. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/metrics.h"
+#include "http/auth_internal.h"
+#include "kube/api.h"
+#include "kube/lease_json.h"
+
+#define REVIEW_TIMEOUT_MS 5000
+#define MAX_REVIEWS                                                                                \
+    256                      /* in flight; more: unavailable, so a flood of bad tokens             \
+                                cannot queue unbounded work on the apiserver */
+#define EXPIRY_SLACK_MS 1000 /* a token is not trusted up to its last second */
+
+typedef enum review_kind { REVIEW_TOKEN, REVIEW_ACCESS } review_kind;
+
+typedef struct waiter {
+    struct waiter *next;
+    auth_token_cb token_cb;
+    auth_access_cb access_cb;
+    void (*drop)(void *ctx);
+    void *ctx;
+} waiter;
+
+typedef struct auth_review {
+    struct auth_review *prev, *next;
+    http_auth *a;
+    review_kind kind;
+    uint8_t key[AUTH_DIGEST_LEN]; /* the token's digest, or the access key */
+    kube_request *req;
+    waiter *waiters, **tail;
+    char *token;           /* token reviews: for the message of a refusal (secret) */
+    auth_subject *subject; /* access reviews */
+    char verb[16], ns[64], name[254];
+} auth_review;
+
+/* ---- the in-flight list --------------------------------------------------- */
+
+static auth_review *find_review(http_auth *a, review_kind kind, const uint8_t *key)
+{
+    for (auth_review *r = a->reviews; r; r = r->next)
+        if (r->kind == kind && memcmp(r->key, key, AUTH_DIGEST_LEN) == 0)
+            return r;
+    return NULL;
+}
+
+static void wipe_free(char *s)
+{
+    if (!s)
+        return;
+    volatile char *p = s;
+    while (*p)
+        *p++ = 0;
+    free(s);
+}
+
+static void review_unlink(http_auth *a, auth_review *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        a->reviews = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    a->n_reviews--;
+}
+
+static void review_free(auth_review *r)
+{
+    for (waiter *w = r->waiters, *next; w; w = next) {
+        next = w->next;
+        free(w);
+    }
+    wipe_free(r->token);
+    auth_subject_unref(r->subject);
+    free(r);
+}
+
+static int add_waiter(auth_review *r, auth_token_cb tcb, auth_access_cb acb, void (*drop)(void *),
+                      void *ctx)
+{
+    waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        return -1;
+    *w = (waiter){NULL, tcb, acb, drop, ctx};
+    *r->tail = w;
+    r->tail = &w->next;
+    return 0;
+}
+
+/* A new review, listed, with its first waiter; NULL (message set) when too
+ * many are in flight or out of memory. */
+static auth_review *review_new(http_auth *a, review_kind kind, const uint8_t *key,
+                               auth_token_cb tcb, auth_access_cb acb, void (*drop)(void *),
+                               void *ctx, char *message, size_t message_len)
+{
+    if (a->n_reviews >= MAX_REVIEWS) {
+        snprintf(message, message_len,
+                 "too many callers are being authenticated at once; try again shortly");
+        return NULL;
+    }
+    auth_review *r = calloc(1, sizeof *r);
+    if (r)
+        r->tail = &r->waiters;
+    if (!r || add_waiter(r, tcb, acb, drop, ctx) != 0) {
+        free(r);
+        snprintf(message, message_len, "out of memory");
+        return NULL;
+    }
+    r->a = a;
+    r->kind = kind;
+    memcpy(r->key, key, AUTH_DIGEST_LEN);
+    r->next = a->reviews;
+    if (a->reviews)
+        a->reviews->prev = r;
+    a->reviews = r;
+    a->n_reviews++;
+    return r;
+}
+
+static void count_review(const char *kind, const char *result)
+{
+    char labels[96];
+    snprintf(labels, sizeof labels, "kind=\"%s\",result=\"%s\"", kind, result);
+    metrics_add("kubelease_auth_reviews_total", labels, 1);
+}
+
+/* Why a review got no answer: unreachable, refused (kubeleased's own RBAC),
+ * or an error of the apiserver's. */
+static void failure_message(const char *kind, const char *resource, const kube_response *res,
+                            char *out, size_t out_len)
+{
+    if (res->http_code == 0) {
+        snprintf(out, out_len, "cannot reach the apiserver for a %s: %s", kind, res->error);
+        return;
+    }
+    kube_status st;
+    char detail[384];
+    kube_status_message(res->http_code,
+                        kube_status_decode(res->body, res->body_len, &st) == 0 ? &st : NULL, detail,
+                        sizeof detail);
+    if (res->http_code == 403)
+        snprintf(out, out_len,
+                 "kubeleased may not create %s (grant it create in a ClusterRole): %s", resource,
+                 detail);
+    else
+        snprintf(out, out_len, "the apiserver did not answer a %s: %s", kind, detail);
+}
+
+/* ---- token reviews ---------------------------------------------------------- */
+
+static void subject_free(auth_subject *s)
+{
+    kube_user_clear(&s->user);
+    free(s);
+}
+
+/* A subject taking over tr's user. NULL when out of memory. */
+static auth_subject *subject_new(kube_token_review *tr)
+{
+    auth_subject *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    s->user = tr->user;
+    memset(&tr->user, 0, sizeof tr->user);
+    /* The digest is of the JSON of every field an access review sends about
+     * the user, so that two users never share access answers. */
+    char *body = kube_access_review_body(&s->user, &(kube_resource_attributes){"", "", "", "", ""});
+    if (!body || auth_digest(body, strlen(body), s->digest) != 0) {
+        free(body);
+        subject_free(s);
+        return NULL;
+    }
+    free(body);
+    if (kube_user_serviceaccount(&s->user, s->sa, sizeof s->sa) != 0)
+        s->sa[0] = 0;
+    const char *pod = kube_user_extra_value(&s->user, KUBE_EXTRA_POD_NAME);
+    snprintf(s->pod, sizeof s->pod, "%s", pod ? pod : "");
+    return s;
+}
+
+void auth_token_answer_free(void *v)
+{
+    auth_token_answer *t = v;
+    auth_subject_unref(t->subject);
+    free(t);
+}
+
+/* Why the apiserver refused a token, in terms the caller can act on: its
+ * claims (read, not trusted) tell an expired token or a wrong audience
+ * from an otherwise invalid one. */
+static void refusal_message(const http_auth *a, const char *token, const char *error, char *out,
+                            size_t out_len)
+{
+    kube_jwt_claims c;
+    bool jwt = kube_jwt_peek(token, &c) == 0;
+    const char *why = error[0] ? error : "the apiserver does not authenticate it";
+    if (jwt && c.exp > 0 && c.exp * 1000000 <= wall_us()) {
+        time_t t = (time_t)c.exp;
+        struct tm tm;
+        char when[32];
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(out, out_len, "the token expired at %s (TokenReview: %s)", when, why);
+    } else if (jwt && !kube_jwt_has_audience(&c, a->audience)) {
+        snprintf(out, out_len,
+                 "the token's audience is [%s], not \"%s\": use a ServiceAccount token requested "
+                 "for audience \"%s\" (a projected token)",
+                 c.aud, a->audience, a->audience);
+    } else {
+        snprintf(out, out_len, "the token is invalid (TokenReview: %s)", why);
+    }
+}
+
+/* The answer to a TokenReview, cached when it is one. */
+static void token_answer_of(auth_review *r, const kube_response *res, auth_token_answer *ans)
+{
+    http_auth *a = r->a;
+    int64_t now = mono_ms();
+    kube_token_review tr;
+    char err[256];
+    memset(ans, 0, sizeof *ans);
+    ans->code = RPC_UNAVAILABLE;
+    if (res->http_code != 201) {
+        failure_message("TokenReview", "tokenreviews.authentication.k8s.io", res, ans->message,
+                        sizeof ans->message);
+        count_review("TokenReview", "error");
+        return;
+    }
+    if (kube_token_review_parse(res->body, res->body_len, &tr, err, sizeof err) != 0) {
+        snprintf(ans->message, sizeof ans->message, "the apiserver's answer: %s", err);
+        count_review("TokenReview", "error");
+        return;
+    }
+    int64_t until = now + a->negative_ttl_ms;
+    if (tr.authenticated) {
+        ans->subject = subject_new(&tr);
+        ans->code = ans->subject ? RPC_OK : RPC_INTERNAL;
+        snprintf(ans->message, sizeof ans->message, "%s", ans->subject ? "" : "out of memory");
+        kube_jwt_claims c;
+        until = now + a->token_ttl_ms;
+        if (kube_jwt_peek(r->token, &c) == 0 && c.exp > 0) {
+            int64_t left = c.exp * 1000 - wall_us() / 1000 - EXPIRY_SLACK_MS;
+            if (now + left < until)
+                until = now + left;
+        }
+    } else {
+        ans->code = RPC_UNAUTHENTICATED;
+        refusal_message(a, r->token, tr.error, ans->message, sizeof ans->message);
+    }
+    kube_token_review_clear(&tr);
+    count_review("TokenReview", ans->code == RPC_OK ? "authenticated" : "unauthenticated");
+    auth_token_answer *cached = ans->code != RPC_INTERNAL ? malloc(sizeof *cached) : NULL;
+    if (cached && until > now) {
+        *cached = *ans;
+        auth_subject_ref(cached->subject);
+        auth_cache_put(a->tokens, r->key, cached, until);
+    } else {
+        free(cached);
+    }
+}
+
+static void token_done(void *ctx, const kube_response *res)
+{
+    auth_review *r = ctx;
+    http_auth *a = r->a;
+    auth_token_answer ans;
+    r->req = NULL;
+    review_unlink(a, r); /* waiters may start reviews of their own */
+    token_answer_of(r, res, &ans);
+    if (ans.code == RPC_UNAVAILABLE)
+        log_event(LOG_WARN, "auth_review_failed", "kind=TokenReview error=%s", log_q(ans.message));
+    for (waiter *w = r->waiters; w; w = w->next)
+        w->token_cb(w->ctx, &ans);
+    auth_subject_unref(ans.subject);
+    review_free(r);
+}
+
+static int review_start(auth_review *r, const char *path, char *body, kube_done_fn done,
+                        char *message, size_t message_len)
+{
+    kube_request_opts o = {.method = "POST",
+                           .path = path,
+                           .body = body,
+                           .body_len = body ? strlen(body) : 0,
+                           .timeout_ms = REVIEW_TIMEOUT_MS,
+                           .on_done = done,
+                           .ctx = r};
+    r->req = body ? kube_client_start(r->a->kube, &o) : NULL;
+    kube_review_body_free(body); /* the client keeps a copy, wiped when the request ends */
+    if (r->req)
+        return 0;
+    snprintf(message, message_len, "cannot start a review request to the apiserver");
+    review_unlink(r->a, r);
+    review_free(r);
+    return -1;
+}
+
+int auth_review_token(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
+                      auth_token_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
+                      size_t message_len)
+{
+    auth_review *r = find_review(a, REVIEW_TOKEN, digest);
+    if (r) {
+        if (add_waiter(r, cb, NULL, drop, ctx) == 0)
+            return 0;
+        snprintf(message, message_len, "out of memory");
+        return -1;
+    }
+    r = review_new(a, REVIEW_TOKEN, digest, cb, NULL, drop, ctx, message, message_len);
+    if (!r)
+        return -1;
+    r->token = strdup(token);
+    char *body = r->token ? kube_token_review_body(token, a->audience) : NULL;
+    return review_start(r, KUBE_TOKENREVIEWS_PATH, body, token_done, message, message_len);
+}
+
+/* ---- access reviews ---------------------------------------------------------- */
+
+static void access_answer_of(auth_review *r, const kube_response *res, auth_access_answer *ans)
+{
+    kube_access_review ar;
+    char err[256];
+    memset(ans, 0, sizeof *ans);
+    ans->code = RPC_UNAVAILABLE;
+    if (res->http_code != 201) {
+        failure_message("SubjectAccessReview", "subjectaccessreviews.authorization.k8s.io", res,
+                        ans->message, sizeof ans->message);
+        count_review("SubjectAccessReview", "error");
+        return;
+    }
+    if (kube_access_review_parse(res->body, res->body_len, &ar, err, sizeof err) != 0) {
+        snprintf(ans->message, sizeof ans->message, "the apiserver's answer: %s", err);
+        count_review("SubjectAccessReview", "error");
+        return;
+    }
+    ans->code = RPC_OK;
+    ans->allowed = ar.allowed;
+    snprintf(ans->message, sizeof ans->message, "%s", ar.reason);
+    count_review("SubjectAccessReview", ar.allowed ? "allowed" : "denied");
+    auth_access_answer *cached = malloc(sizeof *cached);
+    if (cached) {
+        *cached = *ans;
+        auth_cache_put(r->a->access, r->key, cached, mono_ms() + r->a->access_ttl_ms);
+    }
+}
+
+static void access_done(void *ctx, const kube_response *res)
+{
+    auth_review *r = ctx;
+    auth_access_answer ans;
+    r->req = NULL;
+    review_unlink(r->a, r);
+    access_answer_of(r, res, &ans);
+    if (ans.code != RPC_OK)
+        log_event(LOG_WARN, "auth_review_failed", "kind=SubjectAccessReview error=%s",
+                  log_q(ans.message));
+    for (waiter *w = r->waiters; w; w = w->next)
+        w->access_cb(w->ctx, &ans);
+    review_free(r);
+}
+
+int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question *q,
+                       auth_access_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
+                       size_t message_len)
+{
+    uint8_t key[AUTH_DIGEST_LEN];
+    auth_access_key(s, q, key);
+    auth_review *r = find_review(a, REVIEW_ACCESS, key);
+    if (r) {
+        if (add_waiter(r, NULL, cb, drop, ctx) == 0)
+            return 0;
+        snprintf(message, message_len, "out of memory");
+        return -1;
+    }
+    r = review_new(a, REVIEW_ACCESS, key, NULL, cb, drop, ctx, message, message_len);
+    if (!r)
+        return -1;
+    r->subject = auth_subject_ref(s);
+    snprintf(r->verb, sizeof r->verb, "%s", q->verb);
+    snprintf(r->ns, sizeof r->ns, "%s", q->ns);
+    snprintf(r->name, sizeof r->name, "%s", q->name);
+    kube_resource_attributes attrs = {r->verb, HTTP_AUTH_GROUP, HTTP_AUTH_RESOURCE, r->ns, r->name};
+    char *body = kube_access_review_body(&s->user, &attrs);
+    return review_start(r, KUBE_SUBJECTACCESSREVIEWS_PATH, body, access_done, message, message_len);
+}
+
+void auth_reviews_free(http_auth *a)
+{
+    while (a->reviews) {
+        auth_review *r = a->reviews;
+        review_unlink(a, r);
+        kube_client_cancel(a->kube, r->req);
+        for (waiter *w = r->waiters; w; w = w->next)
+            if (w->drop)
+                w->drop(w->ctx);
+        review_free(r);
+    }
+}
+
+/* ---- subjects ------------------------------------------------------------------ */
+
+auth_subject *auth_subject_ref(auth_subject *s)
+{
+    if (s)
+        atomic_fetch_add(&s->refs, 1);
+    return s;
+}
+
+void auth_subject_unref(auth_subject *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+        subject_free(s);
+}

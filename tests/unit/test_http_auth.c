@@ -1,0 +1,547 @@
+/* Who may call (docs/design.md, rule 7), in-process: the HTTP server with
+ * --auth kubernetes on the memory store, its reviews answered by a
+ * stand-in apiserver (fake_reviews.h) that counts them. Missing, invalid,
+ * expired and wrong-audience tokens get unauthenticated with a message
+ * saying which; a denied verb gets permission_denied worded like kubectl;
+ * answers are cached (a known caller costs no review), concurrent first
+ * calls share one review, an apiserver that cannot answer means
+ * unavailable (and nothing is cached), the identity policies bind
+ * identities to ServiceAccounts and pods, ListLeases and the status page
+ * show only the namespaces the caller may list, and a review in flight at
+ * shutdown ends the call cleanly. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "core/loop.h"
+#include "core/metrics.h"
+#include "engine/engine.h"
+#include "http/server.h"
+#include "kube/client.h"
+#include "rpc/connect.h"
+#include "store/memory.h"
+#include "store/store.h"
+#include "unit/fake_reviews.h"
+
+#define MAX_STREAMS 4
+
+typedef struct fixture {
+    fake_apiserver api;
+    loop *l;
+    store *st;
+    engine *e;
+    kube_client *kube;
+    pthread_t tid;
+    http_server *srv;
+    char base[64];
+    pthread_t streams[MAX_STREAMS];
+    int n_streams;
+} fixture;
+
+static void *run_engine(void *arg)
+{
+    engine_run(arg);
+    return NULL;
+}
+
+static int setup_policy(void **state, http_identity_policy policy)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (fake_start(&f->api) != 0)
+        fail_msg("cannot start the stand-in apiserver");
+    f->l = loop_new();
+    f->st = store_memory_new(f->l);
+    kube_config kc = {0};
+    char server[64], err[256];
+    snprintf(server, sizeof server, "http://127.0.0.1:%d", f->api.port);
+    kc.server = strdup(server);
+    f->kube = kube_client_new(f->l, &kc, err, sizeof err);
+    if (!f->kube)
+        fail_msg("kube_client_new: %s", err);
+    engine_config ec = {.loop = f->l, .store = f->st};
+    f->e = engine_new(&ec);
+    pthread_create(&f->tid, NULL, run_engine, f->e);
+    http_config hc = {.listen = "127.0.0.1:0",
+                      .engine = f->e,
+                      .auth = {.mode = HTTP_AUTH_KUBERNETES,
+                               .identity_policy = policy,
+                               .loop = f->l,
+                               .kube = f->kube}};
+    f->srv = http_server_start(&hc, err, sizeof err);
+    if (!f->srv)
+        fail_msg("http_server_start: %s", err);
+    snprintf(f->base, sizeof f->base, "http://127.0.0.1:%u", (unsigned)http_server_port(f->srv));
+    /* alice may do everything everywhere; bob may get in team; carol may
+     * list in team only. */
+    fake_grant(&f->api, "system:serviceaccount:team:alice campaign *");
+    fake_grant(&f->api, "system:serviceaccount:team:alice get *");
+    fake_grant(&f->api, "system:serviceaccount:team:alice watch *");
+    fake_grant(&f->api, "system:serviceaccount:team:alice list *");
+    fake_grant(&f->api, "system:serviceaccount:team:bob get team");
+    fake_grant(&f->api, "system:serviceaccount:team:carol list team");
+    fake_grant(&f->api, "system:serviceaccount:team:carol get team");
+    *state = f;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_policy(state, HTTP_IDENTITY_ANY);
+}
+
+static int setup_sa(void **state)
+{
+    return setup_policy(state, HTTP_IDENTITY_SERVICEACCOUNT);
+}
+
+static int setup_pod(void **state)
+{
+    return setup_policy(state, HTTP_IDENTITY_POD);
+}
+
+static void shutdown_fixture(fixture *f)
+{
+    http_server_quiesce(f->srv);
+    engine_stop(f->e);
+    pthread_join(f->tid, NULL);
+    engine_free(f->e);
+    http_server_finish(f->srv, 3000);
+    http_server_stop(f->srv);
+    f->srv = NULL;
+    kube_client_free(f->kube);
+    store_free(f->st);
+    loop_free(f->l);
+    for (int i = 0; i < f->n_streams; i++)
+        pthread_join(f->streams[i], NULL);
+    fake_stop(&f->api);
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->srv)
+        shutdown_fixture(f);
+    free(f);
+    return 0;
+}
+
+typedef struct body {
+    char data[65536];
+    size_t len;
+} body;
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+{
+    body *b = ctx;
+    size_t len = size * n;
+    if (b->len + len < sizeof b->data) {
+        memcpy(b->data + b->len, p, len);
+        b->len += len;
+        b->data[b->len] = '\0';
+    }
+    return len;
+}
+
+/* One request with token (NULL: no Authorization header); the HTTP status. */
+static long http(const char *base, const char *path, const char *ctype, const char *token,
+                 const void *data, size_t len, body *out)
+{
+    CURL *c = curl_easy_init();
+    char url[256], ct[128], auth[512];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    struct curl_slist *h = NULL;
+    if (ctype) {
+        snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+        h = curl_slist_append(h, ct);
+    }
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (data) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)data);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    }
+    memset(out, 0, sizeof *out);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK ? status : -1;
+}
+
+static long rpc(const fixture *f, const char *method, const char *json, const char *token,
+                body *out)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/kubelease.v1.LeaseService/%s", method);
+    return http(f->base, path, "application/json", token, json, strlen(json), out);
+}
+
+#define GET_X "{\"namespace\":\"team\",\"name\":\"x\"}"
+
+static void expect_reviews(fixture *f, int token_reviews, int access_reviews)
+{
+    int t, a;
+    fake_counts(&f->api, &t, &a, NULL);
+    assert_int_equal(t, token_reviews);
+    assert_int_equal(a, access_reviews);
+}
+
+/* A JWT (unsigned: the stand-in refuses it) with these claims. */
+static void jwt(const char *claims, char *out, size_t out_len)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t n = strlen(claims), o = (size_t)snprintf(out, out_len, "eyJhbGciOiJSUzI1NiJ9.");
+    for (size_t i = 0; i < n && o + 5 < out_len; i += 3) {
+        uint32_t v = (uint32_t)(unsigned char)claims[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)(unsigned char)claims[i + 1] << 8;
+        if (i + 2 < n)
+            v |= (unsigned char)claims[i + 2];
+        out[o++] = b64[v >> 18 & 63];
+        out[o++] = b64[v >> 12 & 63];
+        if (i + 1 < n)
+            out[o++] = b64[v >> 6 & 63];
+        if (i + 2 < n)
+            out[o++] = b64[v & 63];
+    }
+    snprintf(out + o, out_len - o, ".c2lnbmF0dXJl");
+}
+
+static void test_auth_missing_malformed_invalid_expired_and_wrong_audience_tokens(void **state)
+{
+    fixture *f = *state;
+    body b;
+    assert_int_equal(rpc(f, "GetHolder", GET_X, NULL, &b), 401);
+    assert_non_null(strstr(b.data, "\"unauthenticated\""));
+    assert_non_null(strstr(b.data, "no credentials"));
+    assert_int_equal(http(f->base, "/kubelease.v1.LeaseService/GetHolder", "application/json", "",
+                          GET_X, strlen(GET_X), &b),
+                     401);
+    assert_non_null(strstr(b.data, "\"unauthenticated\""));
+    expect_reviews(f, 0, 0);
+
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "nobody-knows-me", &b), 401);
+    assert_non_null(strstr(b.data, "the token is invalid"));
+    assert_non_null(strstr(b.data, "invalid bearer token"));
+    /* Refusals are cached briefly: no second review. */
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "nobody-knows-me", &b), 401);
+    expect_reviews(f, 1, 0);
+
+    char tok[512];
+    jwt("{\"aud\":[\"kubelease\"],\"exp\":1000000000,\"sub\":\"x\"}", tok, sizeof tok);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, tok, &b), 401);
+    assert_non_null(strstr(b.data, "the token expired at 2001-09-09T01:46:40Z"));
+    jwt("{\"aud\":\"https://kubernetes.default.svc\",\"exp\":9999999999}", tok, sizeof tok);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, tok, &b), 401);
+    assert_non_null(strstr(b.data, "audience is [https://kubernetes.default.svc], not "
+                                   "\\\"kubelease\\\""));
+    pthread_mutex_lock(&f->api.mu);
+    assert_string_equal(f->api.last_audience, "kubelease");
+    pthread_mutex_unlock(&f->api.mu);
+}
+
+static void test_auth_allowed_and_denied_calls_are_cached(void **state)
+{
+    fixture *f = *state;
+    body b;
+    /* Allowed: the call reaches the engine (the Lease does not exist). */
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    assert_non_null(strstr(b.data, "\"not_found\""));
+    expect_reviews(f, 1, 1);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    expect_reviews(f, 1, 1);
+    /* Denied, like kubectl, and cached as well. */
+    const char *resign = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"a\"}";
+    assert_int_equal(rpc(f, "Resign", resign, "tok-bob", &b), 403);
+    assert_non_null(strstr(b.data, "\"permission_denied\""));
+    assert_non_null(strstr(b.data,
+                           "elections.kubelease.io \\\"x\\\" is forbidden: User "
+                           "\\\"system:serviceaccount:team:bob\\\" cannot campaign resource "
+                           "\\\"elections\\\" in API group \\\"kubelease.io\\\" in the namespace "
+                           "\\\"team\\\""));
+    assert_int_equal(rpc(f, "Resign", resign, "tok-bob", &b), 403);
+    expect_reviews(f, 1, 2);
+    /* Another namespace is another question. */
+    assert_int_equal(rpc(f, "GetHolder", "{\"namespace\":\"other\",\"name\":\"x\"}", "tok-bob", &b),
+                     403);
+    assert_non_null(strstr(b.data, "in the namespace \\\"other\\\""));
+    expect_reviews(f, 1, 3);
+    /* The probes and the metrics need no token; the metrics count. */
+    assert_int_equal(http(f->base, "/livez", NULL, NULL, NULL, 0, &b), 200);
+    assert_int_equal(http(f->base, "/readyz", NULL, NULL, NULL, 0, &b), 200);
+    assert_int_equal(http(f->base, "/metrics", NULL, NULL, NULL, 0, &b), 200);
+    assert_non_null(strstr(
+        b.data, "kubelease_auth_reviews_total{kind=\"TokenReview\",result=\"authenticated\"}"));
+    assert_non_null(strstr(
+        b.data, "kubelease_auth_reviews_total{kind=\"SubjectAccessReview\",result=\"denied\"}"));
+    assert_non_null(strstr(b.data, "kubelease_auth_cache_hits_total{cache=\"access\"}"));
+}
+
+typedef struct caller {
+    const fixture *f;
+    long status;
+    body b;
+} caller;
+
+static void *call_get(void *arg)
+{
+    caller *c = arg;
+    c->status = rpc(c->f, "GetHolder", GET_X, "tok-alice", &c->b);
+    return NULL;
+}
+
+/* Callers arriving while their first review is in flight wait on it. */
+static void test_auth_concurrent_first_calls_share_one_review(void **state)
+{
+    fixture *f = *state;
+    enum { N = 8 };
+    caller c[N];
+    pthread_t t[N];
+    fake_script(&f->api, 201, 201, 1);
+    for (int i = 0; i < N; i++) {
+        c[i].f = f;
+        pthread_create(&t[i], NULL, call_get, &c[i]);
+    }
+    /* Every call is in (suspended on the review) once the stand-in holds it
+     * and metrics show no answer yet; give stragglers a moment. */
+    int held = 0, tr, ar;
+    for (int i = 0; i < 500 && held == 0; i++) {
+        fake_counts(&f->api, &tr, &ar, &held);
+        usleep(2000);
+    }
+    assert_int_equal(held, 1);
+    usleep(100000);
+    fake_script(&f->api, 201, 201, 0);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(c[i].status, 404);
+    }
+    fake_counts(&f->api, &tr, &ar, NULL);
+    printf("%d concurrent first calls: %d TokenReview(s), %d SubjectAccessReview(s)\n", N, tr, ar);
+    assert_int_equal(tr, 1);
+    assert_true(ar >= 1 && ar <= 2); /* a late caller may find the token cached */
+}
+
+/* No answer from the apiserver is no access, and is not remembered. */
+static void test_auth_fails_closed_when_the_apiserver_cannot_answer(void **state)
+{
+    fixture *f = *state;
+    body b;
+    fake_script(&f->api, 500, 201, 0);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-alice", &b), 503);
+    assert_non_null(strstr(b.data, "\"unavailable\""));
+    assert_non_null(strstr(b.data, "the apiserver did not answer a TokenReview"));
+    fake_script(&f->api, 403, 201, 0);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-alice", &b), 503);
+    assert_non_null(strstr(b.data, "kubeleased may not create tokenreviews"));
+    fake_script(&f->api, 201, 500, 0);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-alice", &b), 503);
+    assert_non_null(strstr(b.data, "SubjectAccessReview"));
+    fake_script(&f->api, 201, 201, 0);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-alice", &b), 404);
+    /* Once more with the apiserver gone altogether. */
+    fake_stop(&f->api);
+    assert_int_equal(
+        rpc(f, "GetHolder", "{\"namespace\":\"elsewhere\",\"name\":\"x\"}", "tok-alice", &b), 503);
+    assert_non_null(strstr(b.data, "cannot reach the apiserver"));
+    fake_start(&f->api); /* teardown stops it */
+}
+
+static void test_auth_serviceaccount_identity_policy(void **state)
+{
+    fixture *f = *state;
+    body b;
+    const char *mine = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"team:alice:0\"}";
+    const char *bare = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"team:alice\"}";
+    const char *longer = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"team:alice2\"}";
+    const char *other = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"team:bob\"}";
+    assert_int_equal(rpc(f, "Resign", mine, "tok-alice", &b), 200);
+    assert_int_equal(rpc(f, "Resign", bare, "tok-alice", &b), 200);
+    assert_int_equal(rpc(f, "Resign", longer, "tok-alice", &b), 403);
+    assert_non_null(strstr(b.data, "--identity-policy serviceaccount"));
+    assert_int_equal(rpc(f, "Resign", other, "tok-alice", &b), 403);
+    assert_non_null(strstr(b.data, "does not start with the caller's \\\"team:alice\\\""));
+    /* Calls without an identity are not concerned. */
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-alice", &b), 404);
+}
+
+static void test_auth_pod_identity_policy(void **state)
+{
+    fixture *f = *state;
+    body b;
+    const char *mine = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"kv-0\"}";
+    const char *theirs = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"kv-1\"}";
+    assert_int_equal(rpc(f, "Resign", mine, "pod-alice-kv-0", &b), 200);
+    assert_int_equal(rpc(f, "Resign", theirs, "pod-alice-kv-0", &b), 403);
+    assert_non_null(strstr(b.data, "is not the caller's pod name \\\"kv-0\\\""));
+    assert_int_equal(rpc(f, "Resign", mine, "tok-alice", &b), 403);
+    assert_non_null(strstr(b.data, "not bound to a pod"));
+    /* The policy holds for Confirm too (the engine then answers). */
+    const char *confirm = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"kv-1\","
+                          "\"epoch\":\"1\"}";
+    assert_int_equal(rpc(f, "Confirm", confirm, "pod-alice-kv-0", &b), 403);
+}
+
+typedef struct stream_arg {
+    const fixture *f;
+    char json[256];
+    long status;
+    body b;
+} stream_arg;
+
+static void *campaign(void *arg)
+{
+    stream_arg *a = arg;
+    uint8_t env[512];
+    size_t n = strlen(a->json);
+    rpc_envelope_header(0, (uint32_t)n, env);
+    memcpy(env + 5, a->json, n);
+    a->status = http(a->f->base, "/kubelease.v1.LeaseService/Campaign", "application/connect+json",
+                     "tok-alice", env, n + 5, &a->b);
+    return NULL;
+}
+
+/* Starts a campaign of alice's for ns/name and waits until it leads. */
+static void lead(fixture *f, stream_arg *a, const char *ns, const char *name)
+{
+    a->f = f;
+    snprintf(a->json, sizeof a->json,
+             "{\"namespace\":\"%s\",\"name\":\"%s\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
+             "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2}",
+             ns, name);
+    pthread_create(&f->streams[f->n_streams++], NULL, campaign, a);
+    char get[128];
+    snprintf(get, sizeof get, "{\"namespace\":\"%s\",\"name\":\"%s\"}", ns, name);
+    body b;
+    for (int i = 0; i < 500; i++) {
+        if (rpc(f, "GetHolder", get, "tok-alice", &b) == 200 && strstr(b.data, "\"holder\":\"a\""))
+            return;
+        usleep(10000);
+    }
+    fail_msg("%s/%s was not elected: %s", ns, name, b.data);
+}
+
+static void test_auth_list_and_status_page_show_only_what_the_caller_may_list(void **state)
+{
+    fixture *f = *state;
+    stream_arg in_team, elsewhere;
+    lead(f, &in_team, "team", "mine");
+    lead(f, &elsewhere, "secret", "theirs");
+    body b;
+    /* alice may list everywhere. */
+    assert_int_equal(rpc(f, "ListLeases", "{}", "tok-alice", &b), 200);
+    assert_non_null(strstr(b.data, "\"mine\""));
+    assert_non_null(strstr(b.data, "\"theirs\""));
+    /* carol only in team: the rest is left out, not refused. */
+    assert_int_equal(rpc(f, "ListLeases", "{}", "tok-carol", &b), 200);
+    assert_non_null(strstr(b.data, "\"mine\""));
+    assert_null(strstr(b.data, "\"theirs\""));
+    assert_int_equal(rpc(f, "ListLeases", "{\"namespace\":\"team\"}", "tok-carol", &b), 200);
+    assert_non_null(strstr(b.data, "\"mine\""));
+    assert_int_equal(rpc(f, "ListLeases", "{\"namespace\":\"secret\"}", "tok-carol", &b), 403);
+    assert_non_null(strstr(b.data, "cannot list resource \\\"elections\\\" in API group "
+                                   "\\\"kubelease.io\\\" in the namespace \\\"secret\\\""));
+    /* bob may list nowhere: an empty list. */
+    assert_int_equal(rpc(f, "ListLeases", "{}", "tok-bob", &b), 200);
+    assert_string_equal(b.data, "{}");
+    /* The status page: authenticated, and narrowed the same way. */
+    assert_int_equal(http(f->base, "/", NULL, NULL, NULL, 0, &b), 401);
+    assert_non_null(strstr(b.data, "unauthenticated: no credentials"));
+    assert_int_equal(http(f->base, "/", NULL, "tok-carol", NULL, 0, &b), 200);
+    assert_non_null(strstr(b.data, "<div class=\"lease\">mine</div>"));
+    assert_null(strstr(b.data, "theirs"));
+    /* When the apiserver cannot say, nothing is shown. */
+    fake_script(&f->api, 201, 500, 0);
+    assert_int_equal(rpc(f, "ListLeases", "{}", "tok-dave", &b), 503);
+    fake_script(&f->api, 201, 201, 0);
+}
+
+typedef struct pending {
+    const fixture *f;
+    long status;
+    body b;
+} pending;
+
+static void *call_pending(void *arg)
+{
+    pending *p = arg;
+    p->status = rpc(p->f, "GetHolder", GET_X, "tok-alice", &p->b);
+    return NULL;
+}
+
+/* A call waiting for a review when the service stops is answered. */
+static void test_auth_review_in_flight_at_shutdown_ends_the_call(void **state)
+{
+    fixture *f = *state;
+    pending p = {.f = f};
+    pthread_t t;
+    fake_script(&f->api, 201, 201, 1);
+    pthread_create(&t, NULL, call_pending, &p);
+    int held = 0, tr, ar;
+    for (int i = 0; i < 1000 && held == 0; i++) {
+        fake_counts(&f->api, &tr, &ar, &held);
+        usleep(2000);
+    }
+    assert_int_equal(held, 1);
+    http_server_quiesce(f->srv);
+    engine_stop(f->e);
+    pthread_join(f->tid, NULL);
+    engine_free(f->e);
+    http_server_finish(f->srv, 3000);
+    pthread_join(t, NULL);
+    assert_int_equal(p.status, 503);
+    assert_non_null(strstr(p.b.data, "shutting down"));
+    http_server_stop(f->srv);
+    f->srv = NULL;
+    kube_client_free(f->kube);
+    store_free(f->st);
+    loop_free(f->l);
+    fake_stop(&f->api);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    metrics_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            test_auth_missing_malformed_invalid_expired_and_wrong_audience_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_allowed_and_denied_calls_are_cached, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_auth_concurrent_first_calls_share_one_review, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_auth_fails_closed_when_the_apiserver_cannot_answer,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_serviceaccount_identity_policy, setup_sa,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_auth_pod_identity_policy, setup_pod, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_auth_list_and_status_page_show_only_what_the_caller_may_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_review_in_flight_at_shutdown_ends_the_call, setup,
+                                        teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
