@@ -101,10 +101,11 @@ static void refresh(struct kl__token *t, int64_t now)
         close(fd);
         return; /* the same file as before */
     }
-    char detail[120];
+    char detail[120] = "";
     char *h = read_header(fd, &st, detail, sizeof(detail));
     close(fd);
-    snprintf(why, sizeof(why), "token file %.100s %s", t->path, detail);
+    if (!h)
+        snprintf(why, sizeof(why), "token file %.100s %s", t->path, detail);
     set_header(t, h, h ? "" : why);
     t->dev = st.st_dev;
     t->ino = st.st_ino;
