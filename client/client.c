@@ -2,8 +2,10 @@
  * runs (every election and watch), and its one teardown, which both
  * kl_client_free and the I/O thread (after kl_client_free from a callback)
  * use. kl_version and kl_free live here too. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "status.h"
@@ -92,6 +94,14 @@ static int client_options(const kl_client_options *in, kl_client_options *out, k
         const char *env = getenv("KUBELEASE_TOKEN_FILE");
         out->token_file = env && *env ? env : NULL;
     }
+    if (!out->ca_file || !*out->ca_file)
+        out->ca_file = getenv("KUBELEASE_CA_FILE");
+    if (out->ca_file && !*out->ca_file)
+        out->ca_file = NULL;
+    if (out->ca_file && access(out->ca_file, R_OK) != 0)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "ca_file \"%.160s\"%s: cannot read it: %s",
+                          out->ca_file, in && in->ca_file ? "" : " ($KUBELEASE_CA_FILE)",
+                          strerror(errno));
     return KL_OK;
 }
 

@@ -1,7 +1,9 @@
 /* Elections: the Campaign stream, term confirmation (the leadership
  * deadline; docs/design.md, rule 2), resumption after a broken connection
  * (docs/design.md, rule 5) and resignation, driven by the client's I/O
- * thread.
+ * thread. The term's token (docs/design.md, rule 8) is kept with the term
+ * and sent with Confirm, Resign and a resume, to whichever replica of the
+ * service the client reaches; it is never logged nor shown.
  *
  * Threads. Every field is protected by the loop's mutex (l->mu). The
  * transfers (stream, confirm, resign) are created, started and dropped only
@@ -14,6 +16,8 @@
 
 #include "common/list.h"
 #include "loop.h"
+
+#define KL__TERM_TOKEN_MAX 64 /* a term token as text, NUL included */
 
 /* The life of an election. It runs from NEW until one of the three "over"
  * states; running, it is a candidate (BACKOFF, CAMPAIGNING, ELECTED) or a
@@ -44,12 +48,13 @@ struct kl__election {
     int lease_s, renew_s, retry_s;
 
     enum kl__election_state state;
-    int64_t deadline_ms;  /* leadership deadline (monotonic), while a leader */
-    int64_t valid_for_ms; /* last validity granted */
-    int64_t epoch;        /* epoch of the current term, 0 = none */
-    int result;           /* over: why (KL_ERR_CANCELLED when cancelled) */
-    char message[256];    /* over: the explanation */
-    char problem[256];    /* the last transport problem, for messages */
+    int64_t deadline_ms;                 /* leadership deadline (monotonic), while a leader */
+    int64_t valid_for_ms;                /* last validity granted */
+    int64_t epoch;                       /* epoch of the current term, 0 = none */
+    char term_token[KL__TERM_TOKEN_MAX]; /* the current term's secret, "" = none */
+    int result;                          /* over: why (KL_ERR_CANCELLED when cancelled) */
+    char message[256];                   /* over: the explanation */
+    char problem[256];                   /* the last transport problem, for messages */
 
     /* Driven by the I/O thread. */
     struct kl__xfer *stream;

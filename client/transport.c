@@ -29,11 +29,12 @@ int kl__transport_global_init(kl_error *err)
 }
 
 int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
-                       const char *token_file)
+                       const char *token_file, const char *ca_file)
 {
     memset(t, 0, sizeof(*t));
     t->connect_timeout_ms = connect_timeout_ms;
-    if (kl__token_init(&t->token, token_file) != KL_OK || !(t->endpoint = strdup(endpoint))) {
+    if (kl__token_init(&t->token, token_file) != KL_OK || !(t->endpoint = strdup(endpoint)) ||
+        (ca_file && !(t->ca_file = strdup(ca_file)))) {
         kl__transport_cleanup(t);
         return KL_ERR_NO_MEMORY;
     }
@@ -54,6 +55,7 @@ void kl__transport_cleanup(struct kl__transport *t)
     if (t->multi)
         curl_multi_cleanup(t->multi);
     free(t->endpoint);
+    free(t->ca_file);
     kl__token_cleanup(&t->token); /* also of a zeroed transport: a zeroed mutex is unlocked */
     memset(t, 0, sizeof(*t));
 }
@@ -175,6 +177,15 @@ static void set_options(struct kl__xfer *x, const char *url)
     curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, x->t->connect_timeout_ms);
     if (x->timeout_ms > 0)
         curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, x->timeout_ms);
+    if (x->t->ca_file) {
+        /* Only this bundle is trusted; re-read for new connections at least
+         * once a minute, so that a rotated CA takes effect. */
+        curl_easy_setopt(x->h, CURLOPT_CAINFO, x->t->ca_file);
+        curl_easy_setopt(x->h, CURLOPT_CAPATH, NULL);
+#if LIBCURL_VERSION_NUM >= 0x075700
+        curl_easy_setopt(x->h, CURLOPT_CA_CACHE_TIMEOUT, 60L);
+#endif
+    }
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPIDLE, 5L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPINTVL, 2L);
@@ -241,10 +252,34 @@ void kl__xfer_drop(struct kl__xfer *x)
 
 /* --- outcomes ------------------------------------------------------------- */
 
+/* A TLS failure: the handshake, or the service's certificate refused. */
+static int tls_failure(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* A transfer that curl itself failed: unreachable, timed out, broken. */
 static int curl_failure(struct kl__xfer *x, CURLcode rc, kl_error *err)
 {
     const char *ep = x->t->endpoint, *method = x->type->method;
+    if (tls_failure(rc))
+        return kl__seterr(err, KL_ERR_UNAVAILABLE,
+                          "TLS with the kubelease service at %s failed (%s; trusted CAs: %s): %s",
+                          ep, curl_easy_strerror(rc),
+                          x->t->ca_file ? x->t->ca_file : "the system's",
+                          x->errbuf[0] ? x->errbuf : "no details");
     if (rc == CURLE_OPERATION_TIMEDOUT && x->http == 0)
         return kl__seterr(err, KL_ERR_TIMEOUT,
                           "kubelease service at %s did not answer %s in time: %s", ep, method,

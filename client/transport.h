@@ -29,6 +29,7 @@
 
 struct kl__transport {
     char *endpoint; /* "http://host:port", without a trailing slash */
+    char *ca_file;  /* the CA bundle https endpoints must chain to; NULL: the system's */
     long connect_timeout_ms;
     CURLM *multi;
     struct kl__token token; /* the bearer token of every request (thread-safe) */
@@ -37,11 +38,12 @@ struct kl__transport {
 /* curl_global_init, once per process. Returns KL_OK or KL_ERR_INTERNAL with
  * err filled. */
 int kl__transport_global_init(kl_error *err);
-/* Fills *t; token_file (NULL: none) holds the bearer token to send. Returns
- * KL_OK, or KL_ERR_NO_MEMORY with *t left empty (safe to pass to
+/* Fills *t; token_file (NULL: none) holds the bearer token to send, ca_file
+ * (NULL: the system's store; copied) the CAs https endpoints must chain to.
+ * Returns KL_OK, or KL_ERR_NO_MEMORY with *t left empty (safe to pass to
  * kl__transport_cleanup). */
 int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
-                       const char *token_file);
+                       const char *token_file, const char *ca_file);
 /* Every started transfer must have been dropped or collected. */
 void kl__transport_cleanup(struct kl__transport *t);
 

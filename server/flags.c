@@ -71,6 +71,14 @@ static const flag flags[] = {
     {"identity-policy", FLAG_STRING, OPT(identity_policy), 0, 0, "POLICY", "any",
      "which campaign identities a caller may use: any, serviceaccount (starting with "
      "\"<namespace>:<serviceaccount>\") or pod (its pod's name, from a pod-bound token)"},
+    {"term-key-file", FLAG_STRING, OPT(term_key_file), 0, 0, "PATH", "a random key per process",
+     "secret (32 to 4096 bytes) that term tokens derive from; give every replica the same "
+     "one, or terms cannot be resumed on another replica or after a restart"},
+    {"tls-cert-file", FLAG_STRING, OPT(tls_cert_file), 0, 0, "PATH", "none (plain HTTP)",
+     "serve HTTPS (on --listen and --ops-listen) with this certificate chain (PEM); re-read "
+     "when it changes, for new connections (needs --tls-key-file)"},
+    {"tls-key-file", FLAG_STRING, OPT(tls_key_file), 0, 0, "PATH", "none",
+     "the certificate's private key (PEM); re-read with the certificate"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };

@@ -30,6 +30,9 @@ typedef struct options {
     const char *auth;
     const char *token_audience;
     const char *identity_policy;
+    const char *term_key_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
     bool help, version;
 } options;
 

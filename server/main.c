@@ -57,6 +57,34 @@ static char **split_namespaces(const char *list)
     return out;
 }
 
+#define TERM_KEY_MIN 32
+#define TERM_KEY_MAX 4096
+
+/* Reads --term-key-file into key (trailing white space, such as the newline
+ * of a file written by hand, is not part of it). Returns its length, or -1
+ * after saying what is wrong. */
+static ssize_t read_term_key(const char *path, uint8_t key[TERM_KEY_MAX + 1])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "kubeleased: --term-key-file: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(key, 1, TERM_KEY_MAX + 1, f);
+    fclose(f);
+    while (n > 0 &&
+           (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ' || key[n - 1] == '\t'))
+        n--;
+    if (n < TERM_KEY_MIN || n > TERM_KEY_MAX) {
+        fprintf(stderr,
+                "kubeleased: --term-key-file: %s holds %zu bytes; the key must be %d to %d "
+                "(e.g. head -c 32 /dev/urandom | base64 > FILE)\n",
+                path, n, TERM_KEY_MIN, TERM_KEY_MAX);
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
 /* --auth, --token-audience and --identity-policy into cfg. Returns 0, or -1
  * after saying what is wrong. */
 static int configure_auth(const options *o, http_auth_config *cfg)
@@ -97,8 +125,10 @@ static int configure_auth(const options *o, http_auth_config *cfg)
 }
 
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
- * saying what is wrong. *namespaces (free it) backs cfg's namespaces. */
-static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces)
+ * saying what is wrong. *namespaces (free it) backs cfg's namespaces; key
+ * backs cfg's term key. */
+static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces,
+                     uint8_t key[TERM_KEY_MAX + 1])
 {
     if (log_parse_level(o->log_level, level) != 0) {
         fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
@@ -110,11 +140,25 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                         "--context and --sa-dir\n");
         return -1;
     }
-    char err[256];
+    if (!o->tls_cert_file != !o->tls_key_file) {
+        fprintf(stderr,
+                "kubeleased: --tls-cert-file and --tls-key-file go together; %s is "
+                "missing\n",
+                o->tls_cert_file ? "--tls-key-file" : "--tls-cert-file");
+        return -1;
+    }
+    char err[512];
     if (http_listen_check(o->listen, err, sizeof err) != 0) {
         fprintf(stderr, "kubeleased: --listen: %s\n", err);
         return -1;
     }
+    if (o->tls_cert_file && http_tls_check(o->tls_cert_file, o->tls_key_file, err, sizeof err)) {
+        fprintf(stderr, "kubeleased: --tls-cert-file, --tls-key-file: %s\n", err);
+        return -1;
+    }
+    ssize_t key_len = 0;
+    if (o->term_key_file && (key_len = read_term_key(o->term_key_file, key)) < 0)
+        return -1;
     if (o->ops_listen && http_listen_check(o->ops_listen, err, sizeof err) != 0) {
         fprintf(stderr, "kubeleased: --ops-listen: %s\n", err);
         return -1;
@@ -133,13 +177,17 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .allow_token_over_http = o->allow_token_over_http},
         .max_grant_ms = o->max_grant_ms,
         .max_leases = (int)o->max_leases,
+        .term_key = key_len ? key : NULL,
+        .term_key_len = (size_t)key_len,
         .http = {.listen = o->listen,
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
                  .max_body_bytes = (size_t)o->max_body_bytes,
                  .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces,
-                 .ops_listen = o->ops_listen},
+                 .ops_listen = o->ops_listen,
+                 .tls_cert_file = o->tls_cert_file,
+                 .tls_key_file = o->tls_key_file},
     };
     if (configure_auth(o, &cfg->http.auth) != 0) {
         free(*namespaces);
@@ -218,7 +266,8 @@ int main(int argc, char **argv)
     service_config cfg;
     log_level level;
     char **namespaces = NULL;
-    if (configure(&o, &cfg, &level, &namespaces) != 0)
+    static uint8_t term_key[TERM_KEY_MAX + 1];
+    if (configure(&o, &cfg, &level, &namespaces, term_key) != 0)
         return EXIT_USAGE;
     log_set_level(level);
     metrics_init();
@@ -230,6 +279,7 @@ int main(int argc, char **argv)
     char err[512];
     service *svc = NULL;
     service_status st = service_start(&cfg, &svc, err, sizeof err);
+    explicit_bzero(term_key, sizeof term_key); /* the engine has its own copy */
     int rc = st == SERVICE_BAD_CONFIG ? EXIT_USAGE : 1;
     if (st != SERVICE_OK) {
         fprintf(stderr, "kubeleased: %s\n", err);
@@ -247,17 +297,23 @@ int main(int argc, char **argv)
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "
-              "identity_policy=%s",
+              "identity_policy=%s tls=%s",
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
               o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
-              log_q(o.token_audience), log_q(o.identity_policy));
+              log_q(o.token_audience), log_q(o.identity_policy),
+              o.tls_cert_file ? "true" : "false");
     if (!auth && !o.dev)
         log_event(LOG_WARN, "auth_disabled", "msg=%s",
                   log_q("--auth none against a cluster: ANY client that reaches this port may "
                         "campaign for, confirm, resign, read and list ANY Lease kubeleased "
                         "serves, and depose any leader. Use --auth kubernetes outside of "
                         "tests."));
+    if (!o.term_key_file && !o.dev)
+        log_event(LOG_WARN, "term_key_random", "msg=%s",
+                  log_q("no --term-key-file: term tokens use a random key of this "
+                        "process, so a term cannot be resumed on another replica or "
+                        "after a restart; give every replica the same key file"));
 
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -13,6 +13,7 @@
  *   watch.c     the store's watch events
  *   sweep.c     forgetting idle leases
  *   absent.c    the negative cache of Leases read and found absent
+ *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   validate.c  request validation (pure)
  *
  * Threads: every function here runs on the engine's loop thread, and only
@@ -97,6 +98,8 @@ struct term {
     term_state state;
     char identity[STORE_HOLDER_MAX];
     int64_t epoch;
+    char nonce[STORE_NONCE_MAX];  /* written in the Lease with every write */
+    char token[ENGINE_TOKEN_MAX]; /* its holder's secret (rule 8); never logged */
     int32_t lease_s, renew_s, retry_s;
     int64_t renewed_sent_ms; /* send time of the last successful write */
     int64_t granted_until_ms;
@@ -178,6 +181,8 @@ struct engine {
     int max_leases;
     int64_t (*wall_clock)(void *ctx);
     void *wall_clock_ctx;
+    uint8_t *term_key; /* term tokens derive from it (token.c); read-only */
+    size_t term_key_len;
     loop_timer sweep_timer; /* runs while any lease is followed */
     int64_t started_ms;
     lease_state *leases[ENGINE_BUCKETS];
@@ -232,7 +237,8 @@ typedef struct cmd {
     engine *e;
     cmd_kind kind;
     uint64_t id;
-    engine_campaign_req req; /* ns, name, identity used by every kind */
+    engine_campaign_req req; /* ns, name, identity used by every kind; term_token by
+                                campaign, confirm and resign */
     int64_t epoch;
     bool consistent;
     engine_listener listener;
@@ -378,6 +384,32 @@ void engine_schedule_expiry(lease_state *ls);
 /* --- watch.c --- */
 
 void engine_on_watch(void *ctx, store_event_type type, const store_lease *lease);
+
+/* --- token.c --- */
+
+/* Copies key (or, NULL, makes a random one) into e. Returns 0, or -1 when
+ * out of memory or the random generator fails. */
+int engine_token_key_set(engine *e, const uint8_t *key, size_t len);
+/* Wipes and frees the key. */
+void engine_token_key_clear(engine *e);
+/* A fresh random nonce (128 bits, base64url). Returns 0, or -1 (out "") when
+ * the random generator fails. */
+int engine_token_nonce(char out[STORE_NONCE_MAX]);
+/* The token of the term (ns, name, identity, epoch, nonce). Returns 0, or -1
+ * (out "") when nonce is empty (such a term has no token) or HMAC fails. */
+int engine_token_of(const engine *e, const char *ns, const char *name, const char *identity,
+                    int64_t epoch, const char *nonce, char out[ENGINE_TOKEN_MAX]);
+/* True when given is the (non-empty) token want, compared in constant time. */
+bool engine_token_equal(const char *want, const char *given);
+/* True when token is the token of the term ls's record shows (its holder,
+ * epoch and nonce): how a replica checks a term another one started. */
+bool engine_token_matches_record(const lease_state *ls, const char *token);
+/* Logs a refusal (what: "confirm", "resign", "resume"); never the token. */
+void engine_token_refused(const lease_state *ls, const char *what, const char *identity,
+                          int64_t epoch);
+/* Ends c's campaign, refused: LOST with code (no reason a client retries on),
+ * then on_close; the term and the lease are untouched. */
+void engine_candidate_refuse(candidate *c, engine_code code, const char *msg);
 
 /* --- sweep.c --- */
 

@@ -3,6 +3,7 @@
  * campaigns (candidates) and holder watches attached to each lease, with
  * the counts the gauges mirror. Engine thread only. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,19 +250,33 @@ static void candidate_unlink(candidate *c)
         e->n_elections--;
 }
 
-void engine_candidate_end(candidate *c, engine_lost_reason reason, int64_t epoch, const char *msg)
+/* Removes c, sends ev (when not NULL) and closes it. */
+static void candidate_close(candidate *c, const engine_event *ev)
 {
     engine *e = c->ls->e;
     candidate_unlink(c);
-    if (reason != ENGINE_LOST_UNSPECIFIED) {
-        engine_event ev = {.kind = ENGINE_EVENT_LOST, .reason = reason, .epoch = epoch};
-        engine_copy_str(ev.message, sizeof ev.message, msg);
-        engine_send_event(&c->listener, &ev);
-    }
+    if (ev)
+        engine_send_event(&c->listener, ev);
     if (c->listener.on_close)
         c->listener.on_close(c->listener.ctx);
+    OPENSSL_cleanse(c->req.term_token, sizeof c->req.term_token);
     free(c);
     gauges_update(e);
+}
+
+void engine_candidate_end(candidate *c, engine_lost_reason reason, int64_t epoch, const char *msg)
+{
+    engine_event ev = {.kind = ENGINE_EVENT_LOST, .reason = reason, .epoch = epoch};
+    engine_copy_str(ev.message, sizeof ev.message, msg);
+    candidate_close(c, reason != ENGINE_LOST_UNSPECIFIED ? &ev : NULL);
+}
+
+void engine_candidate_refuse(candidate *c, engine_code code, const char *msg)
+{
+    engine_event ev = {
+        .kind = ENGINE_EVENT_LOST, .reason = ENGINE_LOST_RESUME_FAILED, .code = code};
+    engine_copy_str(ev.message, sizeof ev.message, msg);
+    candidate_close(c, &ev);
 }
 
 void engine_watcher_add(lease_state *ls, watcher *w)

@@ -3,7 +3,9 @@
  * ListLeases (unary), and the stop. Once the engine stops, every stream
  * ends and every request still waiting is answered, here, on the engine
  * thread; commands that arrive later are refused the same way. Each unary
- * request is answered exactly once. Engine thread only. */
+ * request is answered exactly once. Confirm and Resign of a held term check
+ * its token first (docs/design.md, rule 8). Engine thread only. */
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,9 @@
 #include "engine/internal.h"
 
 #define SHUTDOWN_MSG "the service is shutting down; resume on another replica"
+#define NOT_HOLDER_MSG                                                                             \
+    "term_token is not the token of this term: only its holder may %s (it got the token in "       \
+    "Elected)"
 
 /* How a store failure answers a request, in one place. The store refusing
  * the request (INVALID) or failing inside (INTERNAL) is not the caller's
@@ -148,10 +153,33 @@ static void do_unwatch(cmd *k)
 
 /* ---------- unary requests ---------- */
 
+/* Whether identity holds ls's Lease by its record: a live term, here or on
+ * another replica of the service. */
+static bool record_holds(const lease_state *ls, const char *identity)
+{
+    return ls && ls->synced && ls->exists && strcmp(ls->record.holder, identity) == 0 &&
+           !engine_record_expired(ls, engine_now_ms(ls->e));
+}
+
+/* Refuses a Confirm or Resign of a term by someone without its token: no
+ * grant, no release, nothing else either (docs/design.md, rule 8). */
+static void refuse_not_holder(const lease_state *ls, cmd *k, const char *op, int64_t epoch)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, NOT_HOLDER_MSG, k->kind == CMD_CONFIRM ? "confirm it" : "end it");
+    engine_token_refused(ls, op, k->req.identity, epoch);
+    reply_code(k->done, k->ctx, ENGINE_PERMISSION_DENIED, msg);
+}
+
 static void do_confirm(cmd *k)
 {
     lease_state *ls = engine_lease_find(k->e, k->req.ns, k->req.name);
     term *t = engine_term_of(ls, k->req.identity);
+    if (!t && record_holds(ls, k->req.identity) && ls->record.transitions == k->epoch &&
+        !engine_token_matches_record(ls, k->req.term_token)) {
+        refuse_not_holder(ls, k, "confirm", k->epoch); /* a term of another replica */
+        return;
+    }
     if (!t) {
         bool campaigning = false;
         if (ls)
@@ -163,10 +191,20 @@ static void do_confirm(cmd *k)
                                : "no campaign for this lease and identity");
         return;
     }
-    if (t->epoch != k->epoch || !t->owner) {
+    if (t->epoch != k->epoch) {
         reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
-                   t->epoch != k->epoch ? "epoch mismatch: that term is over"
-                                        : "the campaign stream is gone; resume it first");
+                   "epoch mismatch: that term is over");
+        return;
+    }
+    if (!engine_token_equal(t->token, k->req.term_token)) {
+        /* Someone else with the holder's identity and epoch: no grant, so a
+         * dead holder's term still ends at its own last grant. */
+        refuse_not_holder(ls, k, "confirm", t->epoch);
+        return;
+    }
+    if (!t->owner) {
+        reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
+                   "the campaign stream is gone; resume it first");
         return;
     }
     engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
@@ -179,6 +217,19 @@ static void do_confirm(cmd *k)
     k->done(k->ctx, &r);
 }
 
+/* Whether a Resign that does not end a term here ends candidate c: a
+ * standby holds nothing, so its identity suffices; a resume in progress is
+ * about a held term, so only the token it presented ends it. */
+static bool resign_ends_campaign(const candidate *c, const cmd *k)
+{
+    if (strcmp(c->req.identity, k->req.identity) != 0)
+        return false;
+    if (c->state == CAMPAIGN_STANDBY)
+        return true;
+    return c->state == CAMPAIGN_RESUMING &&
+           engine_token_equal(c->req.term_token, k->req.term_token);
+}
+
 static void do_resign(cmd *k)
 {
     lease_state *ls = engine_lease_find(k->e, k->req.ns, k->req.name);
@@ -188,9 +239,18 @@ static void do_resign(cmd *k)
         return;
     }
     term *t = engine_term_of(ls, k->req.identity);
+    /* Only the holder ends its term, here or (by its record) on another
+     * replica; a refused Resign ends nothing else either. */
+    if (t ? !engine_token_equal(t->token, k->req.term_token)
+          : record_holds(ls, k->req.identity) &&
+                !engine_token_matches_record(ls, k->req.term_token)) {
+        refuse_not_holder(ls, k, "resign", t ? t->epoch : ls->record.transitions);
+        return;
+    }
     KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
-        if (strcmp(c->req.identity, k->req.identity) == 0 && (!t || t->owner != c))
+        if (t ? strcmp(c->req.identity, k->req.identity) == 0 && t->owner != c
+              : resign_ends_campaign(c, k))
             engine_candidate_end(c, ENGINE_LOST_RESIGNED, 0, "resigned");
     }
     if (t) {
@@ -437,12 +497,19 @@ static void refuse(cmd *k)
     }
 }
 
+/* Frees a command, wiping the token it may carry. */
+static void cmd_free(cmd *k)
+{
+    OPENSSL_cleanse(k->req.term_token, sizeof k->req.term_token);
+    free(k);
+}
+
 void engine_cmd_run(void *arg)
 {
     cmd *k = arg;
     if (atomic_load(&k->e->stopping) && k->kind != CMD_STOP) {
         refuse(k);
-        free(k);
+        cmd_free(k);
         return;
     }
     switch (k->kind) {
@@ -474,5 +541,5 @@ void engine_cmd_run(void *arg)
         do_stop(k);
         break;
     }
-    free(k);
+    cmd_free(k);
 }

@@ -4,8 +4,11 @@
  * send time plus the renew deadline), and ends when its holder resigns, its
  * validity runs out unconfirmed, a renewal cannot land in time, or another
  * writer takes the Lease. A term that ends is released only once nobody can
- * still believe in it (docs/design.md, rule 3). Its life is one state
- * (term_state), changed only in term_set. Engine thread only. */
+ * still believe in it (docs/design.md, rule 3). Its token, derived from the
+ * nonce its acquisition wrote, is its holder's alone (docs/design.md, rule
+ * 8). Its life is one state (term_state), changed only in term_set. Engine
+ * thread only. */
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,6 +200,7 @@ static void renew_fire(void *arg)
     store_lease rec = ls->record;
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
     engine_copy_str(rec.holder, sizeof rec.holder, t->identity);
+    engine_copy_str(rec.term_nonce, sizeof rec.term_nonce, t->nonce);
     rec.transitions = t->epoch;
     rec.renew_time_us = engine_wall_us(ls->e);
     rec.lease_duration_s = t->lease_s;
@@ -233,6 +237,8 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     t->owner = c;
     engine_copy_str(t->identity, sizeof t->identity, c->req.identity);
     t->epoch = rec->transitions;
+    engine_copy_str(t->nonce, sizeof t->nonce, rec->term_nonce);
+    engine_token_of(ls->e, ls->ns, ls->name, t->identity, t->epoch, t->nonce, t->token);
     t->lease_s = c->req.lease_duration_s;
     t->renew_s = c->req.renew_deadline_s;
     t->retry_s = c->req.retry_period_s;
@@ -243,6 +249,7 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     int64_t now = engine_now_ms(ls->e);
     engine_adopt_record(ls, rec, now);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = resumed};
+    engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
     ev.valid_for_ms = engine_term_grant(ls, now);
     if (ev.valid_for_ms <= 0) {
         engine_term_end(ls, ENGINE_LOST_RENEW_FAILED,
@@ -265,6 +272,7 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     t->owner = c;
     engine_campaign_set(c, CAMPAIGN_LEADING);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
+    engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
     ev.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
     log_event(LOG_INFO, "term_resumed", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch);
@@ -292,6 +300,7 @@ void engine_term_free(lease_state *ls)
     loop_timer_stop(&t->renew_timer);
     loop_timer_stop(&t->guard_timer);
     ls->term = NULL;
+    OPENSSL_cleanse(t->token, sizeof t->token);
     free(t);
 }
 

@@ -60,6 +60,13 @@ int engine_validate_identity(const char *identity, char *msg, size_t msg_len)
     }
 }
 
+int engine_validate_term_token(const char *token, char *msg, size_t msg_len)
+{
+    if (token && strnlen(token, ENGINE_TOKEN_MAX) >= ENGINE_TOKEN_MAX)
+        return fail(msg, msg_len, "term_token: longer than %d bytes", ENGINE_TOKEN_MAX - 1);
+    return 0;
+}
+
 int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t msg_len)
 {
     if (engine_validate_lease_ref(req->ns, req->name, msg, msg_len) != 0)

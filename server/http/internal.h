@@ -21,6 +21,9 @@
  *   own, never held together with s->mu.
  * - conn_limit.c has its own mutex, never held together with s->mu: the
  *   timer thread lets go of s->mu before it checks the read deadlines.
+ * - tls.c has its own locks (its registry's, then its pair's), never held
+ *   together with s->mu; its callback runs on MHD threads (of both daemons)
+ *   during handshakes.
  * - server.c (start, quiesce, finish, stop) belongs to the owner. */
 #ifndef KL_HTTP_INTERNAL_H
 #define KL_HTTP_INTERNAL_H
@@ -31,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gnutls/abstract.h>
 #include <microhttpd.h>
 #include <protobuf-c/protobuf-c.h>
 
@@ -44,6 +48,7 @@
 /* The message of whatever shutdown ends. */
 #define HTTP_SHUTTING_DOWN "the service is shutting down"
 
+typedef struct http_tls http_tls;       /* tls.c */
 typedef struct http_call http_call;     /* call.c */
 typedef struct http_stream http_stream; /* stream.c */
 typedef struct http_limits http_limits; /* conn_limit.c */
@@ -71,6 +76,7 @@ struct http_server {
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
     http_auth *auth;         /* NULL: --auth none, every caller may do everything */
+    http_tls *tls;           /* NULL: plain HTTP (on both listeners) */
     atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
     pthread_mutex_t mu;             /* guards everything below */
@@ -209,6 +215,26 @@ int http_timer_start(http_server *s);
 void http_timer_stop(http_server *s);
 /* s->mu held: a new deadline was set. */
 void http_timer_wake_locked(http_server *s);
+
+/* --- tls.c: the certificate served, reloaded when its files change ----- */
+
+/* Loads cert_file (PEM, the chain) and key_file (PEM). NULL with a reason
+ * when they do not load, the key is not the certificate's, or
+ * libmicrohttpd has no TLS. */
+http_tls *http_tls_new(const char *cert_file, const char *key_file, char *err, size_t err_len);
+/* After http_tls_stopped. NULL is a no-op. */
+void http_tls_free(http_tls *t);
+/* Runs start(arg), which starts a TLS daemon with http_tls_certificate as
+ * its MHD_OPTION_HTTPS_CERT_CALLBACK2, and binds the daemon to t before any
+ * handshake can ask for it. Returns what start returned. */
+struct MHD_Daemon *http_tls_start(http_tls *t, struct MHD_Daemon *(*start)(void *arg), void *arg);
+/* The daemon d was stopped: unbinds it. */
+void http_tls_stopped(const struct MHD_Daemon *d);
+/* MHD_OPTION_HTTPS_CERT_CALLBACK2: a copy of the current pair (MHD threads). */
+int http_tls_certificate(gnutls_session_t session, const struct gnutls_cert_retr_st *info,
+                         gnutls_pcert_st **certs, unsigned int *certs_length,
+                         gnutls_ocsp_data_st **ocsp, unsigned int *ocsp_length,
+                         gnutls_privkey_t *privkey, unsigned int *flags);
 
 /* --- conn_limit.c: --max-connections, --max-per-ip, --read-timeout-s ---- */
 

@@ -219,10 +219,15 @@ static void stream_on_event(void *ctx, const engine_event *ev)
         return;
     }
     size_t len = 0;
-    uint8_t *msg = rpc_event_encode(st->codec, ev, &len);
+    /* A refused campaign ends with the error alone, no Lost message. */
+    bool refused = ev->kind == ENGINE_EVENT_LOST && ev->code != ENGINE_OK;
+    uint8_t *msg = refused ? NULL : rpc_event_encode(st->codec, ev, &len);
     pthread_mutex_lock(&s->mu);
     if (!st->ended && !st->aborted) {
-        if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
+        if (refused) {
+            st->detached = true; /* on_close follows */
+            stream_end_locked(st, rpc_code_of_engine(ev->code), ev->message);
+        } else if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
             st->aborted = true;
         } else if (ev->kind == ENGINE_EVENT_LOST) {
             /* The campaign is over on the engine's side: on_close follows. */

@@ -15,6 +15,12 @@
 #define KUBE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
 #define KUBE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
 #define KUBE_RV_MAX     64
+#define KUBE_NONCE_MAX  64
+
+/* The annotation holding the random value of the term kubelease started on a
+ * Lease (never the term's token, which derives from it under a key only
+ * kubeleased has). */
+#define KUBE_TERM_NONCE_ANNOTATION "kubelease.io/term-nonce"
 
 /* A coordination.k8s.io/v1 Lease: its metadata and spec fields. Plain value:
  * copy it with '='. */
@@ -27,6 +33,9 @@ typedef struct kube_lease {
     int32_t lease_transitions;             /* spec.leaseTransitions; 0 when unset */
     int64_t acquire_time_us; /* spec.acquireTime: µs since the Unix epoch; 0 when unset */
     int64_t renew_time_us;   /* spec.renewTime: µs since the Unix epoch; 0 when unset */
+    /* metadata.annotations[KUBE_TERM_NONCE_ANNOTATION]; "" when unset (or not
+     * a base64url string that fits: someone else's value is ignored) */
+    char term_nonce[KUBE_NONCE_MAX];
 } kube_lease;
 
 /* A Kubernetes Status. message is cut to fit: it is for logs only. */

@@ -225,6 +225,28 @@ int kube_status_decode(const char *buf, size_t len, kube_status *out)
 
 /* ---- Lease ----------------------------------------------------------------- */
 
+static bool base64url(const char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '_'))
+            return false;
+    return true;
+}
+
+/* The term-nonce annotation, when it is one kubelease could have written. */
+static void get_term_nonce(const cJSON *md, char *dst, size_t cap)
+{
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    const cJSON *v = cJSON_IsObject(ann)
+                         ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_TERM_NONCE_ANNOTATION)
+                         : NULL;
+    dst[0] = 0;
+    if (cJSON_IsString(v) && v->valuestring && strlen(v->valuestring) < cap &&
+        base64url(v->valuestring))
+        snprintf(dst, cap, "%s", v->valuestring);
+}
+
 int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
@@ -252,6 +274,7 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
                  out->name[0] ? "metadata.namespace" : "metadata.name");
         goto fail;
     }
+    get_term_nonce(md, out->term_nonce, sizeof out->term_nonce);
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
     if (!spec || cJSON_IsNull(spec))
         return 0;
@@ -311,6 +334,15 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
     return !nulls || cJSON_AddNullToObject(o, name) != NULL;
 }
 
+/* metadata.annotations with the term nonce, when l has one. */
+static bool add_term_nonce(cJSON *md, const kube_lease *l)
+{
+    if (!l->term_nonce[0])
+        return true;
+    cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
+    return ann && cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce);
+}
+
 /* The object (patch false) or a JSON merge patch (patch true) for l. */
 static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
 {
@@ -318,8 +350,10 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
     char *text = NULL;
     if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
         !bounded(l->holder_identity, sizeof l->holder_identity) ||
-        !bounded(l->resource_version, sizeof l->resource_version) || l->lease_transitions < 0 ||
-        l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
+        !bounded(l->resource_version, sizeof l->resource_version) ||
+        !bounded(l->term_nonce, sizeof l->term_nonce) || !base64url(l->term_nonce) ||
+        l->lease_transitions < 0 || l->lease_duration_seconds < 0 ||
+        (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
         (l->renew_time_us && kube_microtime_format(l->renew_time_us, ren) != 0))
@@ -332,7 +366,7 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         (!patch && (!cJSON_AddStringToObject(md, "name", l->name) ||
                     !cJSON_AddStringToObject(md, "namespace", l->ns))) ||
         (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
-        !(spec = cJSON_AddObjectToObject(root, "spec")) ||
+        !add_term_nonce(md, l) || !(spec = cJSON_AddObjectToObject(root, "spec")) ||
         !cJSON_AddStringToObject(spec, "holderIdentity", l->holder_identity) ||
         !add_number(spec, "leaseDurationSeconds", l->lease_duration_seconds,
                     l->lease_duration_seconds > 0, patch) ||

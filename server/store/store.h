@@ -19,6 +19,7 @@
 #define STORE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
 #define STORE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
 #define STORE_RV_MAX     64
+#define STORE_NONCE_MAX  64 /* a term nonce: base64url text */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
 typedef struct store_lease {
@@ -30,6 +31,10 @@ typedef struct store_lease {
     int64_t acquire_time_us;       /* wall clock, µs since the epoch; 0 when unset */
     int64_t renew_time_us;         /* wall clock, µs since the epoch; 0 when unset */
     char resource_version[STORE_RV_MAX];
+    /* The random value of the term kubelease started on this Lease, from
+     * which the term's token derives (docs/design.md, rule 8); "" when none.
+     * Not a secret: it lives in the Lease beside the holder. */
+    char term_nonce[STORE_NONCE_MAX];
 } store_lease;
 
 /* The outcome of an operation, X(name, text): the enum gets STORE_<name>
@@ -83,9 +88,10 @@ typedef struct store_ops {
     void (*get)(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb, void *ctx);
     /* Creates the Lease; resource_version is ignored. */
     void (*create)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
-    /* Writes lease's spec (holder, duration, times, transitions) if the Lease's
-     * resourceVersion still equals lease->resource_version (else CONFLICT);
-     * what else the object carries (labels, annotations) is kept. */
+    /* Writes lease's spec (holder, duration, times, transitions) and, when
+     * set, its term nonce, if the Lease's resourceVersion still equals
+     * lease->resource_version (else CONFLICT); what else the object carries
+     * (labels, other annotations) is kept. */
     void (*update)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
     /* Deletes the Lease (unconditionally when resource_version is NULL or ""). */
     void (*remove)(store *s, const char *ns, const char *name, const char *resource_version,

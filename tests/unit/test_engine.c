@@ -277,6 +277,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
 
     engine_campaign_req r = req_for("moved", "mover");
     r.resume_epoch = epoch;
+    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
     a2->id = engine_campaign(e2, &r, listener_of(a2));
     int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
     assert_true(j >= 0);
@@ -288,7 +289,9 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     /* Keep confirming on replica 2 well past what replica 1 had granted. */
     while (harness_now_ms() < first_granted_until + 2500) {
         reply_box bx = BOX_INIT;
-        assert_int_equal(engine_confirm(e2, "default", "moved", "mover", epoch, box_done, &bx), 0);
+        assert_int_equal(engine_confirm(e2, "default", "moved", "mover", epoch,
+                                        a2->events[j].term_token, box_done, &bx),
+                         0);
         box_wait(&bx);
         assert_int_equal(bx.r.code, ENGINE_OK);
         assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 300) < 0);
@@ -298,12 +301,12 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     assert_int_equal(h.epoch, epoch);
 
     reply_box rs = BOX_INIT;
-    engine_resign(e2, "default", "moved", "mover", box_done, &rs);
+    engine_resign(e2, "default", "moved", "mover", a2->events[j].term_token, box_done, &rs);
     box_wait(&rs);
     assert_true(rs.r.released);
     assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 5000) >= 0);
     reply_box rs2 = BOX_INIT;
-    engine_resign(e2, "default", "moved", "standby", box_done, &rs2);
+    engine_resign(e2, "default", "moved", "standby", NULL, box_done, &rs2);
     box_wait(&rs2);
     assert_true(wait_closed(b, 5000));
     assert_true(wait_closed(a2, 5000));
@@ -930,8 +933,10 @@ static void test_engine_stop_answers_waiting_requests_and_refuses_later_ones(voi
     int latency = 5000;
     run_on_loop(f, set_latency, &latency);
     reply_box rs = BOX_INIT, g = BOX_INIT, lc = BOX_INIT;
-    assert_int_equal(engine_resign(f->engine, "default", "stop-waiting", "leader", box_done, &rs),
-                     0);
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, "default", "stop-waiting", "leader", 0);
+    assert_int_equal(
+        engine_resign(f->engine, "default", "stop-waiting", "leader", token, box_done, &rs), 0);
     assert_int_equal(engine_get_holder(f->engine, "default", "stop-waiting", true, box_done, &g),
                      0);
     run_on_loop(f, noop_on_loop, NULL);
@@ -942,7 +947,7 @@ static void test_engine_stop_answers_waiting_requests_and_refuses_later_ones(voi
     campaign(f, late, req_for("stop-waiting", "late"));
     late_w->id = engine_watch(f->engine, "default", "stop-waiting", listener_of(late_w));
     assert_int_equal(
-        engine_confirm(f->engine, "default", "stop-waiting", "leader", 1, box_done, &lc), 0);
+        engine_confirm(f->engine, "default", "stop-waiting", "leader", 1, token, box_done, &lc), 0);
     fixture_join(f);
     assert_true(rs.done);
     assert_int_equal(rs.r.code, ENGINE_OK);
