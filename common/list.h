@@ -98,6 +98,12 @@ static inline struct kl__list *kl__list_first(const struct kl__list *head)
     return kl__list_empty(head) ? NULL : head->next;
 }
 
+/* The last node of head, or NULL when it is empty. */
+static inline struct kl__list *kl__list_last(const struct kl__list *head)
+{
+    return kl__list_empty(head) ? NULL : head->prev;
+}
+
 /* The node after node in head, or NULL when node is the last. */
 static inline struct kl__list *kl__list_next(const struct kl__list *head,
                                              const struct kl__list *node)

@@ -79,12 +79,12 @@ struct http_server {
     http_tls *tls;           /* NULL: plain HTTP (on both listeners) */
     atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
-    pthread_mutex_t mu;             /* guards everything below */
-    bool stopping;                  /* no new engine requests: answer "unavailable" */
-    bool gone;                      /* no engine calls at all */
-    struct kl__list calls;          /* http_call: waiting for the engine (call.c) */
-    http_auth_ticket *auth_tickets; /* waiting for the apiserver (auth.c) */
-    struct kl__list streams;        /* http_stream: open (stream.c) */
+    pthread_mutex_t mu;           /* guards everything below */
+    bool stopping;                /* no new engine requests: answer "unavailable" */
+    bool gone;                    /* no engine calls at all */
+    struct kl__list calls;        /* http_call: waiting for the engine (call.c) */
+    struct kl__list auth_tickets; /* http_auth_ticket: waiting for the apiserver (auth.c) */
+    struct kl__list streams;      /* http_stream: open (stream.c) */
     int n_streams;
     pthread_cond_t drained; /* a stream's request ended */
     pthread_cond_t wake;    /* the timer thread: a new deadline, or quit */

@@ -34,6 +34,7 @@ static void test_list_zeroed_head_is_empty_and_zeroed_node_unlinked(void **state
     item a = {.id = 1};
     assert_true(kl__list_empty(&head));
     assert_null(kl__list_first(&head));
+    assert_null(kl__list_last(&head));
     assert_false(kl__list_linked(&a.link));
     int got[4];
     assert_int_equal(ids(&head, got, 4), 0);
@@ -56,6 +57,7 @@ static void test_list_insert_head_and_tail_keep_order(void **state)
     for (int i = 0; i < 4; i++)
         assert_int_equal(got[i], i);
     assert_ptr_equal(kl__list_first(&head), &it[0].link);
+    assert_ptr_equal(kl__list_last(&head), &it[3].link);
     assert_null(kl__list_next(&head, &it[3].link));
     assert_false(kl__list_empty(&head));
     for (int i = 0; i < 4; i++)
@@ -74,6 +76,7 @@ static void test_list_remove_first_middle_last_and_twice(void **state)
     kl__list_remove(&it[0].link);
     kl__list_remove(&it[2].link);
     kl__list_remove(&it[4].link);
+    assert_ptr_equal(kl__list_last(&head), &it[3].link);
     kl__list_remove(&it[2].link); /* again: a no-op */
     int got[8];
     assert_int_equal(ids(&head, got, 8), 2);
