@@ -12,7 +12,7 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
             libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libyaml-dev)
 test_pkgs=(libcmocka-dev clang libclang-rt-14-dev clang-format valgrind prometheus chromium curl
-           openssl procps psmisc python3 python3-yaml)
+           openssl procps psmisc python3 python3-yaml faketime)
 
 if [ "${1:-}" = "--list" ]; then
   case "${2:-}" in
