@@ -799,6 +799,44 @@ static void test_engine_renew_failure_ends_term_by_deadline(void **state)
     sink_free(a);
 }
 
+/* A resignation while the apiserver cannot be reached: the release is tried
+ * again once it can, so the standby leads within a retry rather than a whole
+ * lease duration later (the nemesis found the gap: a handoff during a reset
+ * of kubeleased's apiserver connection left nobody leading for 4 s). */
+static void test_engine_release_retried_after_store_outage(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    engine_campaign_req r = req_for("release-retry", "leader");
+    r.lease_duration_s = 10;
+    r.renew_deadline_s = 8;
+    r.retry_period_s = 1;
+    campaign(f, a, r);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    engine_campaign_req rb = req_for("release-retry", "standby");
+    rb.lease_duration_s = 10;
+    rb.renew_deadline_s = 8;
+    rb.retry_period_s = 1;
+    campaign(f, b, rb);
+    run_on_loop(f, set_unavailable, NULL);
+    assert_false(resign(f, "release-retry", "leader").released);
+    harness_sleep_ms(1000);
+    assert_int_equal(wait_kind(b, ENGINE_EVENT_ELECTED, 0), -1);
+    int64_t back = harness_now_ms();
+    run_on_loop(f, set_available, NULL);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch + 1);
+    /* A retry comes every half retry period: far from the 10 s lease. */
+    assert_true(b->at_ms[j] - back < 2000);
+    resign(f, "release-retry", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
 /* A ListLeases answer: the count and the first row. */
 typedef struct listed {
     reply_box box;
@@ -1055,6 +1093,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_foreign_takeover_supersedes_term, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_renew_failure_ends_term_by_deadline, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_retried_after_store_outage, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
                                         teardown),
