@@ -329,18 +329,20 @@ static void release_retry_fire(void *arg)
     term_finish(arg);
 }
 
-/* A release the apiserver did not take (timeout, reset, 429, 5xx) is tried
- * again while the Lease still shows the term and nobody yet judges it
- * expired by observed time: otherwise the next leader waits a whole lease
- * duration for a Lease nobody holds (docs/design.md, rule 6). Each attempt
- * is compare-and-swap on the term's last write, as the first was (rule 3). */
+/* A release the apiserver did not take (timeout, reset, 429, 5xx, or 403
+ * while its RBAC caches sync after a restart) is tried again while the Lease
+ * still shows the term and nobody yet judges it expired by observed time:
+ * otherwise the next leader waits a whole lease duration for a Lease nobody
+ * holds (docs/design.md, rule 6). Each attempt is compare-and-swap on the
+ * term's last write, as the first was (rule 3). */
 static bool release_retry(lease_state *ls, const store_result *r, int64_t now)
 {
     term *t = ls->term;
     int64_t retry = (int64_t)t->retry_s * 1000 / 2;
     if (retry < 200)
         retry = 200;
-    if (r->status != STORE_UNAVAILABLE || atomic_load(&ls->e->stopping) ||
+    if ((r->status != STORE_UNAVAILABLE && r->status != STORE_FORBIDDEN) ||
+        atomic_load(&ls->e->stopping) ||
         now + retry - ls->observed_ms > (int64_t)ls->record.lease_duration_s * 1000)
         return false;
     loop_timer_start(&t->renew_timer, now + retry, release_retry_fire, ls);
