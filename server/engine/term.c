@@ -333,15 +333,43 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
         term_finish(ls);
 }
 
+static void release_retry_fire(void *arg)
+{
+    term_finish(arg);
+}
+
+/* A release the apiserver did not take (timeout, reset, 429, 5xx, or 403
+ * while its RBAC caches sync after a restart) is tried again while the Lease
+ * still shows the term and nobody yet judges it expired by observed time:
+ * otherwise the next leader waits a whole lease duration for a Lease nobody
+ * holds (docs/design.md, rule 6). Each attempt is compare-and-swap on the
+ * term's last write, as the first was (rule 3). */
+static bool release_retry(lease_state *ls, const store_result *r, int64_t now)
+{
+    term *t = ls->term;
+    int64_t retry = (int64_t)t->retry_s * 1000 / 2;
+    if (retry < 200)
+        retry = 200;
+    if ((r->status != STORE_UNAVAILABLE && r->status != STORE_FORBIDDEN) ||
+        atomic_load(&ls->e->stopping) ||
+        now + retry - ls->observed_ms > (int64_t)ls->record.lease_duration_s * 1000)
+        return false;
+    loop_timer_start(&t->renew_timer, now + retry, release_retry_fire, ls);
+    return true;
+}
+
 static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
+    int64_t now = engine_now_ms(ls->e);
     if (r->status == STORE_OK)
-        engine_adopt_record(ls, &r->lease, engine_now_ms(ls->e));
+        engine_adopt_record(ls, &r->lease, now);
     else
         log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
                   store_status_name(r->status), log_q(r->message));
     engine_term_answer_resign(ls, r->status == STORE_OK);
+    if (r->status != STORE_OK && release_retry(ls, r, now))
+        return;
     engine_term_free(ls);
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);

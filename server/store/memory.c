@@ -37,6 +37,7 @@ typedef struct mem_store {
     int64_t revision;
     int delivering; /* nesting depth of watch deliveries */
     bool available;
+    store_status writes_fail; /* STORE_OK: writes are applied */
     int latency_ms;
     int watch_delay_ms;
 } mem_store;
@@ -259,6 +260,12 @@ static void run_op(void *arg)
         free(op);
         return;
     }
+    if (m->writes_fail != STORE_OK && op->kind != OP_GET) {
+        fail(&r, m->writes_fail, "memory store refuses writes (fault injected)", &op->lease);
+        op->cb(op->ctx, &r);
+        free(op);
+        return;
+    }
     bool changed = apply(m, op, &r, &ev);
     op->cb(op->ctx, &r);
     if (changed)
@@ -448,6 +455,11 @@ void store_memory_set_available(store *s, bool available)
 void store_memory_set_watch_delay(store *s, int ms)
 {
     ((mem_store *)s)->watch_delay_ms = ms;
+}
+
+void store_memory_set_writes_fail(store *s, store_status status)
+{
+    ((mem_store *)s)->writes_fail = status;
 }
 
 void store_memory_set_latency(store *s, int ms)

@@ -184,6 +184,9 @@ def check_common(docs, ns):
     sp = svc["spec"]["ports"]
     expect(len(sp) == 2 and sp[0]["targetPort"] == "http" and sp[0]["name"] == "http" and
            sp[1]["targetPort"] == "ops" and sp[1]["name"] == "ops", f"Service ports: {sp}")
+    # Confirm must reach the pod holding the campaign (docs/nemesis.md, finding 3).
+    expect(svc["spec"].get("sessionAffinity") == "ClientIP",
+           f"Service sessionAffinity is {svc['spec'].get('sessionAffinity')!r}, not ClientIP")
 
     # ServiceAccount used by the pod exists.
     sa = one(docs, "ServiceAccount")

@@ -808,6 +808,69 @@ static void test_engine_renew_failure_ends_term_by_deadline(void **state)
     sink_free(a);
 }
 
+static void refuse_writes(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_set_writes_fail(f->store, STORE_FORBIDDEN);
+}
+
+static void accept_writes(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_set_writes_fail(f->store, STORE_OK);
+}
+
+/* The leader resigns while the store fails (break), and it recovers a
+ * second later (mend): the release is tried again, so the standby leads
+ * within a retry rather than a whole lease duration later. */
+static void release_retried_after(fixture *f, const char *lease, void (*brk)(fixture *, void *),
+                                  void (*mend)(fixture *, void *))
+{
+    sink *a = sink_new(), *b = sink_new();
+    engine_campaign_req r = req_for(lease, "leader");
+    r.lease_duration_s = 10;
+    r.renew_deadline_s = 8;
+    r.retry_period_s = 1;
+    campaign(f, a, r);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    engine_campaign_req rb = req_for(lease, "standby");
+    rb.lease_duration_s = 10;
+    rb.renew_deadline_s = 8;
+    rb.retry_period_s = 1;
+    campaign(f, b, rb);
+    run_on_loop(f, brk, NULL);
+    assert_false(resign(f, lease, "leader").released);
+    harness_sleep_ms(1000);
+    assert_int_equal(wait_kind(b, ENGINE_EVENT_ELECTED, 0), -1);
+    int64_t back = harness_now_ms();
+    run_on_loop(f, mend, NULL);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch + 1);
+    /* A retry comes every half retry period: far from the 10 s lease. */
+    assert_true(b->at_ms[j] - back < 2000);
+    resign(f, lease, "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* The nemesis found the gap: a handoff during a reset of kubeleased's
+ * apiserver connection left nobody leading for 4 s. */
+static void test_engine_release_retried_after_store_outage(void **state)
+{
+    release_retried_after(*state, "release-retry", set_unavailable, set_available);
+}
+
+/* Right after a restart the apiserver answers 403 until its RBAC caches
+ * have synced (seen by the nemesis after apiserver crashes). */
+static void test_engine_release_retried_after_apiserver_refusal(void **state)
+{
+    release_retried_after(*state, "release-refused", refuse_writes, accept_writes);
+}
+
 /* A ListLeases answer: the count and the first row. */
 typedef struct listed {
     reply_box box;
@@ -1066,6 +1129,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_foreign_takeover_supersedes_term, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_renew_failure_ends_term_by_deadline, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_retried_after_store_outage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_retried_after_apiserver_refusal, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
                                         teardown),
