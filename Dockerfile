@@ -20,7 +20,8 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKL_BUILD_TESTS=OFF \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libprotobuf-c1 libmicrohttpd12 libcurl4 libcjson1 libyaml-0-2 libssl3 ca-certificates \
+      libprotobuf-c1 libmicrohttpd12 libcurl4 libcjson1 libyaml-0-2 libssl3 libgnutls30 \
+      ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /usr/local/bin/kubeleased /usr/local/bin/kubeleased
 # A numeric UID, so Kubernetes can verify runAsNonRoot without /etc/passwd.

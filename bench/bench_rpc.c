@@ -1,9 +1,12 @@
 /* RPC benchmark against kubeleased --dev:
- *   1. GetHolder latency (binary protobuf, one keep-alive libcurl handle);
+ *   1. GetHolder and Confirm latency (binary protobuf, one keep-alive libcurl
+ *      handle; Confirm with the term's token, as the client library sends it);
  *   2. resign-to-new-leader handoff: two Campaign streams; the time from
  *      sending Resign for the leader to the standby's stream saying Elected.
- * Usage: bench_rpc [KUBELEASED] [GETHOLDER_CALLS] [HANDOFFS]
+ * Usage: bench_rpc [--tls] [KUBELEASED] [GETHOLDER_CALLS] [HANDOFFS]
  * (KUBELEASED defaults to $KUBELEASED, then the binary next to this build).
+ * --tls: kubeleased serves HTTPS (a certificate made with
+ * tests/support/make_certs.sh) and every call and stream goes over TLS.
  *
  * Authorization on vs off (docs/design.md, rule 7) needs an apiserver: with
  * $KL_BENCH_KUBECONFIG kubeleased runs against it (--kubeconfig) instead of
@@ -30,8 +33,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "common/envelope.h"
 #include "kubelease/v1/kubelease.pb-c.h"
-#include "rpc/connect.h"
 
 static int64_t now_us(void)
 {
@@ -51,8 +54,27 @@ static void die(const char *msg)
 static pid_t server_pid;
 static int server_port;
 static char server_log[128];
+static bool tls;          /* --tls */
+static char tls_dir[128]; /* certificates, when tls */
+static char tls_ca[192];
 static const char *bench_ns = "bench";
 static char auth_header[8192]; /* "Authorization: Bearer ..." or "" */
+
+static const char *scheme(void)
+{
+    return tls ? "https" : "http";
+}
+
+/* Test certificates for 127.0.0.1 in tls_dir. */
+static void make_certs(void)
+{
+    char cmd[512];
+    snprintf(tls_dir, sizeof tls_dir, "/tmp/kl-bench-tls-%d", (int)getpid());
+    snprintf(tls_ca, sizeof tls_ca, "%s/ca.crt", tls_dir);
+    snprintf(cmd, sizeof cmd, "bash '%s/tests/support/make_certs.sh' '%s'", KL_SOURCE_DIR, tls_dir);
+    if (system(cmd) != 0)
+        die("cannot make the TLS certificates (is openssl installed?)");
+}
 
 /* $KL_BENCH_TOKEN_FILE into auth_header. */
 static void read_token(void)
@@ -76,6 +98,12 @@ static void server_stop(void)
         waitpid(server_pid, NULL, 0);
         unlink(server_log);
     }
+    if (tls_dir[0]) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tls_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "bench_rpc: could not remove %s\n", tls_dir);
+    }
 }
 
 static void server_start(const char *bin)
@@ -85,14 +113,28 @@ static void server_start(const char *bin)
     if (server_pid == 0) {
         int fd = open(server_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
+        char cert[256], key[256];
+        snprintf(cert, sizeof cert, "%s/server.crt", tls_dir);
+        snprintf(key, sizeof key, "%s/server.key", tls_dir);
         const char *kc = getenv("KL_BENCH_KUBECONFIG");
         const char *auth = getenv("KL_BENCH_AUTH") ? getenv("KL_BENCH_AUTH") : "none";
-        if (kc && *kc)
-            execl(bin, bin, "--kubeconfig", kc, "--auth", auth, "--listen", "127.0.0.1:0",
-                  "--log-level", "info", (char *)NULL);
-        else
-            execl(bin, bin, "--dev", "--listen", "127.0.0.1:0", "--log-level", "info",
-                  (char *)NULL);
+        const char *args[16] = {bin, "--listen", "127.0.0.1:0", "--log-level", "info"};
+        int n = 5;
+        if (kc && *kc) {
+            args[n++] = "--kubeconfig";
+            args[n++] = kc;
+            args[n++] = "--auth";
+            args[n++] = auth;
+        } else {
+            args[n++] = "--dev";
+        }
+        if (tls) {
+            args[n++] = "--tls-cert-file";
+            args[n++] = cert;
+            args[n++] = "--tls-key-file";
+            args[n++] = key;
+        }
+        execv(bin, (char *const *)args);
         _exit(127);
     }
     atexit(server_stop); /* also when we die below */
@@ -158,8 +200,8 @@ static long unary(CURL *c, const char *method, const ProtobufCMessage *m, buf *o
     uint8_t req[1024];
     size_t len = protobuf_c_message_pack(m, req);
     char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/kubelease.v1.LeaseService/%s", server_port,
-             method);
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d/kubelease.v1.LeaseService/%s", scheme(),
+             server_port, method);
     out->len = 0;
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)req);
@@ -182,32 +224,43 @@ static CURL *unary_handle(struct curl_slist **headers)
         *headers = curl_slist_append(*headers, auth_header);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    if (tls)
+        curl_easy_setopt(c, CURLOPT_CAINFO, tls_ca);
     return c;
 }
 
 /* ---- Campaign streams over a raw socket (connect+json) ---- */
 
+/* The stream's bytes go through libcurl (CURLOPT_CONNECT_ONLY), which does
+ * the TCP connection and, with --tls, the TLS handshake; HTTP is ours. */
 typedef struct stream {
+    CURL *h;
     int fd;
     uint8_t in[65536];
     size_t in_len;
     bool headers_done;
     long chunk_left; /* bytes left in the current chunk; -1: read a size line */
-    rpc_envelope_decoder dec;
+    struct kl__envelope_decoder dec;
 } stream;
 
 static void stream_open(stream *s, const char *identity)
 {
     memset(s, 0, sizeof *s);
     s->chunk_left = -1;
-    rpc_envelope_decoder_init(&s->dec, 65536);
-    s->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(s->fd, (struct sockaddr *)&a, sizeof a) != 0)
+    kl__envelope_decoder_init(&s->dec, 65536);
+    char url[128];
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d/", scheme(), server_port);
+    s->h = curl_easy_init();
+    curl_easy_setopt(s->h, CURLOPT_URL, url);
+    curl_easy_setopt(s->h, CURLOPT_CONNECT_ONLY, 1L);
+    curl_easy_setopt(s->h, CURLOPT_TCP_NODELAY, 1L);
+    if (tls)
+        curl_easy_setopt(s->h, CURLOPT_CAINFO, tls_ca);
+    curl_socket_t sock = CURL_SOCKET_BAD;
+    if (curl_easy_perform(s->h) != CURLE_OK ||
+        curl_easy_getinfo(s->h, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK)
         die("connect");
-    int one = 1;
-    setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    s->fd = (int)sock;
     char json[512];
     int jl = snprintf(json, sizeof json,
                       "{\"namespace\":\"%s\",\"name\":\"handoff\",\"identity\":\"%s\","
@@ -219,16 +272,42 @@ static void stream_open(stream *s, const char *identity)
                       "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n%s%s"
                       "Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n",
                       auth_header, auth_header[0] ? "\r\n" : "", jl + 5);
-    rpc_envelope_header(0, (uint32_t)jl, (uint8_t *)req + hl);
+    kl__envelope_header((uint8_t *)req + hl, 0, (uint32_t)jl);
     memcpy(req + hl + 5, json, (size_t)jl);
-    if (send(s->fd, req, (size_t)hl + 5 + (size_t)jl, 0) < 0)
-        die("send");
+    size_t len = (size_t)hl + 5 + (size_t)jl, off = 0;
+    while (off < len) {
+        size_t n = 0;
+        CURLcode rc = curl_easy_send(s->h, req + off, len - off, &n);
+        if (rc == CURLE_AGAIN) {
+            struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+            poll(&p, 1, 1000);
+            continue;
+        }
+        if (rc != CURLE_OK)
+            die("send");
+        off += n;
+    }
 }
 
 static void stream_close(stream *s)
 {
-    close(s->fd);
-    rpc_envelope_decoder_free(&s->dec);
+    curl_easy_cleanup(s->h); /* closes the connection */
+    kl__envelope_decoder_free(&s->dec);
+}
+
+/* Reads what the connection has (waiting for it); <= 0 at its end. */
+static ssize_t stream_recv(stream *s)
+{
+    for (;;) {
+        size_t n = 0;
+        CURLcode rc = curl_easy_recv(s->h, s->in + s->in_len, sizeof s->in - s->in_len, &n);
+        if (rc == CURLE_AGAIN) {
+            struct pollfd p = {.fd = s->fd, .events = POLLIN};
+            poll(&p, 1, 1000);
+            continue;
+        }
+        return rc == CURLE_OK ? (ssize_t)n : -1;
+    }
 }
 
 /* Next message of the stream (JSON text in out); -1 at the end. */
@@ -260,7 +339,7 @@ static int stream_next(stream *s, char *out, size_t out_len)
             }
             size_t take = s->in_len < (size_t)s->chunk_left ? s->in_len : (size_t)s->chunk_left;
             size_t used;
-            rpc_envelope_status st = rpc_envelope_decoder_feed(&s->dec, s->in, take, &used);
+            kl__envelope_status st = kl__envelope_decoder_feed(&s->dec, s->in, take, &used);
             memmove(s->in, s->in + used, s->in_len - used);
             s->in_len -= used;
             s->chunk_left -= (long)used;
@@ -271,18 +350,19 @@ static int stream_next(stream *s, char *out, size_t out_len)
                 s->in_len -= 2;
                 s->chunk_left = -1;
             }
-            if (st == RPC_ENVELOPE_FRAME) {
-                uint8_t flags, *msg;
+            if (st == KL__ENVELOPE_FRAME) {
+                unsigned flags;
+                uint8_t *msg;
                 size_t len;
-                rpc_envelope_decoder_take(&s->dec, &flags, &msg, &len);
+                kl__envelope_decoder_take(&s->dec, &flags, &msg, &len);
                 snprintf(out, out_len, "%.*s", (int)len, msg ? (char *)msg : "");
                 free(msg);
-                return flags & RPC_FLAG_END_STREAM ? -1 : 0;
+                return flags & KL__ENVELOPE_FLAG_END_STREAM ? -1 : 0;
             }
-            if (st != RPC_ENVELOPE_NEED_MORE)
+            if (st != KL__ENVELOPE_NEED_MORE)
                 die("bad envelope");
         }
-        ssize_t n = recv(s->fd, s->in + s->in_len, sizeof s->in - s->in_len, 0);
+        ssize_t n = stream_recv(s);
         if (n <= 0)
             return -1;
         s->in_len += (size_t)n;
@@ -298,6 +378,17 @@ static int stream_wait(stream *s, const char *what)
         if (strstr(last_msg, what))
             return 0;
     return -1;
+}
+
+/* The term token of the Elected message last_msg holds (a base64url string). */
+static void elected_token(char *out, size_t n)
+{
+    const char *t = strstr(last_msg, "\"termToken\":\"");
+    size_t len =
+        t ? strspn(t + 13, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") : 0;
+    if (!len || len >= n)
+        die("no term token in Elected");
+    snprintf(out, n, "%.*s", (int)len, t + 13);
 }
 
 /* ---- statistics ---- */
@@ -319,53 +410,24 @@ static void report(const char *what, int64_t *us, int n)
            sum / n / 1000);
 }
 
-int main(int argc, char **argv)
+/* GetHolder latency, and Confirm of bench-a's term (epoch, token) every
+ * tenth call: the client library's rule-2 round trip, which also keeps the
+ * term alive (the engine ends unconfirmed terms). */
+static void bench_unary(CURL *c, int calls, int64_t epoch, char *token)
 {
-    const char *bin = argc > 1 ? argv[1] : getenv("KUBELEASED");
-#ifdef KUBELEASED_PATH
-    if (!bin)
-        bin = KUBELEASED_PATH;
-#endif
-    if (!bin)
-        die("usage: bench_rpc KUBELEASED [GETHOLDER_CALLS] [HANDOFFS]");
-    int calls = argc > 2 ? atoi(argv[2]) : 5000;
-    int handoffs = argc > 3 ? atoi(argv[3]) : 100;
-    if (calls < 1 || handoffs < 1)
-        die("counts must be positive");
-    signal(SIGPIPE, SIG_IGN);
-    if (getenv("KL_BENCH_NAMESPACE") && *getenv("KL_BENCH_NAMESPACE"))
-        bench_ns = getenv("KL_BENCH_NAMESPACE");
-    read_token();
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    server_start(bin);
-
-    struct curl_slist *hdrs;
-    CURL *c = unary_handle(&hdrs);
     buf out;
-
-    /* A lease with a holder, so that GetHolder has something to say. */
-    stream a, b;
-    stream_open(&a, "bench-a");
-    if (stream_wait(&a, "\"elected\"") != 0)
-        die("bench-a was never elected");
-    const char *ep = strstr(last_msg, "\"epoch\":\"");
-    int64_t epoch = ep ? strtoll(ep + 9, NULL, 10) : 0;
-    if (epoch <= 0)
-        die("no epoch in Elected");
-    /* Confirms keep the term alive (the engine ends unconfirmed terms) and
-     * are measured too: the client library's rule-2 round trip. */
     Kubelease__V1__ConfirmRequest cf = KUBELEASE__V1__CONFIRM_REQUEST__INIT;
     cf.namespace_ = (char *)bench_ns;
     cf.name = "handoff";
     cf.identity = "bench-a";
     cf.epoch = epoch;
-    int n_confirm = 0;
-
+    cf.term_token = token;
     Kubelease__V1__GetHolderRequest g = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
     g.namespace_ = (char *)bench_ns;
     g.name = "handoff";
     int64_t *lat = calloc((size_t)calls, sizeof *lat);
     int64_t *clat = calloc((size_t)calls / 10 + 1, sizeof *clat);
+    int n_confirm = 0;
     long conns = 0;               /* new connections during the measured calls */
     for (int i = 0; i < 200; i++) /* warm-up */
         unary(c, "GetHolder", &g.base, &out);
@@ -387,30 +449,45 @@ int main(int argc, char **argv)
         }
     }
     int64_t cpu = server_cpu_us() - cpu0;
-    report("GetHolder (proto, keep-alive)", lat, calls);
-    report("Confirm (proto, keep-alive)", clat, n_confirm);
+    report(tls ? "GetHolder (proto, keep-alive, TLS)" : "GetHolder (proto, keep-alive)", lat,
+           calls);
+    report(tls ? "Confirm (proto, keep-alive, TLS)" : "Confirm (proto, keep-alive)", clat,
+           n_confirm);
     printf("kubeleased CPU time: %.1f us per call (%d GetHolder + %d Confirm)\n",
            (double)cpu / (calls + n_confirm), calls, n_confirm);
+    printf("(GetHolder opened %ld new connection(s) in %d calls; kubeleased %s, --auth %s, on "
+           "loopback%s)\n",
+           conns, calls, getenv("KL_BENCH_KUBECONFIG") ? "on an apiserver" : "--dev",
+           getenv("KL_BENCH_AUTH") ? getenv("KL_BENCH_AUTH") : "none", tls ? ", TLS" : "");
+    free(lat);
+    free(clat);
+}
 
-    /* Handoffs: the leader resigns, the standby must be elected. */
+/* Handoffs: the leader resigns (with its term's token), the standby must be
+ * elected; then the old leader stands by again. a leads, b is opened here. */
+static void bench_handoffs(CURL *c, int handoffs, stream *a, stream *b, char tokens[2][64])
+{
+    buf out;
     int64_t *hand = calloc((size_t)handoffs, sizeof *hand);
-    stream *leader = &a, *standby = &b;
+    stream *leader = a, *standby = b;
     const char *ids[2] = {"bench-a", "bench-b"};
     int leader_id = 0;
-    stream_open(&b, ids[1]);
-    if (stream_wait(&b, "\"candidate\"") != 0)
+    stream_open(b, ids[1]);
+    if (stream_wait(b, "\"candidate\"") != 0)
         die("bench-b is not a candidate");
     Kubelease__V1__ResignRequest r = KUBELEASE__V1__RESIGN_REQUEST__INIT;
     r.namespace_ = (char *)bench_ns;
     r.name = "handoff";
     for (int i = 0; i < handoffs; i++) {
         r.identity = (char *)ids[leader_id];
+        r.term_token = tokens[leader_id];
         int64_t t0 = now_us();
         if (unary(c, "Resign", &r.base, &out) != 200)
             die("Resign failed");
         if (stream_wait(standby, "\"elected\"") != 0)
             die("the standby was never elected");
         hand[i] = now_us() - t0;
+        elected_token(tokens[leader_id ^ 1], 64);
         /* The old leader's stream ends; it campaigns again as the standby. */
         stream_wait(leader, "\"never\"");
         stream_close(leader);
@@ -423,18 +500,56 @@ int main(int argc, char **argv)
         leader_id ^= 1;
     }
     report("resign -> new leader Elected", hand, handoffs);
-    printf("(GetHolder opened %ld new connection(s) in %d calls; kubeleased %s, --auth %s, on "
-           "loopback)\n",
-           conns, calls, getenv("KL_BENCH_KUBECONFIG") ? "on an apiserver" : "--dev",
-           getenv("KL_BENCH_AUTH") ? getenv("KL_BENCH_AUTH") : "none");
+    free(hand);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--tls") == 0) {
+        tls = true;
+        argv++;
+        argc--;
+    }
+    const char *bin = argc > 1 ? argv[1] : getenv("KUBELEASED");
+#ifdef KUBELEASED_PATH
+    if (!bin)
+        bin = KUBELEASED_PATH;
+#endif
+    if (!bin)
+        die("usage: bench_rpc [--tls] KUBELEASED [GETHOLDER_CALLS] [HANDOFFS]");
+    int calls = argc > 2 ? atoi(argv[2]) : 5000;
+    int handoffs = argc > 3 ? atoi(argv[3]) : 100;
+    if (calls < 1 || handoffs < 1)
+        die("counts must be positive");
+    signal(SIGPIPE, SIG_IGN);
+    if (getenv("KL_BENCH_NAMESPACE") && *getenv("KL_BENCH_NAMESPACE"))
+        bench_ns = getenv("KL_BENCH_NAMESPACE");
+    read_token();
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (tls)
+        make_certs();
+    server_start(bin);
+
+    struct curl_slist *hdrs;
+    CURL *c = unary_handle(&hdrs);
+    /* A lease with a holder, so that GetHolder has something to say. */
+    stream a, b;
+    stream_open(&a, "bench-a");
+    if (stream_wait(&a, "\"elected\"") != 0)
+        die("bench-a was never elected");
+    const char *ep = strstr(last_msg, "\"epoch\":\"");
+    int64_t epoch = ep ? strtoll(ep + 9, NULL, 10) : 0;
+    if (epoch <= 0)
+        die("no epoch in Elected");
+    char tokens[2][64]; /* the term tokens of bench-a and bench-b */
+    elected_token(tokens[0], sizeof tokens[0]);
+    bench_unary(c, calls, epoch, tokens[0]);
+    bench_handoffs(c, handoffs, &a, &b, tokens);
 
     stream_close(&a);
     stream_close(&b);
     curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);
-    free(lat);
-    free(clat);
-    free(hand);
     curl_global_cleanup();
     return 0;
 }

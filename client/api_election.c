@@ -13,9 +13,11 @@
 
 static struct kl__election *el_find(struct kl_client *c, const char *ns, const char *lease)
 {
-    for (struct kl__election *el = c->elections; el; el = el->next)
+    KL__LIST_FOREACH (link, &c->elections) {
+        struct kl__election *el = kl__election_of(link);
         if (kl__key_is(el->key, ns, lease))
             return el;
+    }
     return NULL;
 }
 
@@ -23,13 +25,7 @@ static struct kl__election *el_find(struct kl_client *c, const char *ns, const c
  * it alive until they leave. */
 static void el_unlink(struct kl_client *c, struct kl__election *el)
 {
-    for (struct kl__election **p = &c->elections; *p; p = &(*p)->next) {
-        if (*p == el) {
-            *p = el->next;
-            break;
-        }
-    }
-    el->next = NULL;
+    kl__list_remove(&el->link);
     kl__election_unref(el);
 }
 
@@ -75,8 +71,7 @@ int kl_run_election(kl_client *c, const char *ns, const char *lease, const char 
         }
         el_unlink(c, old);
     }
-    el->next = c->elections;
-    c->elections = el;
+    kl__list_insert_head(&c->elections, &el->link);
     el = NULL;
     kl__loop_wake(&c->loop);
     rc = KL_OK;

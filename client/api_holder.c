@@ -16,9 +16,11 @@
 
 static struct kl__watch *watch_find(struct kl_client *c, const char *ns, const char *lease)
 {
-    for (struct kl__watch *w = c->watches; w; w = w->next)
+    KL__LIST_FOREACH (link, &c->watches) {
+        struct kl__watch *w = kl__watch_of(link);
         if (!kl__watch_cancelled(w) && kl__key_is(w->key, ns, lease))
             return w;
+    }
     return NULL;
 }
 
@@ -39,8 +41,7 @@ int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_c
     } else if (watch_find(c, ns, lease)) {
         rc = kl__seterr(err, KL_ERR_ALREADY_WATCHING, "watch for %s/%s already running", ns, lease);
     } else {
-        w->next = c->watches;
-        c->watches = w;
+        kl__list_insert_head(&c->watches, &w->link);
         w = NULL;
         kl__loop_wake(&c->loop);
     }

@@ -2,8 +2,10 @@
  * runs (every election and watch), and its one teardown, which both
  * kl_client_free and the I/O thread (after kl_client_free from a callback)
  * use. kl_version and kl_free live here too. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "status.h"
@@ -35,15 +37,13 @@ void kl_client_options_init(kl_client_options *opts)
  * never started) and every transfer has been dropped. */
 static void client_destroy(struct kl_client *c)
 {
-    while (c->elections) {
-        struct kl__election *el = c->elections;
-        c->elections = el->next;
-        kl__election_unref(el);
+    KL__LIST_FOREACH_SAFE (link, &c->elections) {
+        kl__list_remove(link);
+        kl__election_unref(kl__election_of(link));
     }
-    while (c->watches) {
-        struct kl__watch *w = c->watches;
-        c->watches = w->next;
-        kl__watch_free(w);
+    KL__LIST_FOREACH_SAFE (link, &c->watches) {
+        kl__list_remove(link);
+        kl__watch_free(kl__watch_of(link));
     }
     kl__loop_destroy(&c->loop);
     free(c);
@@ -53,9 +53,9 @@ static void client_destroy(struct kl_client *c)
 static int64_t client_run(void *arg, int64_t now)
 {
     struct kl_client *c = arg;
-    int64_t next = kl__elections_process(c->elections, now);
+    int64_t next = kl__elections_process(&c->elections, now);
     next = kl__min64(next, kl__watches_process(&c->watches, now));
-    if (c->stopping && kl__elections_idle(c->elections) && !c->watches)
+    if (c->stopping && kl__elections_idle(&c->elections) && kl__list_empty(&c->watches))
         return KL__LOOP_STOP;
     return next;
 }
@@ -94,6 +94,14 @@ static int client_options(const kl_client_options *in, kl_client_options *out, k
         const char *env = getenv("KUBELEASE_TOKEN_FILE");
         out->token_file = env && *env ? env : NULL;
     }
+    if (!out->ca_file || !*out->ca_file)
+        out->ca_file = getenv("KUBELEASE_CA_FILE");
+    if (out->ca_file && !*out->ca_file)
+        out->ca_file = NULL;
+    if (out->ca_file && access(out->ca_file, R_OK) != 0)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "ca_file \"%.160s\"%s: cannot read it: %s",
+                          out->ca_file, in && in->ca_file ? "" : " ($KUBELEASE_CA_FILE)",
+                          strerror(errno));
     return KL_OK;
 }
 
@@ -135,10 +143,12 @@ void kl_client_free(kl_client *c)
         return;
     pthread_mutex_lock(&c->loop.mu);
     c->stopping = 1;
-    for (struct kl__election *el = c->elections; el; el = el->next)
+    KL__LIST_FOREACH (link, &c->elections) {
+        struct kl__election *el = kl__election_of(link);
         kl__election_cancel(el, "election for %s cancelled: the client was freed", el->key);
-    for (struct kl__watch *w = c->watches; w; w = w->next)
-        kl__watch_cancel(w);
+    }
+    KL__LIST_FOREACH (link, &c->watches)
+        kl__watch_cancel(kl__watch_of(link));
     if (kl__loop_on_thread(&c->loop)) {
         /* From a callback: the I/O thread frees the client when it is done. */
         c->free_on_exit = 1;

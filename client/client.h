@@ -10,11 +10,11 @@
 #include "watch.h"
 
 struct kl_client {
-    struct kl__loop loop; /* loop.mu protects everything below */
-    int stopping;         /* kl_client_free began: nothing new may start */
-    int free_on_exit;     /* kl_client_free from a callback: the I/O thread frees */
-    struct kl__election *elections;
-    struct kl__watch *watches;
+    struct kl__loop loop;      /* loop.mu protects everything below */
+    int stopping;              /* kl_client_free began: nothing new may start */
+    int free_on_exit;          /* kl_client_free from a callback: the I/O thread frees */
+    struct kl__list elections; /* kl__election.link */
+    struct kl__list watches;   /* kl__watch.link */
 };
 
 /* One GetHolder call on the calling thread (the arguments checked by the

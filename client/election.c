@@ -114,8 +114,16 @@ static int el_attached(const struct kl__election *el)
     return el->state == KL__EL_ELECTED || el->state == KL__EL_LEADING;
 }
 
+/* The election holds no term any more (epoch 0, no token). */
+static void el_forget_term(struct kl__election *el)
+{
+    el->epoch = 0;
+    explicit_bzero(el->term_token, sizeof(el->term_token));
+}
+
 static void el_free(struct kl__election *el)
 {
+    el_forget_term(el);
     kl__xfer_drop(el->stream);
     kl__xfer_drop(el->confirm);
     kl__xfer_drop(el->resign);
@@ -129,7 +137,8 @@ static void el_free(struct kl__election *el)
 /* Ends the election (once) with result and a message: not leader any more,
  * waiters wake up, and the I/O thread resigns, unless the service never
  * heard of the campaign or ended it itself (resign 0), then closes. */
-static void el_vfinish(struct kl__election *el, int resign, int result, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static void
+el_vfinish(struct kl__election *el, int resign, int result, const char *fmt, va_list ap)
 {
     if (kl__election_over(el))
         return;
@@ -202,7 +211,7 @@ static void el_schedule_reconnect(struct kl__election *el, int64_t now)
     int leader = kl__election_leader(el);
     el->next_confirm = 0;
     if (!leader)
-        el->epoch = 0;
+        el_forget_term(el);
     el->backoff_ms = kl__next_backoff(el->backoff_ms, el->loop->opts.max_backoff_ms);
     el->reconnect_at = now + el->backoff_ms;
     el_set_state(el, leader ? KL__EL_LEADER_BACKOFF : KL__EL_BACKOFF);
@@ -223,8 +232,9 @@ static void start_stream(struct kl__election *el)
     req.renew_deadline_seconds = el->renew_s;
     req.retry_period_seconds = el->retry_s;
     if (!leader)
-        el->epoch = 0;
+        el_forget_term(el);
     req.resume_epoch = leader ? el->epoch : 0;
+    req.term_token = el->term_token; /* a resume must prove the term is ours */
     x = kl__xfer_new(&el->loop->tr, &campaign_type, &req.base, 0, el);
     if (!x) {
         el_finish(el, KL_ERR_NO_MEMORY, "out of memory opening the campaign for %s", el->key);
@@ -249,6 +259,7 @@ static void start_confirm(struct kl__election *el, int64_t now)
     req.name = el->name;
     req.identity = el->identity;
     req.epoch = el->epoch;
+    req.term_token = el->term_token;
     x = kl__xfer_new(&el->loop->tr, &confirm_type, &req.base, timeout, el);
     if (!x || kl__xfer_start(x) != KL_OK) {
         kl__xfer_drop(x);
@@ -270,6 +281,7 @@ static void start_resign(struct kl__election *el, int64_t now)
     req.namespace_ = el->ns;
     req.name = el->name;
     req.identity = el->identity;
+    req.term_token = el->term_token; /* empty for a candidate: ends its campaign only */
     x = kl__xfer_new(&el->loop->tr, &resign_type, &req.base, timeout, el);
     if (!x || kl__xfer_start(x) != KL_OK) {
         kl__xfer_drop(x);
@@ -301,10 +313,11 @@ static int64_t el_wind_down(struct kl__election *el, int64_t now)
     return INT64_MAX;
 }
 
-int64_t kl__elections_process(struct kl__election *list, int64_t now)
+int64_t kl__elections_process(const struct kl__list *list, int64_t now)
 {
     int64_t next = INT64_MAX;
-    for (struct kl__election *el = list; el; el = el->next) {
+    KL__LIST_FOREACH (link, list) {
+        struct kl__election *el = kl__election_of(link);
         kl__election_check_deadline(el, now);
         if (kl__election_over(el)) {
             next = kl__min64(next, el_wind_down(el, now));
@@ -346,10 +359,10 @@ int64_t kl__elections_process(struct kl__election *list, int64_t now)
     return next;
 }
 
-int kl__elections_idle(const struct kl__election *list)
+int kl__elections_idle(const struct kl__list *list)
 {
-    for (const struct kl__election *el = list; el; el = el->next)
-        if (el->state != KL__EL_CLOSED)
+    KL__LIST_FOREACH (link, list)
+        if (kl__election_of(link)->state != KL__EL_CLOSED)
             return 0;
     return 1;
 }
@@ -397,7 +410,7 @@ static void on_confirm_answer(struct kl__election *el, struct kl__xfer *x, CURLc
         kl__loop_changed(el->loop);
         return;
     }
-    if (st == KL_ERR_LOST || st == KL_NOT_FOUND) {
+    if (st == KL_ERR_LOST || st == KL_NOT_FOUND || st == KL_ERR_PERMISSION_DENIED) {
         el_finish(el, KL_ERR_LOST, "%s (epoch %lld) lost: the service no longer confirms it: %s",
                   kl__election_leader(el) ? "leadership of" : "the new term of",
                   (long long)el->epoch, e.message);
@@ -435,6 +448,13 @@ static void campaign_done(struct kl__xfer *x, CURLcode rc)
     if (kl__election_over(el))
         return;
     int st = kl__xfer_result(x, rc, &e);
+    if (st == KL_ERR_PERMISSION_DENIED && kl__election_leader(el)) {
+        /* The service refused to resume the term (docs/design.md, rule 8):
+         * it is lost, whatever its deadline says. */
+        el_finish(el, KL_ERR_LOST, "leadership of %s (epoch %lld) lost: the resume was refused: %s",
+                  el->key, (long long)el->epoch, e.message);
+        return;
+    }
     if (st == KL_ERR_INVALID_ARGUMENT || st == KL_ERR_PERMISSION_DENIED || st == KL_ERR_PROTOCOL ||
         st == KL_ERR_ALREADY_RUNNING) {
         /* Retrying cannot help: end the election with the reason. */
@@ -446,9 +466,9 @@ static void campaign_done(struct kl__xfer *x, CURLcode rc)
     el_schedule_reconnect(el, kl__now_ms());
 }
 
-/* Elected: the stream is attached to a term; confirm it at once. A leader
- * whose resume met a new term lost the old one. */
-static void on_elected(struct kl__election *el, int64_t epoch)
+/* Elected: the stream is attached to a term, whose token it carries;
+ * confirm it at once. A leader whose resume met a new term lost the old one. */
+static void on_elected(struct kl__election *el, int64_t epoch, const char *token)
 {
     int leader = kl__election_leader(el);
     if (epoch <= 0)
@@ -461,6 +481,7 @@ static void on_elected(struct kl__election *el, int64_t epoch)
         return;
     }
     el->epoch = epoch;
+    snprintf(el->term_token, sizeof(el->term_token), "%s", token ? token : "");
     el->next_confirm = 1; /* confirm at once */
     el_set_state(el, leader ? KL__EL_LEADING : KL__EL_ELECTED);
     kl__loop_wake(el->loop);
@@ -508,7 +529,7 @@ static void on_event(struct kl__election *el, const Kubelease__V1__CampaignEvent
     if (ev->event_case != KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST)
         el->backoff_ms = 0;
     if (ev->event_case == KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED)
-        on_elected(el, ev->elected->epoch);
+        on_elected(el, ev->elected->epoch, ev->elected->term_token);
     else if (ev->event_case == KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST)
         on_lost(el, ev->lost);
     /* Candidate, Heartbeat, keepalives and unknown kinds: nothing to do; the

@@ -1,7 +1,9 @@
 /* Elections: the Campaign stream, term confirmation (the leadership
  * deadline; docs/design.md, rule 2), resumption after a broken connection
  * (docs/design.md, rule 5) and resignation, driven by the client's I/O
- * thread.
+ * thread. The term's token (docs/design.md, rule 8) is kept with the term
+ * and sent with Confirm, Resign and a resume, to whichever replica of the
+ * service the client reaches; it is never logged nor shown.
  *
  * Threads. Every field is protected by the loop's mutex (l->mu). The
  * transfers (stream, confirm, resign) are created, started and dropped only
@@ -12,7 +14,10 @@
 
 #include <stdint.h>
 
+#include "common/list.h"
 #include "loop.h"
+
+#define KL__TERM_TOKEN_MAX 64 /* a term token as text, NUL included */
 
 /* The life of an election. It runs from NEW until one of the three "over"
  * states; running, it is a candidate (BACKOFF, CAMPAIGNING, ELECTED) or a
@@ -33,7 +38,7 @@ enum kl__election_state {
 };
 
 struct kl__election {
-    struct kl__election *next; /* the client's list */
+    struct kl__list link; /* in the client's list */
     struct kl__loop *loop;
     int refs;  /* the client's list holds one, each waiting thread one */
     char *key; /* "ns/lease" */
@@ -43,12 +48,13 @@ struct kl__election {
     int lease_s, renew_s, retry_s;
 
     enum kl__election_state state;
-    int64_t deadline_ms;  /* leadership deadline (monotonic), while a leader */
-    int64_t valid_for_ms; /* last validity granted */
-    int64_t epoch;        /* epoch of the current term, 0 = none */
-    int result;           /* over: why (KL_ERR_CANCELLED when cancelled) */
-    char message[256];    /* over: the explanation */
-    char problem[256];    /* the last transport problem, for messages */
+    int64_t deadline_ms;                 /* leadership deadline (monotonic), while a leader */
+    int64_t valid_for_ms;                /* last validity granted */
+    int64_t epoch;                       /* epoch of the current term, 0 = none */
+    char term_token[KL__TERM_TOKEN_MAX]; /* the current term's secret, "" = none */
+    int result;                          /* over: why (KL_ERR_CANCELLED when cancelled) */
+    char message[256];                   /* over: the explanation */
+    char problem[256];                   /* the last transport problem, for messages */
 
     /* Driven by the I/O thread. */
     struct kl__xfer *stream;
@@ -92,11 +98,16 @@ void kl__election_cancel(struct kl__election *el, const char *fmt, ...)
  * I/O thread cannot delay it. */
 void kl__election_check_deadline(struct kl__election *el, int64_t now);
 
-/* The I/O thread's work on a list of elections: returns the next time it
- * needs to run (monotonic ms) or INT64_MAX. */
-int64_t kl__elections_process(struct kl__election *list, int64_t now);
+static inline struct kl__election *kl__election_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, struct kl__election, link);
+}
+
+/* The I/O thread's work on a list of elections (linked by their link):
+ * returns the next time it needs to run (monotonic ms) or INT64_MAX. */
+int64_t kl__elections_process(const struct kl__list *list, int64_t now);
 /* 1 when the I/O thread let go of every election of the list. */
-int kl__elections_idle(const struct kl__election *list);
+int kl__elections_idle(const struct kl__list *list);
 
 /* Deadline arithmetic (pure). The leadership deadline after a confirmation
  * sent at sent_ms (monotonic) that granted valid_for_ms: never later than the

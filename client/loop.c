@@ -23,10 +23,11 @@ int kl__loop_init(struct kl__loop *l, const char *endpoint, const kl_client_opti
     pthread_condattr_destroy(&ca);
     if (rc != 0)
         goto fail_cv;
-    if (kl__transport_init(&l->tr, endpoint, l->opts.connect_timeout_ms, l->opts.token_file) !=
-        KL_OK)
+    if (kl__transport_init(&l->tr, endpoint, l->opts.connect_timeout_ms, l->opts.token_file,
+                           l->opts.ca_file) != KL_OK)
         goto fail_tr;
     l->opts.token_file = l->tr.token.path; /* the caller's string need not outlive this */
+    l->opts.ca_file = l->tr.ca_file;       /* the transport's copy: nor need the caller's */
     return KL_OK;
 fail_tr:
     pthread_cond_destroy(&l->cv);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "connect_error.h"
 #include "status.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -28,11 +29,12 @@ int kl__transport_global_init(kl_error *err)
 }
 
 int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
-                       const char *token_file)
+                       const char *token_file, const char *ca_file)
 {
     memset(t, 0, sizeof(*t));
     t->connect_timeout_ms = connect_timeout_ms;
-    if (kl__token_init(&t->token, token_file) != KL_OK || !(t->endpoint = strdup(endpoint))) {
+    if (kl__token_init(&t->token, token_file) != KL_OK || !(t->endpoint = strdup(endpoint)) ||
+        (ca_file && !(t->ca_file = strdup(ca_file)))) {
         kl__transport_cleanup(t);
         return KL_ERR_NO_MEMORY;
     }
@@ -53,6 +55,7 @@ void kl__transport_cleanup(struct kl__transport *t)
     if (t->multi)
         curl_multi_cleanup(t->multi);
     free(t->endpoint);
+    free(t->ca_file);
     kl__token_cleanup(&t->token); /* also of a zeroed transport: a zeroed mutex is unlocked */
     memset(t, 0, sizeof(*t));
 }
@@ -62,13 +65,40 @@ void kl__transport_cleanup(struct kl__transport *t)
 static int on_envelope(void *ctx, unsigned flags, const uint8_t *msg, size_t len)
 {
     struct kl__xfer *x = ctx;
-    if (flags & KL__ENV_END_STREAM) {
+    if (flags & KL__ENVELOPE_FLAG_END_STREAM) {
         x->end_seen = 1;
         kl__connect_error_parse((const char *)msg, len, x->end_code, sizeof(x->end_code),
                                 x->end_message, sizeof(x->end_message));
         return 0;
     }
-    return x->type->on_message ? x->type->on_message(x, msg, len) : 0;
+    int rc = x->type->on_message ? x->type->on_message(x, msg, len) : 0;
+    if (rc != 0)
+        x->abort_code = rc; /* for feed_stream */
+    return rc;
+}
+
+/* Feeds response bytes to the stream's decoder. Returns KL_OK, the status
+ * an on_message callback refused them with, KL_ERR_NO_MEMORY, or
+ * KL_ERR_PROTOCOL (an envelope too long or compressed, data after the end). */
+static int feed_stream(struct kl__xfer *x, const char *data, size_t n)
+{
+    kl__envelope_status st =
+        kl__envelope_stream_feed(&x->dec, (const uint8_t *)data, n, on_envelope, x);
+    if (st == KL__ENVELOPE_NEED_MORE)
+        return KL_OK;
+    if (st == KL__ENVELOPE_STOPPED)
+        return x->abort_code;
+    return st == KL__ENVELOPE_NO_MEMORY ? KL_ERR_NO_MEMORY : KL_ERR_PROTOCOL;
+}
+
+/* Keeps a unary (or error) body. Returns KL_OK, KL_ERR_PROTOCOL past the
+ * body's limit, or KL_ERR_NO_MEMORY. */
+static int keep_body(struct kl__xfer *x, const char *data, size_t n)
+{
+    int rc = kl__buf_append(&x->resp, data, n);
+    if (rc == KL__BUF_OK)
+        return KL_OK;
+    return rc == KL__BUF_NO_MEMORY ? KL_ERR_NO_MEMORY : KL_ERR_PROTOCOL;
 }
 
 /* First bytes of a response: is it a stream of envelopes? */
@@ -91,10 +121,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     x->last_rx_ms = kl__now_ms();
     if (!x->checked)
         check_response(x);
-    if (x->streaming)
-        rc = kl__envelope_feed(&x->dec, (const uint8_t *)ptr, n, on_envelope, x);
-    else
-        rc = kl__buf_append(&x->resp, ptr, n, x->max_body);
+    rc = x->streaming ? feed_stream(x, ptr, n) : keep_body(x, ptr, n);
     if (rc != 0) {
         x->aborted = 1;
         x->abort_code = rc;
@@ -109,7 +136,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 static int pack_body(struct kl__xfer *x, const ProtobufCMessage *req)
 {
     size_t n = protobuf_c_message_get_packed_size(req);
-    size_t off = x->type->stream ? KL__ENV_HEADER : 0;
+    size_t off = x->type->stream ? KL__ENVELOPE_HEADER : 0;
     x->body = malloc(off + n + 1);
     if (!x->body)
         return KL_ERR_NO_MEMORY;
@@ -150,6 +177,15 @@ static void set_options(struct kl__xfer *x, const char *url)
     curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, x->t->connect_timeout_ms);
     if (x->timeout_ms > 0)
         curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, x->timeout_ms);
+    if (x->t->ca_file) {
+        /* Only this bundle is trusted; re-read for new connections at least
+         * once a minute, so that a rotated CA takes effect. */
+        curl_easy_setopt(x->h, CURLOPT_CAINFO, x->t->ca_file);
+        curl_easy_setopt(x->h, CURLOPT_CAPATH, NULL);
+#if LIBCURL_VERSION_NUM >= 0x075700
+        curl_easy_setopt(x->h, CURLOPT_CA_CACHE_TIMEOUT, 60L);
+#endif
+    }
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPIDLE, 5L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPINTVL, 2L);
@@ -171,8 +207,8 @@ struct kl__xfer *kl__xfer_new(struct kl__transport *t, const struct kl__xfer_typ
     x->data = data;
     x->t = t;
     x->timeout_ms = timeout_ms;
-    x->max_body = KL__MAX_MESSAGE;
     kl__envelope_decoder_init(&x->dec, KL__MAX_MESSAGE);
+    kl__buf_init(&x->resp, KL__MAX_MESSAGE);
     if (pack_body(x, req) != KL_OK)
         goto fail;
     x->h = curl_easy_init();
@@ -216,10 +252,34 @@ void kl__xfer_drop(struct kl__xfer *x)
 
 /* --- outcomes ------------------------------------------------------------- */
 
+/* A TLS failure: the handshake, or the service's certificate refused. */
+static int tls_failure(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* A transfer that curl itself failed: unreachable, timed out, broken. */
 static int curl_failure(struct kl__xfer *x, CURLcode rc, kl_error *err)
 {
     const char *ep = x->t->endpoint, *method = x->type->method;
+    if (tls_failure(rc))
+        return kl__seterr(err, KL_ERR_UNAVAILABLE,
+                          "TLS with the kubelease service at %s failed (%s; trusted CAs: %s): %s",
+                          ep, curl_easy_strerror(rc),
+                          x->t->ca_file ? x->t->ca_file : "the system's",
+                          x->errbuf[0] ? x->errbuf : "no details");
     if (rc == CURLE_OPERATION_TIMEDOUT && x->http == 0)
         return kl__seterr(err, KL_ERR_TIMEOUT,
                           "kubelease service at %s did not answer %s in time: %s", ep, method,
@@ -288,7 +348,7 @@ int kl__unary_call(struct kl__transport *t, const char *method, const ProtobufCM
     struct kl__xfer *x = kl__xfer_new(t, &type, req, timeout_ms, NULL);
     if (!x)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
-    x->max_body = max_body;
+    kl__buf_init(&x->resp, max_body); /* empty yet: only its limit changes */
     CURLcode rc = curl_easy_perform(x->h);
     int st = kl__xfer_result(x, rc, err);
     if (st == KL_OK) {

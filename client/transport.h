@@ -18,7 +18,8 @@
 #include <curl/curl.h>
 #include <protobuf-c/protobuf-c.h>
 
-#include "envelope.h"
+#include "common/buf.h"
+#include "common/envelope.h"
 #include "kubelease.h"
 #include "token.h"
 #include "util.h"
@@ -28,6 +29,7 @@
 
 struct kl__transport {
     char *endpoint; /* "http://host:port", without a trailing slash */
+    char *ca_file;  /* the CA bundle https endpoints must chain to; NULL: the system's */
     long connect_timeout_ms;
     CURLM *multi;
     struct kl__token token; /* the bearer token of every request (thread-safe) */
@@ -36,11 +38,12 @@ struct kl__transport {
 /* curl_global_init, once per process. Returns KL_OK or KL_ERR_INTERNAL with
  * err filled. */
 int kl__transport_global_init(kl_error *err);
-/* Fills *t; token_file (NULL: none) holds the bearer token to send. Returns
- * KL_OK, or KL_ERR_NO_MEMORY with *t left empty (safe to pass to
+/* Fills *t; token_file (NULL: none) holds the bearer token to send, ca_file
+ * (NULL: the system's store; copied) the CAs https endpoints must chain to.
+ * Returns KL_OK, or KL_ERR_NO_MEMORY with *t left empty (safe to pass to
  * kl__transport_cleanup). */
 int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
-                       const char *token_file);
+                       const char *token_file, const char *ca_file);
 /* Every started transfer must have been dropped or collected. */
 void kl__transport_cleanup(struct kl__transport *t);
 
@@ -74,10 +77,10 @@ struct kl__xfer {
     uint8_t *body; /* request body (kept alive during the transfer) */
     size_t body_len;
     long timeout_ms;
-    size_t max_body;     /* longest unary body accepted (KL__MAX_MESSAGE unless set) */
     int64_t sent_ms;     /* monotonic time the request was created */
     int64_t last_rx_ms;  /* monotonic time of the last bytes received */
-    struct kl__buf resp; /* unary body, or the error body of a stream */
+    struct kl__buf resp; /* unary body, or the error body of a stream; its limit is
+                            KL__MAX_MESSAGE, or kl__unary_call's max_body */
     struct kl__envelope_decoder dec;
     int checked;       /* the response status was looked at */
     int streaming;     /* the stream answered 200 with envelopes */

@@ -1,5 +1,6 @@
 /* Small helpers shared by the modules of libkubelease: monotonic time,
- * reconnection backoff, "ns/lease" keys and a growable byte buffer.
+ * reconnection backoff and "ns/lease" keys (the byte buffer, the list and
+ * the envelope codec are common/'s).
  * Pure functions with no shared state: safe from any thread. */
 #ifndef KL_UTIL_H
 #define KL_UTIL_H
@@ -23,17 +24,5 @@ int64_t kl__next_backoff(int64_t prev_ms, int64_t max_ms);
 char *kl__key_new(const char *ns, const char *lease);
 /* 1 when key is "ns/lease". */
 int kl__key_is(const char *key, const char *ns, const char *lease);
-
-/* A NUL-terminated byte buffer; zero-initialise it, release it with
- * kl__buf_free. */
-struct kl__buf {
-    char *data;
-    size_t len;
-    size_t cap;
-};
-/* Appends n bytes. Returns KL_OK, KL_ERR_PROTOCOL when the buffer would
- * exceed limit bytes, or KL_ERR_NO_MEMORY (the buffer is then unchanged). */
-int kl__buf_append(struct kl__buf *b, const void *p, size_t n, size_t limit);
-void kl__buf_free(struct kl__buf *b);
 
 #endif

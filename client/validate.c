@@ -1,33 +1,17 @@
-/* Local argument checks, mirroring the service's rules (see validate.h). */
+/* Local argument checks, mirroring the service's rules (see validate.h): the
+ * name rules are common/names.h's, which the service applies too. */
 #include <string.h>
 
 #include "validate.h"
 
+#include "common/names.h"
 #include "status.h"
-
-static int is_lower_alnum(char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-}
-
-/* DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, 1..63. Returns 1 if valid. */
-static int dns_label_ok(const char *s, size_t len)
-{
-    if (len == 0 || len > 63)
-        return 0;
-    if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[len - 1]))
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (!is_lower_alnum(s[i]) && s[i] != '-')
-            return 0;
-    return 1;
-}
 
 int kl__check_namespace(const char *ns, kl_error *err)
 {
     if (!ns)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "ns (the namespace) is NULL");
-    if (!dns_label_ok(ns, strlen(ns)))
+    if (kl__name_check_namespace(ns) != KL__NAME_OK)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
                           "ns \"%.63s\" is not a valid namespace: a DNS-1123 label of 1-63 "
                           "lowercase letters, digits and '-', starting and ending alphanumeric",
@@ -39,15 +23,7 @@ static int check_lease_name(const char *lease, kl_error *err)
 {
     if (!lease)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "lease (the Lease name) is NULL");
-    size_t len = strlen(lease);
-    int ok = len >= 1 && len <= 253;
-    for (size_t start = 0; ok && start <= len;) {
-        const char *dot = memchr(lease + start, '.', len - start);
-        size_t end = dot ? (size_t)(dot - lease) : len;
-        ok = dns_label_ok(lease + start, end - start);
-        start = end + 1;
-    }
-    if (!ok)
+    if (kl__name_check_lease(lease) != KL__NAME_OK)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
                           "lease \"%.63s\" is not a valid Lease name: a DNS-1123 subdomain of "
                           "1-253 characters (lowercase letters, digits, '-' and '.')",
@@ -59,17 +35,19 @@ int kl__check_identity(const char *identity, kl_error *err)
 {
     if (!identity)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "identity is NULL");
-    size_t len = strlen(identity);
-    if (len == 0 || len > 253)
+    size_t bad = 0;
+    switch (kl__name_check_identity(identity, &bad)) {
+    case KL__NAME_OK:
+        return KL_OK;
+    case KL__NAME_EMPTY:
+    case KL__NAME_TOO_LONG:
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
-                          "identity must be 1 to 253 bytes long, not %zu", len);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)identity[i];
-        if (ch < 0x20 || ch == 0x7f)
-            return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
-                              "identity contains a control character (byte %zu is 0x%02x)", i, ch);
+                          "identity must be 1 to 253 bytes long, not %zu", strlen(identity));
+    default:
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "identity must be printable ASCII (byte %zu is 0x%02x)", bad,
+                          (unsigned char)identity[bad]);
     }
-    return KL_OK;
 }
 
 int kl__check_durations(int lease_duration_s, int renew_deadline_s, int retry_period_s,

@@ -65,21 +65,19 @@ static void start_stream(struct kl__watch *w)
     w_set_state(w, KL__W_OPEN);
 }
 
-int64_t kl__watches_process(struct kl__watch **list, int64_t now)
+int64_t kl__watches_process(struct kl__list *list, int64_t now)
 {
     int64_t next = INT64_MAX;
-    struct kl__watch **p = list;
-    while (*p) {
-        struct kl__watch *w = *p;
+    KL__LIST_FOREACH_SAFE (link, list) {
+        struct kl__watch *w = kl__watch_of(link);
         if (kl__watch_cancelled(w)) {
             /* Only the I/O thread runs callbacks, and it is here: none runs.
              * Free once no kl_cancel_watch still looks at the record. */
             kl__xfer_drop(w->stream);
             w->stream = NULL;
             if (w->waiters == 0) {
-                *p = w->next;
+                kl__list_remove(link);
                 kl__watch_free(w);
-                continue;
             }
         } else if (w->state == KL__W_IDLE) {
             if (now >= w->reconnect_at)
@@ -87,7 +85,6 @@ int64_t kl__watches_process(struct kl__watch **list, int64_t now)
             else if (w->reconnect_at < next)
                 next = w->reconnect_at;
         }
-        p = &w->next;
     }
     return next;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kubelease.h"
+#include "common/list.h"
 #include "loop.h"
 
 /* The life of a watch. Changed only by w_set_state in watch.c (traced when
@@ -25,7 +26,7 @@ enum kl__watch_state {
 };
 
 struct kl__watch {
-    struct kl__watch *next; /* the client's list */
+    struct kl__list link; /* in the client's list */
     struct kl__loop *loop;
     char *key; /* "ns/lease" */
     char *ns;
@@ -59,9 +60,15 @@ static inline int kl__watch_cancelled(const struct kl__watch *w)
     return w->state >= KL__W_CANCELLING;
 }
 
-/* The I/O thread's work on the list at *list: opens and reopens streams and
- * frees cancelled watches nobody looks at any more. Returns the next time it
- * needs to run (monotonic ms) or INT64_MAX. */
-int64_t kl__watches_process(struct kl__watch **list, int64_t now);
+static inline struct kl__watch *kl__watch_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, struct kl__watch, link);
+}
+
+/* The I/O thread's work on a list of watches (linked by their link): opens
+ * and reopens streams and unlinks and frees cancelled watches nobody looks
+ * at any more. Returns the next time it needs to run (monotonic ms) or
+ * INT64_MAX. */
+int64_t kl__watches_process(struct kl__list *list, int64_t now);
 
 #endif

@@ -6,7 +6,8 @@
  *   kl_replica --endpoint http://127.0.0.1:8080 --namespace default \
  *              --lease demo --identity replica-a
  *
- * SIGINT/SIGTERM resign the Lease (a standby takes over at once) and exit 0. */
+ * SIGINT/SIGTERM resign the Lease (a standby takes over at once) and exit 0;
+ * SIGUSR1 makes a leader hand over (resign) and stand again. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -35,9 +36,10 @@ struct config {
     int retry_period;
     int resign_after; /* seconds of leadership before resigning; 0 = never */
     const char *intervals;
+    int track_deadline; /* poll the deadline while leading; log it at the end */
 };
 
-static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL};
+static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL, 0};
 static kl_client *client;
 static atomic_int stopping;
 static int intervals_fd = -1;
@@ -46,6 +48,11 @@ static int exit_code;
  * that a signal's resignation and the main loop record each interval once. */
 static pthread_mutex_t lead_mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t leading_epoch;
+/* With --track-deadline: the latest leadership deadline seen while leading
+ * (CLOCK_MONOTONIC ns), 0 when none. A lower bound of the library's own:
+ * kl_is_leader reads the clock after we do and counts whole milliseconds.
+ * The main thread writes it; the signal thread may read it. */
+static _Atomic int64_t seen_deadline;
 
 static void say(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const char *what, const char *fmt, ...)
@@ -75,11 +82,13 @@ static int64_t monotonic_ns(void)
  * several replicas never interleave). */
 static void record(const char *kind, int64_t epoch, const char *why)
 {
-    char line[512];
+    char line[512], deadline[32] = "";
     if (intervals_fd < 0)
         return;
-    int n = snprintf(line, sizeof(line), "%s %s %d %" PRId64 " %" PRId64 " %s\n", kind,
-                     cfg.identity, (int)getpid(), epoch, monotonic_ns(), why);
+    if (cfg.track_deadline && strcmp(kind, "end") == 0)
+        snprintf(deadline, sizeof(deadline), " %" PRId64, atomic_load(&seen_deadline));
+    int n = snprintf(line, sizeof(line), "%s %s %d %" PRId64 " %" PRId64 " %s%s\n", kind,
+                     cfg.identity, (int)getpid(), epoch, monotonic_ns(), why, deadline);
     if (n > 0 && write(intervals_fd, line, (size_t)n) != n)
         perror("write intervals");
 }
@@ -95,6 +104,7 @@ static int begin_leading(int64_t epoch)
     ok = !atomic_load(&stopping);
     if (ok) {
         leading_epoch = epoch;
+        atomic_store(&seen_deadline, 0);
         record("start", epoch, "elected");
     }
     pthread_mutex_unlock(&lead_mu);
@@ -110,13 +120,26 @@ static void stop_leading(const char *why)
     pthread_mutex_unlock(&lead_mu);
 }
 
-/* SIGINT and SIGTERM are blocked in every thread and taken here, where
- * calling the library is allowed (it is not from a signal handler). */
+/* SIGINT, SIGTERM and SIGUSR1 are blocked in every thread and taken here,
+ * where calling the library is allowed (it is not from a signal handler).
+ * SIGUSR1 ends a leadership in progress ("handoff"); the main loop then
+ * stands again. */
 static void *signal_thread(void *arg)
 {
     sigset_t *set = arg;
     int sig = 0;
-    sigwait(set, &sig);
+    for (;;) {
+        sigwait(set, &sig);
+        if (sig != SIGUSR1)
+            break;
+        pthread_mutex_lock(&lead_mu);
+        int leading = leading_epoch != 0 && !atomic_load(&stopping);
+        pthread_mutex_unlock(&lead_mu);
+        if (leading) {
+            stop_leading("handoff");
+            kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
+        }
+    }
     pthread_mutex_lock(&lead_mu);
     atomic_store(&stopping, 1);
     pthread_mutex_unlock(&lead_mu);
@@ -140,6 +163,8 @@ static void usage(FILE *out)
             "  --retry-period S      retry period in seconds (default 2)\n"
             "  --resign-after S      resign after leading S seconds, then stand again\n"
             "  --intervals FILE      append leadership intervals (CLOCK_MONOTONIC ns) to FILE\n"
+            "  --track-deadline      while leading, poll the leadership deadline every 2 ms and\n"
+            "                        append the last one seen to each \"end\" line of FILE\n"
             "  --print-monotonic     print CLOCK_MONOTONIC in ns and exit (for test scripts)\n"
             "  --help                this text\n");
 }
@@ -168,6 +193,7 @@ static void parse_args(int argc, char **argv)
         {"retry-period", required_argument, NULL, 'P'},
         {"resign-after", required_argument, NULL, 'r'},
         {"intervals", required_argument, NULL, 'I'},
+        {"track-deadline", no_argument, NULL, 'T'},
         {"print-monotonic", no_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -202,6 +228,9 @@ static void parse_args(int argc, char **argv)
         case 'I':
             cfg.intervals = optarg;
             break;
+        case 'T':
+            cfg.track_deadline = 1;
+            break;
         case 'M':
             printf("%" PRId64 "\n", monotonic_ns());
             exit(0);
@@ -228,6 +257,30 @@ static void pause_ms(int ms)
     for (int waited = 0; waited < ms && !atomic_load(&stopping); waited += 50) {
         struct timespec ts = {0, 50 * 1000000};
         nanosleep(&ts, NULL);
+    }
+}
+
+/* Waits as kl_wait_lost_timeout (timeout_ms < 0: as kl_wait_lost). With
+ * --track-deadline it waits in 2 ms slices and notes the deadline after
+ * each, so that the intervals file can tell until when this process was
+ * leader if it was paused (SIGSTOP) across its deadline. */
+static int wait_lost(int timeout_ms, kl_error *err)
+{
+    if (!cfg.track_deadline)
+        return timeout_ms < 0 ? kl_wait_lost(client, cfg.ns, cfg.lease, err)
+                              : kl_wait_lost_timeout(client, cfg.ns, cfg.lease, timeout_ms, err);
+    int64_t until = timeout_ms < 0 ? INT64_MAX : monotonic_ns() + (int64_t)timeout_ms * 1000000;
+    for (;;) {
+        int64_t now = monotonic_ns(), valid = 0;
+        /* The library leads while its clock, in whole ms, is below its
+         * deadline: one ms less keeps this a lower bound. */
+        if (kl_is_leader(client, cfg.ns, cfg.lease, &valid, NULL) == 1 &&
+            now + (valid - 1) * 1000000 > atomic_load(&seen_deadline))
+            atomic_store(&seen_deadline, now + (valid - 1) * 1000000);
+        int slice = now >= until ? 0 : (until - now > 2000000 ? 2 : 1);
+        int rc = kl_wait_lost_timeout(client, cfg.ns, cfg.lease, slice, err);
+        if (rc != KL_ERR_TIMEOUT || monotonic_ns() >= until)
+            return rc;
     }
 }
 
@@ -271,11 +324,13 @@ static int one_term(void)
         kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
         return 1;
     }
-    kl_is_leader(client, cfg.ns, cfg.lease, &valid, NULL);
+    int64_t now = monotonic_ns();
+    if (kl_is_leader(client, cfg.ns, cfg.lease, &valid, NULL) == 1)
+        atomic_store(&seen_deadline, now + (valid - 1) * 1000000);
     say("LEADER", "epoch=%" PRId64 " (valid for %" PRId64 " ms)", epoch, valid);
 
     if (cfg.resign_after > 0) {
-        rc = kl_wait_lost_timeout(client, cfg.ns, cfg.lease, cfg.resign_after * 1000, &err);
+        rc = wait_lost(cfg.resign_after * 1000, &err);
         if (rc == KL_ERR_TIMEOUT) {
             stop_leading("resigned");
             kl_cancel_election(client, cfg.ns, cfg.lease, NULL);
@@ -283,7 +338,7 @@ static int one_term(void)
             return 0;
         }
     } else {
-        rc = kl_wait_lost(client, cfg.ns, cfg.lease, &err);
+        rc = wait_lost(-1, &err);
     }
     if (rc == KL_OK) {
         stop_leading("resigned");
@@ -313,6 +368,7 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     client = kl_client_new(cfg.endpoint, &err);

@@ -118,24 +118,35 @@ typedef struct kl_client_options {
      * requests go without a token, and the service's refusal names the
      * file's problem. The string is copied. */
     const char *token_file;
+    /* For an https:// endpoint: the CA certificates (a PEM file) the
+     * service's certificate must chain to, its host name checked too; only
+     * these are trusted. NULL: $KUBELEASE_CA_FILE if set and non-empty, else
+     * the system's CA store. Copied; the file must be readable when the
+     * client is created, and is read again for new connections (a CA bundle
+     * replaced in place is used within a minute). Ignored for http://. */
+    const char *ca_file;
 } kl_client_options;
 
 /* Fills *opts with zeros (= defaults). */
 KL_EXPORT void kl_client_options_init(kl_client_options *opts);
 
-/* Creates a client for the service at endpoint ("http://host:port"). endpoint
- * NULL: $KUBELEASE_ENDPOINT if set and non-empty, else
- * "http://127.0.0.1:8080". The bearer token comes from $KUBELEASE_TOKEN_FILE
- * when set (see kl_client_options.token_file). Does not contact the service
- * (the first call that needs it does); proxy environment variables are not
+/* Creates a client for the service at endpoint ("http://host:port", or
+ * "https://host:port": TLS, the service's certificate verified against
+ * ca_file, see kl_client_options). endpoint NULL: $KUBELEASE_ENDPOINT if set
+ * and non-empty, else "http://127.0.0.1:8080". The bearer token comes from
+ * $KUBELEASE_TOKEN_FILE when set (see kl_client_options.token_file), the CA
+ * bundle from $KUBELEASE_CA_FILE. Does not contact the service (the first
+ * call that needs it does; a certificate it refuses is an error naming the
+ * TLS failure, KL_ERR_UNAVAILABLE); proxy environment variables are not
  * used. Starts the client's I/O thread.
  * Returns the client, to be released with kl_client_free, or NULL on failure
- * (bad endpoint, out of memory, thread creation failed) with *err filled (err
- * may be NULL). */
+ * (bad endpoint, unreadable $KUBELEASE_CA_FILE, out of memory, thread
+ * creation failed) with *err filled (err may be NULL). */
 KL_EXPORT kl_client *kl_client_new(const char *endpoint, kl_error *err);
 
 /* As kl_client_new, with options (opts may be NULL for defaults; it is copied,
- * the caller keeps it). Negative option values are invalid arguments. */
+ * the caller keeps it). Negative option values, and a ca_file that cannot be
+ * read, are invalid arguments. */
 KL_EXPORT kl_client *kl_client_new_opts(const char *endpoint, const kl_client_options *opts,
                                         kl_error *err);
 
@@ -148,7 +159,7 @@ KL_EXPORT kl_client *kl_client_new_opts(const char *endpoint, const kl_client_op
 KL_EXPORT void kl_client_free(kl_client *c);
 
 /* Starts campaigning for Lease ns/lease (ns: a DNS-1123 label; lease: a
- * DNS-1123 subdomain) as identity (1 to 253 printable bytes), with client-go's
+ * DNS-1123 subdomain) as identity (1 to 253 printable ASCII bytes), with client-go's
  * durations in seconds: lease_duration_s > renew_deadline_s >
  * 1.2 x retry_period_s >= 1. Returns at once (KL_OK); the I/O thread opens the
  * campaign and keeps it going (reconnecting if the service is unreachable)

@@ -10,9 +10,10 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
-            libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev)
+            libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev
+            libgnutls28-dev)
 test_pkgs=(libcmocka-dev clang libclang-rt-14-dev clang-format valgrind prometheus chromium curl
-           openssl procps psmisc python3 python3-yaml)
+           openssl procps psmisc python3 python3-yaml faketime)
 
 if [ "${1:-}" = "--list" ]; then
   case "${2:-}" in
@@ -52,6 +53,7 @@ need libcurl 7.68.0
 need libcjson 1.7.14
 need yaml-0.1 0.2.2
 need libcrypto 3.0.0
+need gnutls 3.6.3
 # Go and Node.js are needed only by the tests (the Dockerfile's build stage runs
 # this script without --test and has neither).
 if [ "${1:-}" = "--test" ]; then

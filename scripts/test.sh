@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine and runs every test: unit, integration
 # (against a real kube-apiserver + etcd on loopback), interop (third-party
-# clients), chart; then the unit and integration suites again under
-# ASan+UBSan and under TSan, the client library under valgrind, and a short
+# clients), chart, the nemesis (random faults, about 3 minutes); then the
+# unit, integration and nemesis suites again under ASan+UBSan, unit and
+# integration under TSan, the client library under valgrind, and a short
 # run of every fuzzer (clang, libFuzzer).
 #
 # Usage: scripts/test.sh            everything
@@ -33,19 +34,19 @@ step "tests (plain build)"
 scripts/controlplane.sh run -- ctest --test-dir build --output-on-failure
 
 if [ -z "${KL_TEST_QUICK:-}" ]; then
-  step "tests under ASan+UBSan (unit, integration)"
+  step "tests under ASan+UBSan (unit, integration, nemesis)"
   build build-asan -DKL_SANITIZE=address
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    scripts/controlplane.sh run -- ctest --test-dir build-asan --output-on-failure -L 'unit|integration'
+    scripts/controlplane.sh run -- ctest --test-dir build-asan --output-on-failure -L 'unit|integration|nemesis'
 
   step "tests under TSan (unit, integration)"
   build build-tsan -DKL_SANITIZE=thread
   TSAN_OPTIONS=halt_on_error=1 \
     scripts/controlplane.sh run -- ctest --test-dir build-tsan --output-on-failure -L 'unit|integration'
 
-  step "the client library under valgrind (no errors, no leaks)"
+  step "the client library and common/ under valgrind (no errors, no leaks)"
   vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect)
-  for t in build/tests/unit_test_client_*; do
+  for t in build/tests/unit_test_client_* build/tests/unit_test_common_*; do
     "${vg[@]}" "$t" >/dev/null
   done
   KUBELEASED=$PWD/build/server/kubeleased KL_REPLICA=$PWD/build/examples/kl_replica \

@@ -19,12 +19,14 @@
 typedef struct service service;
 
 typedef struct service_config {
-    bool dev;             /* the in-memory store: no cluster */
-    store_kube_opts kube; /* otherwise: how to reach the apiserver */
-    int64_t max_grant_ms; /* engine_config.max_grant_ms */
-    int max_leases;       /* engine_config.max_leases */
-    http_config http;     /* its engine, and its auth's loop and kube, are the service's own;
-                             auth.mode kubernetes reviews through the store's apiserver */
+    bool dev;                /* the in-memory store: no cluster */
+    store_kube_opts kube;    /* otherwise: how to reach the apiserver */
+    int64_t max_grant_ms;    /* engine_config.max_grant_ms */
+    int max_leases;          /* engine_config.max_leases */
+    const uint8_t *term_key; /* engine_config.term_key (copied by the engine) */
+    size_t term_key_len;
+    http_config http; /* its engine, and its auth's loop and kube, are the service's own;
+                         auth.mode kubernetes reviews through the store's apiserver */
 } service_config;
 
 typedef enum service_status {

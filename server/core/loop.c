@@ -23,7 +23,7 @@ typedef struct loop_task {
 } loop_task;
 
 typedef struct loop_xfer {
-    struct loop_xfer *prev, *next; /* every transfer in flight */
+    struct kl__list link; /* in loop.xfers: every transfer in flight */
     CURL *easy;
     loop_curl_done done;
     void *arg;
@@ -34,9 +34,9 @@ struct loop {
     atomic_bool stop;
     pthread_mutex_t mu; /* guards the task queue */
     loop_task *head, *tail;
-    loop_xfer *xfers;
+    struct kl__list xfers; /* loop_xfer.link */
     heap timers;
-    loop_timer *ready_head, *ready_tail; /* due timers of the pass running them */
+    struct kl__list ready; /* loop_timer.ready: due timers of the pass running them */
     uint64_t next_seq;
     loop_clock_fn clock;
     void *clock_ctx;
@@ -92,8 +92,8 @@ void loop_free(loop *l)
 {
     if (!l)
         return;
-    while (l->xfers) {
-        CURL *easy = l->xfers->easy;
+    while (!kl__list_empty(&l->xfers)) {
+        CURL *easy = KL__LIST_ENTRY(kl__list_first(&l->xfers), loop_xfer, link)->easy;
         loop_curl_remove(l, easy);
         curl_easy_cleanup(easy);
     }
@@ -163,25 +163,12 @@ void loop_timer_init(loop *l, loop_timer *t)
     *t = (loop_timer){.l = l, .state = TIMER_IDLE};
 }
 
-static void ready_unlink(loop *l, loop_timer *t)
-{
-    if (t->ready_prev)
-        t->ready_prev->ready_next = t->ready_next;
-    else
-        l->ready_head = t->ready_next;
-    if (t->ready_next)
-        t->ready_next->ready_prev = t->ready_prev;
-    else
-        l->ready_tail = t->ready_prev;
-    t->ready_prev = t->ready_next = NULL;
-}
-
 void loop_timer_stop(loop_timer *t)
 {
     if (t->state == TIMER_PENDING)
         heap_remove(&t->l->timers, &t->node, timer_less);
     else if (t->state == TIMER_READY)
-        ready_unlink(t->l, t);
+        kl__list_remove(&t->ready);
     t->state = TIMER_IDLE;
 }
 
@@ -220,18 +207,12 @@ static unsigned run_timers(loop *l)
         loop_timer *t = TIMER_OF(n);
         heap_remove(&l->timers, n, timer_less);
         t->state = TIMER_READY;
-        t->ready_prev = l->ready_tail;
-        t->ready_next = NULL;
-        if (l->ready_tail)
-            l->ready_tail->ready_next = t;
-        else
-            l->ready_head = t;
-        l->ready_tail = t;
+        kl__list_insert_tail(&l->ready, &t->ready);
     }
     unsigned ran = 0;
-    while (l->ready_head) {
-        loop_timer *t = l->ready_head;
-        ready_unlink(l, t);
+    while (!kl__list_empty(&l->ready)) {
+        loop_timer *t = KL__LIST_ENTRY(kl__list_first(&l->ready), loop_timer, ready);
+        kl__list_remove(&t->ready);
         t->state = TIMER_IDLE;
         loop_fn fn = t->fn;
         void *arg = t->arg;
@@ -257,11 +238,8 @@ int loop_curl_add(loop *l, CURL *easy, loop_curl_done done, void *arg)
         free(x);
         return -1;
     }
-    x->prev = NULL;
-    x->next = l->xfers;
-    if (l->xfers)
-        l->xfers->prev = x;
-    l->xfers = x;
+    x->link = (struct kl__list){0};
+    kl__list_insert_head(&l->xfers, &x->link);
     return 0;
 }
 
@@ -272,14 +250,8 @@ static loop_xfer *xfer_take(loop *l, CURL *easy)
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
     curl_multi_remove_handle(l->multi, easy);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
-    if (!x)
-        return NULL;
-    if (x->prev)
-        x->prev->next = x->next;
-    else
-        l->xfers = x->next;
-    if (x->next)
-        x->next->prev = x->prev;
+    if (x)
+        kl__list_remove(&x->link);
     return x;
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <curl/curl.h>
 
+#include "common/list.h"
 #include "core/heap.h"
 
 typedef struct loop loop;
@@ -68,8 +69,8 @@ int loop_post(loop *l, loop_fn fn, void *arg);
  * private. */
 typedef struct loop_timer {
     loop *l;
-    heap_node node;                             /* in the loop's heap while pending */
-    struct loop_timer *ready_prev, *ready_next; /* in the pass running it */
+    heap_node node;        /* in the loop's heap while pending */
+    struct kl__list ready; /* in the loop's ready list, in the pass running it */
     int state;
     int64_t due_ms;
     uint64_t seq; /* ties broken by start order */

@@ -2,7 +2,6 @@
  * first-use order, all under one mutex (updates are a few per request). */
 #include <dirent.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "core/metrics.h"
 
 #define MAX_FAMILIES 64
@@ -164,63 +164,30 @@ void metrics_label_escape(const char *in, char *out, size_t out_len)
 
 /* --- rendering --- */
 
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} buf;
-
-__attribute__((format(printf, 2, 3))) static void put(buf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 8192;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void put_value(buf *b, double v)
+static void put_value(struct kl__buf *b, double v)
 {
     if (v == (double)(long long)v && v < 1e15 && v > -1e15)
-        put(b, "%lld\n", (long long)v);
+        kl__buf_printf(b, "%lld\n", (long long)v);
     else
-        put(b, "%.17g\n", v);
+        kl__buf_printf(b, "%.17g\n", v);
 }
 
-static void put_sample(buf *b, const char *name, const char *suffix, const char *labels,
+static void put_sample(struct kl__buf *b, const char *name, const char *suffix, const char *labels,
                        const char *extra, double v)
 {
     int has = labels && *labels, has_extra = extra && *extra;
-    put(b, "%s%s", name, suffix);
+    kl__buf_printf(b, "%s%s", name, suffix);
     if (has || has_extra)
-        put(b, "{%s%s%s}", has ? labels : "", has && has_extra ? "," : "", has_extra ? extra : "");
-    put(b, " ");
+        kl__buf_printf(b, "{%s%s%s}", has ? labels : "", has && has_extra ? "," : "",
+                       has_extra ? extra : "");
+    kl__buf_printf(b, " ");
     put_value(b, v);
 }
 
-static void render_family(buf *b, const family *f)
+static void render_family(struct kl__buf *b, const family *f)
 {
     static const char *const types[] = {"counter", "gauge", "histogram"};
-    put(b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, types[f->type]);
+    kl__buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, types[f->type]);
     for (const sample *s = f->samples; s; s = s->next) {
         if (f->type != METRICS_HISTOGRAM) {
             put_sample(b, f->name, "", s->labels, NULL, s->value);
@@ -237,13 +204,14 @@ static void render_family(buf *b, const family *f)
     }
 }
 
-static void render_process(buf *b)
+static void render_process(struct kl__buf *b)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
                  ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
-    put(b,
+    kl__buf_printf(
+        b,
         "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
         "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n",
         cpu);
@@ -255,14 +223,15 @@ static void render_process(buf *b)
         fclose(f);
     }
     long page = sysconf(_SC_PAGESIZE);
-    put(b,
+    kl__buf_printf(
+        b,
         "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
         "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %ld\n",
         rss * page);
-    put(b,
-        "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
-        "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %ld\n",
-        pages * page);
+    kl__buf_printf(b,
+                   "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+                   "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %ld\n",
+                   pages * page);
     int fds = 0;
     DIR *d = opendir("/proc/self/fd");
     if (d) {
@@ -273,15 +242,16 @@ static void render_process(buf *b)
     }
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
-    put(b,
-        "# HELP process_open_fds Number of open file descriptors.\n"
-        "# TYPE process_open_fds gauge\nprocess_open_fds %d\n",
-        fds);
-    put(b,
-        "# HELP process_max_fds Maximum number of open file descriptors.\n"
-        "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
-        (unsigned long long)rl.rlim_cur);
-    put(b,
+    kl__buf_printf(b,
+                   "# HELP process_open_fds Number of open file descriptors.\n"
+                   "# TYPE process_open_fds gauge\nprocess_open_fds %d\n",
+                   fds);
+    kl__buf_printf(b,
+                   "# HELP process_max_fds Maximum number of open file descriptors.\n"
+                   "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+                   (unsigned long long)rl.rlim_cur);
+    kl__buf_printf(
+        b,
         "# HELP process_start_time_seconds Start time of the process since unix epoch in "
         "seconds.\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.3f\n",
         start_time);
@@ -289,19 +259,17 @@ static void render_process(buf *b)
 
 char *metrics_render(size_t *len)
 {
-    buf b = {0};
+    struct kl__buf b = {0};
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < n_families; i++)
         render_family(&b, &families[i]);
     pthread_mutex_unlock(&mu);
     render_process(&b);
-    if (b.failed) {
-        free(b.p);
+    if (b.error) {
+        kl__buf_free(&b);
         return NULL;
     }
-    if (len)
-        *len = b.len;
-    return b.p;
+    return kl__buf_take(&b, len);
 }
 
 void metrics_free_all(void)

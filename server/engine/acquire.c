@@ -1,8 +1,10 @@
 /* Acquisitions and resumes: the writes that start a term. The first standby
  * candidate acquires a lease that is absent, free, or expired by observed
- * time, with a larger epoch than any before (docs/design.md, rule 4); a
- * resuming candidate takes back its own term, here or from another replica
- * of the service, if it is still valid (docs/design.md, rule 5). One write
+ * time, with a larger epoch than any before (docs/design.md, rule 4) and a
+ * fresh nonce, from which the term's token derives; a resuming candidate
+ * takes back its own term, here or from another replica of the service, if
+ * it is still valid (docs/design.md, rule 5) and it presents the term's
+ * token (docs/design.md, rule 8). One write
  * at a time per lease; its state (acq_state) changes only in acq_set. A
  * foreign holder's expiry is a timer at the observed time plus its
  * leaseDurationSeconds. Engine thread only. */
@@ -87,9 +89,19 @@ void engine_schedule_expiry(lease_state *ls)
     loop_timer_start(&ls->expiry_timer, due, expiry_fire, ls);
 }
 
-static void write_for(lease_state *ls, candidate *c, bool create, const store_lease *rec,
-                      bool resume)
+/* Writes rec for c: a new term (with a fresh nonce) or a resumed one. */
+static void write_for(lease_state *ls, candidate *c, bool create, store_lease *rec, bool resume)
 {
+    if (!resume && engine_token_nonce(rec->term_nonce) != 0) {
+        /* No randomness, no token: no term (tried again a retry period later). */
+        log_event(LOG_ERROR, "acquire_failed", "ns=%s lease=%s msg=%s", ls->ns, ls->name,
+                  log_q("the random generator failed"));
+        if (!loop_timer_active(&ls->retry_timer))
+            loop_timer_start(&ls->retry_timer,
+                             engine_now_ms(ls->e) + (int64_t)c->req.retry_period_s * 1000,
+                             retry_fire, ls);
+        return;
+    }
     ls->acq.campaign_id = c->id;
     ls->acq.sent_ms = engine_now_ms(ls->e);
     acq_set(ls, resume ? ACQ_RESUMING : ACQ_ACQUIRING);
@@ -118,13 +130,24 @@ static void acquire_absent(lease_state *ls, candidate *c, store_lease *rec, int6
     write_for(ls, c, true, rec, false);
 }
 
+/* The longest-waiting candidate that is not resuming (resumes are handled
+ * when they arrive), or NULL. */
+static candidate *next_in_line(const lease_state *ls)
+{
+    KL__LIST_FOREACH (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
+        /* resumes are handled when they arrive; a Pod to verify waits */
+        if (c->state != CAMPAIGN_RESUMING && c->state != CAMPAIGN_VERIFYING)
+            return c;
+    }
+    return NULL;
+}
+
 void engine_try_acquire(lease_state *ls)
 {
     if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
         return;
-    candidate *c = ls->candidates;
-    while (c && (c->state == CAMPAIGN_RESUMING || c->state == CAMPAIGN_VERIFYING))
-        c = c->next; /* resumes are handled when they arrive; verified ones wait */
+    candidate *c = next_in_line(ls);
     if (!c)
         return;
     int64_t now = engine_now_ms(ls->e);
@@ -154,20 +177,38 @@ void engine_try_acquire(lease_state *ls)
     write_for(ls, c, false, &rec, false);
 }
 
+/* A resume of a live term with a token that is not the term's: whoever
+ * asks, nothing changes (docs/design.md, rule 8). */
+static void refuse_resume(lease_state *ls, candidate *c)
+{
+    engine_token_refused(ls, "resume", c->req.identity, c->req.resume_epoch);
+    engine_candidate_refuse(c, ENGINE_PERMISSION_DENIED,
+                            "term_token is not the token of the term to resume: only its holder "
+                            "may resume it (it got the token in Elected)");
+}
+
 /* A candidate asks to resume its term at epoch: reattach to our term, or
- * take over a term another replica of the service was renewing. */
+ * take over a term another replica of the service was renewing (checking
+ * the token from the Lease's record: holder, epoch and nonce). */
 void engine_try_resume(lease_state *ls, candidate *c)
 {
     int64_t now = engine_now_ms(ls->e);
     term *t = ls->term;
     if (t && !engine_term_over(t) && strcmp(t->identity, c->req.identity) == 0 &&
         t->epoch == c->req.resume_epoch && engine_term_valid_for(ls->e, t, now) > 0) {
-        engine_term_reattach(ls, c);
+        if (engine_token_equal(t->token, c->req.term_token))
+            engine_term_reattach(ls, c);
+        else
+            refuse_resume(ls, c);
         return;
     }
     if (!t && ls->exists && strcmp(ls->record.holder, c->req.identity) == 0 &&
         ls->record.transitions == c->req.resume_epoch && !engine_record_expired(ls, now) &&
         ls->acq.state == ACQ_IDLE) {
+        if (!engine_token_matches_record(ls, c->req.term_token)) {
+            refuse_resume(ls, c);
+            return;
+        }
         /* Renew the record as ours; the CAS fails if anyone wrote since. */
         store_lease rec = ls->record;
         rec.renew_time_us = engine_wall_us(ls->e);
@@ -185,8 +226,8 @@ void engine_try_resume(lease_state *ls, candidate *c)
 
 void engine_process_resumes(lease_state *ls)
 {
-    for (candidate *c = ls->candidates, *next; c; c = next) {
-        next = c->next;
+    KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
         if (c->state == CAMPAIGN_RESUMING)
             engine_try_resume(ls, c);
     }

@@ -78,6 +78,10 @@ engine *engine_new(const engine_config *cfg)
     e->wall_clock = cfg->wall_clock;
     e->wall_clock_ctx = cfg->wall_clock_ctx;
     e->max_leases = cfg->max_leases > 0 ? cfg->max_leases : ENGINE_MAX_LEASES_DEFAULT;
+    if (engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
+        free(e);
+        return NULL;
+    }
     loop_timer_init(e->loop, &e->sweep_timer);
     e->started_ms = engine_now_ms(e);
     atomic_init(&e->next_id, 1);
@@ -109,10 +113,8 @@ void engine_free(engine *e)
     if (!e)
         return;
     /* Reads the store will never complete (it is destroyed after us). */
-    for (pending_get *p = e->gets, *next; p; p = next) {
-        next = p->next;
-        free(p);
-    }
+    KL__LIST_FOREACH_SAFE (link, &e->gets)
+        free(engine_get_of(link));
     loop_timer_stop(&e->sweep_timer);
     for (unsigned b = 0; b < ENGINE_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
@@ -122,6 +124,7 @@ void engine_free(engine *e)
             engine_lease_drop(ls);
         }
     }
+    engine_token_key_clear(e);
     free(e);
 }
 
@@ -160,20 +163,24 @@ void engine_campaign_detach(engine *e, uint64_t campaign_id)
 }
 
 int engine_confirm(engine *e, const char *ns, const char *name, const char *identity, int64_t epoch,
-                   engine_done done, void *ctx)
+                   const char *term_token, engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_CONFIRM, ns, name, identity, done, ctx);
     if (!k)
         return -1;
     k->epoch = epoch;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
     return cmd_post(k);
 }
 
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
-                  engine_done done, void *ctx)
+                  const char *term_token, engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_RESIGN, ns, name, identity, done, ctx);
-    return k ? cmd_post(k) : -1;
+    if (!k)
+        return -1;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
+    return cmd_post(k);
 }
 
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,

@@ -1,7 +1,7 @@
 /* The election engine: one thread owns every Lease's state — candidates,
  * terms, timers and the watch-fed cache — and is the only code that writes
  * Leases. Everything here implements the safety contract (docs/design.md,
- * rules 1 to 6).
+ * rules 1 to 6 and 8).
  *
  * Threads: engine_new/engine_run/engine_free belong to the owner (main);
  * engine_run runs the engine thread. Every other engine_* function is
@@ -77,10 +77,20 @@ typedef struct engine_config {
      * followed yet is refused with ENGINE_RESOURCE_EXHAUSTED; Leases already
      * followed are served as usual. 0: ENGINE_MAX_LEASES_DEFAULT. */
     int max_leases;
+    /* The key term tokens derive from (docs/design.md, rule 8): every replica
+     * of the service needs the same one, so that a term started on one can be
+     * confirmed, resumed and resigned on another, or after a restart. Copied.
+     * NULL (or term_key_len 0): a random key of this engine's own. */
+    const uint8_t *term_key;
+    size_t term_key_len;
 } engine_config;
 
 #define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
 #define ENGINE_MAX_LEASES_DEFAULT     10000
+
+/* A term token as text (base64url of an HMAC-SHA256), NUL included; longer
+ * tokens are invalid arguments. */
+#define ENGINE_TOKEN_MAX 64
 
 /* A campaign as requested; strings are copied. Validate first
  * (engine_validate_campaign). */
@@ -89,7 +99,8 @@ typedef struct engine_campaign_req {
     char name[STORE_NAME_MAX];
     char identity[STORE_HOLDER_MAX];
     int32_t lease_duration_s, renew_deadline_s, retry_period_s;
-    int64_t resume_epoch; /* 0: a new campaign */
+    int64_t resume_epoch;              /* 0: a new campaign */
+    char term_token[ENGINE_TOKEN_MAX]; /* with resume_epoch: that term's token */
     /* The Pod (in the Lease's namespace) that carries label_key=label_value
      * while this campaign leads; "" for none (docs/design.md, rule 9). */
     char pod[STORE_NAME_MAX];
@@ -102,9 +113,9 @@ typedef struct engine_campaign_req {
 
 typedef enum engine_event_kind {
     ENGINE_EVENT_CANDIDATE, /* standing by; holder/epoch = current state */
-    ENGINE_EVENT_ELECTED,   /* epoch, valid_for_ms, resumed */
+    ENGINE_EVENT_ELECTED,   /* epoch, valid_for_ms, resumed, term_token */
     ENGINE_EVENT_HEARTBEAT, /* epoch, valid_for_ms */
-    ENGINE_EVENT_LOST,      /* reason, epoch, message; the last event */
+    ENGINE_EVENT_LOST,      /* reason, epoch, message, code; the last event */
     ENGINE_EVENT_HOLDER,    /* holder watches: exists, holder, epoch */
     /* The engine did not take the stream on: code and message say why
      * (ENGINE_RESOURCE_EXHAUSTED at max_leases). The only event; on_close
@@ -119,9 +130,14 @@ typedef struct engine_event {
     bool resumed;
     bool exists;
     engine_lost_reason reason;
-    engine_code code; /* ENGINE_EVENT_REFUSED */
+    /* REFUSED: why the engine did not take the stream on. LOST: ENGINE_OK
+     * when the campaign or term ended; otherwise the campaign was refused (a
+     * resume with the wrong token: ENGINE_PERMISSION_DENIED) and its stream
+     * ends with this error. */
+    engine_code code;
     char holder[STORE_HOLDER_MAX];
     char message[256];
+    char term_token[ENGINE_TOKEN_MAX]; /* ELECTED: the term's secret; never log it */
 } engine_event;
 
 /* The receiving end of a stream (a campaign or a holder watch). on_event and
@@ -192,6 +208,9 @@ void engine_free(engine *e);
 int engine_validate_lease_ref(const char *ns, const char *name, char *msg, size_t msg_len);
 int engine_validate_identity(const char *identity, char *msg, size_t msg_len);
 int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t msg_len);
+/* A term token as presented: at most ENGINE_TOKEN_MAX - 1 bytes ("" is
+ * valid: no token). Never echoes the token. */
+int engine_validate_term_token(const char *token, char *msg, size_t msg_len);
 /* The Pod label fields of a campaign: all empty, or a Pod name (DNS-1123
  * subdomain), a label key (Kubernetes syntax) and a label value (empty or
  * Kubernetes syntax). */
@@ -203,7 +222,9 @@ int engine_validate_pod_label(const char *pod, const char *key, const char *valu
  * live campaign for the same lease and identity ends with
  * ENGINE_EVENT_LOST/reason EXPIRED and message "already campaigning"; one
  * that would take the followed Leases over max_leases gets
- * ENGINE_EVENT_REFUSED. */
+ * ENGINE_EVENT_REFUSED. A resume of a live term with a token that is not
+ * the term's ends with ENGINE_EVENT_LOST/code ENGINE_PERMISSION_DENIED and
+ * changes nothing (docs/design.md, rule 8). */
 uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_listener listener);
 /* The stream behind a campaign is gone without a resignation: stop renewing,
  * release only after the granted validity has passed (docs/design.md,
@@ -211,11 +232,16 @@ uint64_t engine_campaign(engine *e, const engine_campaign_req *req, engine_liste
 void engine_campaign_detach(engine *e, uint64_t campaign_id);
 
 /* Unary requests; done runs once on the engine thread. Each returns 0, or -1
- * when out of memory (done is then never called). */
+ * when out of memory (done is then never called).
+ * Confirm and Resign of a held term need its token (term_token, from
+ * ELECTED; "" or NULL for none): with another one they answer
+ * ENGINE_PERMISSION_DENIED and change nothing (docs/design.md, rule 8). A
+ * Resign without the token still ends the identity's standby campaigns,
+ * which hold nothing. */
 int engine_confirm(engine *e, const char *ns, const char *name, const char *identity, int64_t epoch,
-                   engine_done done, void *ctx);
+                   const char *term_token, engine_done done, void *ctx);
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
-                  engine_done done, void *ctx);
+                  const char *term_token, engine_done done, void *ctx);
 /* A Lease not followed yet is read from the store, and followed from then
  * on only if it exists: an absent one leaves nothing behind but a short
  * entry in a small negative cache (absent.c), so reading names that do not

@@ -13,6 +13,7 @@
  *   watch.c     the store's watch events
  *   sweep.c     forgetting idle leases
  *   absent.c    the negative cache of Leases read and found absent
+ *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   podlabel.c  the Pod label of a term: set, re-applied, removed before
  *               the Lease changes hands (docs/design.md, rule 9)
  *   validate.c  request validation (pure)
@@ -32,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/list.h"
 #include "engine/engine.h"
 
 #define ENGINE_BUCKETS 1024
@@ -58,7 +60,7 @@ typedef enum campaign_state {
 } campaign_state;
 
 struct candidate {
-    candidate *next;      /* in lease_state.candidates, in arrival order */
+    struct kl__list link; /* in lease_state.candidates, in arrival order */
     candidate *hash_next; /* in engine.campaigns */
     uint64_t id;
     lease_state *ls;
@@ -68,8 +70,8 @@ struct candidate {
 };
 
 struct watcher {
-    watcher *next;
-    watcher *hash_next;
+    struct kl__list link; /* in lease_state.watchers */
+    watcher *hash_next;   /* in engine.watchers */
     uint64_t id;
     lease_state *ls;
     engine_listener listener;
@@ -99,6 +101,8 @@ struct term {
     term_state state;
     char identity[STORE_HOLDER_MAX];
     int64_t epoch;
+    char nonce[STORE_NONCE_MAX];  /* written in the Lease with every write */
+    char token[ENGINE_TOKEN_MAX]; /* its holder's secret (rule 8); never logged */
     int32_t lease_s, renew_s, retry_s;
     int64_t renewed_sent_ms; /* send time of the last successful write */
     int64_t granted_until_ms;
@@ -124,7 +128,7 @@ struct term {
 /* GetHolder waiting for a watch to sync, for a consistent read, or for the
  * read of a Lease not followed (ls NULL: ns and name say which). */
 struct pending_get {
-    pending_get *prev, *next; /* engine.gets */
+    struct kl__list link; /* in engine.gets */
     engine *e;
     lease_state *ls;
     char ns[STORE_NS_MAX];
@@ -166,8 +170,8 @@ struct lease_state {
         int64_t sent_ms;
         uint64_t campaign_id; /* the candidate it is for */
     } acq;
-    candidate *candidates;
-    watcher *watchers;
+    struct kl__list candidates; /* candidate.link, in arrival order */
+    struct kl__list watchers;   /* watcher.link */
     term *term;
     loop_timer expiry_timer;
     int64_t expiry_due_ms;
@@ -195,6 +199,8 @@ struct engine {
     int max_leases;
     int64_t (*wall_clock)(void *ctx);
     void *wall_clock_ctx;
+    uint8_t *term_key; /* term tokens derive from it (token.c); read-only */
+    size_t term_key_len;
     loop_timer sweep_timer; /* runs while any lease is followed */
     int64_t started_ms;
     lease_state *leases[ENGINE_BUCKETS];
@@ -206,8 +212,8 @@ struct engine {
     atomic_bool stopping;
     /* Engine thread only, mirrored in metrics. */
     int n_candidates, n_watchers, n_leases;
-    int n_elections;   /* leases with at least one candidate */
-    pending_get *gets; /* GetHolder reads in flight */
+    int n_elections;      /* leases with at least one candidate */
+    struct kl__list gets; /* pending_get.link: GetHolder reads in flight */
     struct {
         char ns[STORE_NS_MAX];
         char name[STORE_NAME_MAX];
@@ -215,6 +221,22 @@ struct engine {
     } absent[ENGINE_ABSENT_MAX];
     unsigned absent_next; /* the slot taken next when none is free */
 };
+
+/* The owners of list links. */
+static inline candidate *engine_candidate_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, candidate, link);
+}
+
+static inline watcher *engine_watcher_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, watcher, link);
+}
+
+static inline pending_get *engine_get_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, pending_get, link);
+}
 
 /* A request from another thread, run on the engine thread (request.c). */
 typedef enum cmd_kind {
@@ -233,7 +255,8 @@ typedef struct cmd {
     engine *e;
     cmd_kind kind;
     uint64_t id;
-    engine_campaign_req req; /* ns, name, identity used by every kind */
+    engine_campaign_req req; /* ns, name, identity used by every kind; term_token by
+                                campaign, confirm and resign */
     int64_t epoch;
     bool consistent;
     engine_listener listener;
@@ -385,6 +408,32 @@ void engine_schedule_expiry(lease_state *ls);
 /* --- watch.c --- */
 
 void engine_on_watch(void *ctx, store_event_type type, const store_lease *lease);
+
+/* --- token.c --- */
+
+/* Copies key (or, NULL, makes a random one) into e. Returns 0, or -1 when
+ * out of memory or the random generator fails. */
+int engine_token_key_set(engine *e, const uint8_t *key, size_t len);
+/* Wipes and frees the key. */
+void engine_token_key_clear(engine *e);
+/* A fresh random nonce (128 bits, base64url). Returns 0, or -1 (out "") when
+ * the random generator fails. */
+int engine_token_nonce(char out[STORE_NONCE_MAX]);
+/* The token of the term (ns, name, identity, epoch, nonce). Returns 0, or -1
+ * (out "") when nonce is empty (such a term has no token) or HMAC fails. */
+int engine_token_of(const engine *e, const char *ns, const char *name, const char *identity,
+                    int64_t epoch, const char *nonce, char out[ENGINE_TOKEN_MAX]);
+/* True when given is the (non-empty) token want, compared in constant time. */
+bool engine_token_equal(const char *want, const char *given);
+/* True when token is the token of the term ls's record shows (its holder,
+ * epoch and nonce): how a replica checks a term another one started. */
+bool engine_token_matches_record(const lease_state *ls, const char *token);
+/* Logs a refusal (what: "confirm", "resign", "resume"); never the token. */
+void engine_token_refused(const lease_state *ls, const char *what, const char *identity,
+                          int64_t epoch);
+/* Ends c's campaign, refused: LOST with code (no reason a client retries on),
+ * then on_close; the term and the lease are untouched. */
+void engine_candidate_refuse(candidate *c, engine_code code, const char *msg);
 
 /* --- sweep.c --- */
 

@@ -3,21 +3,20 @@
  * campaigns (candidates) and holder watches attached to each lease, with
  * the counts the gauges mirror. Engine thread only. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "engine/internal.h"
 
-static unsigned hash_str2(const char *a, const char *b)
+/* The bucket of "ns/name". */
+static unsigned lease_bucket(const char *ns, const char *name)
 {
-    unsigned h = 2166136261u;
-    for (; *a; a++)
-        h = (h ^ (unsigned char)*a) * 16777619u;
-    h = (h ^ '/') * 16777619u;
-    for (; *b; b++)
-        h = (h ^ (unsigned char)*b) * 16777619u;
+    uint32_t h = hash_fnv1a_str(HASH_FNV1A_INIT, ns);
+    h = hash_fnv1a_str(hash_fnv1a(h, "/", 1), name);
     return h % ENGINE_BUCKETS;
 }
 
@@ -57,7 +56,7 @@ void engine_lost_labels(const char *lease_labels, engine_lost_reason r, char *ou
 
 lease_state *engine_lease_find(engine *e, const char *ns, const char *name)
 {
-    for (lease_state *ls = e->leases[hash_str2(ns, name)]; ls; ls = ls->hash_next)
+    for (lease_state *ls = e->leases[lease_bucket(ns, name)]; ls; ls = ls->hash_next)
         if (strcmp(ls->ns, ns) == 0 && strcmp(ls->name, name) == 0)
             return ls;
     return NULL;
@@ -95,7 +94,7 @@ lease_state *engine_lease_get(engine *e, const char *ns, const char *name)
         return NULL;
     }
     atomic_fetch_add(&e->unsynced, 1);
-    unsigned h = hash_str2(ns, name);
+    unsigned h = lease_bucket(ns, name);
     ls->hash_next = e->leases[h];
     e->leases[h] = ls;
     metrics_set("kubelease_leases_followed", "", ++e->n_leases);
@@ -118,7 +117,7 @@ void engine_lease_drop(lease_state *ls)
 void engine_lease_forget(lease_state *ls)
 {
     engine *e = ls->e;
-    for (lease_state **p = &e->leases[hash_str2(ls->ns, ls->name)]; *p; p = &(*p)->hash_next) {
+    for (lease_state **p = &e->leases[lease_bucket(ls->ns, ls->name)]; *p; p = &(*p)->hash_next) {
         if (*p == ls) {
             *p = ls->hash_next;
             break;
@@ -230,13 +229,9 @@ void engine_candidate_add(lease_state *ls, candidate *c)
     candidate **slot = engine_campaign_slot(e, c->id);
     c->hash_next = *slot;
     *slot = c;
-    if (!ls->candidates)
+    if (kl__list_empty(&ls->candidates))
         e->n_elections++;
-    candidate **tail = &ls->candidates;
-    while (*tail)
-        tail = &(*tail)->next;
-    c->next = NULL;
-    *tail = c;
+    kl__list_insert_tail(&ls->candidates, &c->link);
     e->n_candidates++;
     gauges_update(e);
 }
@@ -246,43 +241,51 @@ static void candidate_unlink(candidate *c)
 {
     lease_state *ls = c->ls;
     engine *e = ls->e;
-    for (candidate **p = &ls->candidates; *p; p = &(*p)->next) {
-        if (*p == c) {
-            *p = c->next;
-            break;
-        }
-    }
+    kl__list_remove(&c->link);
     candidate **slot = engine_campaign_slot(e, c->id);
     if (*slot == c)
         *slot = c->hash_next;
     if (ls->term && ls->term->owner == c)
         ls->term->owner = NULL;
     e->n_candidates--;
-    if (!ls->candidates)
+    if (kl__list_empty(&ls->candidates))
         e->n_elections--;
+}
+
+/* Removes c, sends ev (when not NULL) and closes it. */
+static void candidate_close(candidate *c, const engine_event *ev)
+{
+    engine *e = c->ls->e;
+    candidate_unlink(c);
+    if (ev)
+        engine_send_event(&c->listener, ev);
+    if (c->listener.on_close)
+        c->listener.on_close(c->listener.ctx);
+    OPENSSL_cleanse(c->req.term_token, sizeof c->req.term_token);
+    free(c);
+    gauges_update(e);
 }
 
 void engine_candidate_end(candidate *c, engine_lost_reason reason, int64_t epoch, const char *msg)
 {
-    engine *e = c->ls->e;
-    candidate_unlink(c);
-    if (reason != ENGINE_LOST_UNSPECIFIED) {
-        engine_event ev = {.kind = ENGINE_EVENT_LOST, .reason = reason, .epoch = epoch};
-        engine_copy_str(ev.message, sizeof ev.message, msg);
-        engine_send_event(&c->listener, &ev);
-    }
-    if (c->listener.on_close)
-        c->listener.on_close(c->listener.ctx);
-    free(c);
-    gauges_update(e);
+    engine_event ev = {.kind = ENGINE_EVENT_LOST, .reason = reason, .epoch = epoch};
+    engine_copy_str(ev.message, sizeof ev.message, msg);
+    candidate_close(c, reason != ENGINE_LOST_UNSPECIFIED ? &ev : NULL);
+}
+
+void engine_candidate_refuse(candidate *c, engine_code code, const char *msg)
+{
+    engine_event ev = {
+        .kind = ENGINE_EVENT_LOST, .reason = ENGINE_LOST_RESUME_FAILED, .code = code};
+    engine_copy_str(ev.message, sizeof ev.message, msg);
+    candidate_close(c, &ev);
 }
 
 void engine_watcher_add(lease_state *ls, watcher *w)
 {
     engine *e = ls->e;
     w->ls = ls;
-    w->next = ls->watchers;
-    ls->watchers = w;
+    kl__list_insert_head(&ls->watchers, &w->link);
     watcher **slot = engine_watcher_slot(e, w->id);
     w->hash_next = *slot;
     *slot = w;
@@ -293,12 +296,7 @@ void engine_watcher_add(lease_state *ls, watcher *w)
 static void watcher_unlink(watcher *w)
 {
     lease_state *ls = w->ls;
-    for (watcher **p = &ls->watchers; *p; p = &(*p)->next) {
-        if (*p == w) {
-            *p = w->next;
-            break;
-        }
-    }
+    kl__list_remove(&w->link);
     watcher **slot = engine_watcher_slot(ls->e, w->id);
     if (*slot == w)
         *slot = w->hash_next;
@@ -317,13 +315,13 @@ void engine_watcher_close(watcher *w)
 
 void engine_lease_drop_streams(lease_state *ls)
 {
-    while (ls->candidates) {
-        candidate *c = ls->candidates;
+    while (!kl__list_empty(&ls->candidates)) {
+        candidate *c = engine_candidate_of(kl__list_first(&ls->candidates));
         candidate_unlink(c);
         free(c);
     }
-    while (ls->watchers) {
-        watcher *w = ls->watchers;
+    while (!kl__list_empty(&ls->watchers)) {
+        watcher *w = engine_watcher_of(kl__list_first(&ls->watchers));
         watcher_unlink(w);
         free(w);
     }

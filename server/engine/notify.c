@@ -18,9 +18,11 @@ void engine_notify_candidate(candidate *c)
 
 void engine_notify_standbys(lease_state *ls)
 {
-    for (candidate *c = ls->candidates; c; c = c->next)
+    KL__LIST_FOREACH (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
         if (c->state != CAMPAIGN_LEADING && c->state != CAMPAIGN_VERIFYING)
             engine_notify_candidate(c);
+    }
 }
 
 void engine_notify_watchers(lease_state *ls, bool force)
@@ -29,7 +31,8 @@ void engine_notify_watchers(lease_state *ls, bool force)
         return;
     const char *holder = engine_live_holder(ls, engine_now_ms(ls->e));
     int64_t epoch = ls->exists ? ls->record.transitions : 0;
-    for (watcher *w = ls->watchers; w; w = w->next) {
+    KL__LIST_FOREACH (link, &ls->watchers) {
+        watcher *w = engine_watcher_of(link);
         if (!force && w->sent && w->last_exists == ls->exists && w->last_epoch == epoch &&
             strcmp(w->last_holder, holder) == 0)
             continue;
@@ -49,7 +52,8 @@ static void tick_fire(void *arg)
 {
     lease_state *ls = arg;
     int32_t period = 0;
-    for (candidate *c = ls->candidates; c; c = c->next) {
+    KL__LIST_FOREACH (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
         if (c->state == CAMPAIGN_LEADING || c->state == CAMPAIGN_VERIFYING)
             continue;
         engine_notify_candidate(c);

@@ -69,7 +69,7 @@ static void count_error(const char *op, store_status st)
 static void label_next(lease_state *ls)
 {
     term *t = ls->term;
-    if (t && t->finishing)
+    if (t && t->finishing && t->state != TERM_RELEASING)
         engine_term_finish(ls);
     else if (!t)
         engine_try_acquire(ls);
@@ -213,8 +213,8 @@ static void verify_done(void *ctx, const store_result *res)
 {
     lease_state *ls = ctx;
     ls->label.verifying--;
-    for (candidate *c = ls->candidates, *next; c; c = next) {
-        next = c->next;
+    KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
         if (c->state != CAMPAIGN_VERIFYING || strcmp(c->req.pod, res->lease.name) != 0)
             continue;
         engine_event ev = {.kind = ENGINE_EVENT_REFUSED, .code = ENGINE_PERMISSION_DENIED};

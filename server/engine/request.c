@@ -3,7 +3,9 @@
  * ListLeases (unary), and the stop. Once the engine stops, every stream
  * ends and every request still waiting is answered, here, on the engine
  * thread; commands that arrive later are refused the same way. Each unary
- * request is answered exactly once. Engine thread only. */
+ * request is answered exactly once. Confirm and Resign of a held term check
+ * its token first (docs/design.md, rule 8). Engine thread only. */
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,9 @@
 #include "engine/internal.h"
 
 #define SHUTDOWN_MSG "the service is shutting down; resume on another replica"
+#define NOT_HOLDER_MSG                                                                             \
+    "term_token is not the token of this term: only its holder may %s (it got the token in "       \
+    "Elected)"
 
 /* How a store failure answers a request, in one place. The store refusing
  * the request (INVALID) or failing inside (INTERNAL) is not the caller's
@@ -87,8 +92,9 @@ static void do_campaign(cmd *k)
         c->state = CAMPAIGN_VERIFYING; /* its Pod's address first (podlabel.c) */
     /* A resume may replace a stream the service has not yet seen break. */
     bool duplicate = false;
-    for (candidate *o = ls->candidates; o && c->state != CAMPAIGN_RESUMING; o = o->next)
-        duplicate |= strcmp(o->req.identity, c->req.identity) == 0;
+    if (c->state != CAMPAIGN_RESUMING)
+        KL__LIST_FOREACH (link, &ls->candidates)
+            duplicate |= strcmp(engine_candidate_of(link)->req.identity, c->req.identity) == 0;
     engine_candidate_add(ls, c);
     if (duplicate) {
         engine_candidate_end(
@@ -158,23 +164,58 @@ static void do_unwatch(cmd *k)
 
 /* ---------- unary requests ---------- */
 
+/* Whether identity holds ls's Lease by its record: a live term, here or on
+ * another replica of the service. */
+static bool record_holds(const lease_state *ls, const char *identity)
+{
+    return ls && ls->synced && ls->exists && strcmp(ls->record.holder, identity) == 0 &&
+           !engine_record_expired(ls, engine_now_ms(ls->e));
+}
+
+/* Refuses a Confirm or Resign of a term by someone without its token: no
+ * grant, no release, nothing else either (docs/design.md, rule 8). */
+static void refuse_not_holder(const lease_state *ls, cmd *k, const char *op, int64_t epoch)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, NOT_HOLDER_MSG, k->kind == CMD_CONFIRM ? "confirm it" : "end it");
+    engine_token_refused(ls, op, k->req.identity, epoch);
+    reply_code(k->done, k->ctx, ENGINE_PERMISSION_DENIED, msg);
+}
+
 static void do_confirm(cmd *k)
 {
     lease_state *ls = engine_lease_find(k->e, k->req.ns, k->req.name);
     term *t = engine_term_of(ls, k->req.identity);
+    if (!t && record_holds(ls, k->req.identity) && ls->record.transitions == k->epoch &&
+        !engine_token_matches_record(ls, k->req.term_token)) {
+        refuse_not_holder(ls, k, "confirm", k->epoch); /* a term of another replica */
+        return;
+    }
     if (!t) {
         bool campaigning = false;
-        for (candidate *c = ls ? ls->candidates : NULL; c; c = c->next)
-            campaigning |= strcmp(c->req.identity, k->req.identity) == 0;
+        if (ls)
+            KL__LIST_FOREACH (link, &ls->candidates)
+                campaigning |=
+                    strcmp(engine_candidate_of(link)->req.identity, k->req.identity) == 0;
         reply_code(k->done, k->ctx, campaigning ? ENGINE_FAILED_PRECONDITION : ENGINE_NOT_FOUND,
                    campaigning ? "not the holder: the term is over"
                                : "no campaign for this lease and identity");
         return;
     }
-    if (t->epoch != k->epoch || !t->owner) {
+    if (t->epoch != k->epoch) {
         reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
-                   t->epoch != k->epoch ? "epoch mismatch: that term is over"
-                                        : "the campaign stream is gone; resume it first");
+                   "epoch mismatch: that term is over");
+        return;
+    }
+    if (!engine_token_equal(t->token, k->req.term_token)) {
+        /* Someone else with the holder's identity and epoch: no grant, so a
+         * dead holder's term still ends at its own last grant. */
+        refuse_not_holder(ls, k, "confirm", t->epoch);
+        return;
+    }
+    if (!t->owner) {
+        reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
+                   "the campaign stream is gone; resume it first");
         return;
     }
     engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
@@ -187,6 +228,19 @@ static void do_confirm(cmd *k)
     k->done(k->ctx, &r);
 }
 
+/* Whether a Resign that does not end a term here ends candidate c: a
+ * standby holds nothing, so its identity suffices; a resume in progress is
+ * about a held term, so only the token it presented ends it. */
+static bool resign_ends_campaign(const candidate *c, const cmd *k)
+{
+    if (strcmp(c->req.identity, k->req.identity) != 0)
+        return false;
+    if (c->state == CAMPAIGN_STANDBY)
+        return true;
+    return c->state == CAMPAIGN_RESUMING &&
+           engine_token_equal(c->req.term_token, k->req.term_token);
+}
+
 static void do_resign(cmd *k)
 {
     lease_state *ls = engine_lease_find(k->e, k->req.ns, k->req.name);
@@ -196,9 +250,18 @@ static void do_resign(cmd *k)
         return;
     }
     term *t = engine_term_of(ls, k->req.identity);
-    for (candidate *c = ls->candidates, *next; c; c = next) {
-        next = c->next;
-        if (strcmp(c->req.identity, k->req.identity) == 0 && (!t || t->owner != c))
+    /* Only the holder ends its term, here or (by its record) on another
+     * replica; a refused Resign ends nothing else either. */
+    if (t ? !engine_token_equal(t->token, k->req.term_token)
+          : record_holds(ls, k->req.identity) &&
+                !engine_token_matches_record(ls, k->req.term_token)) {
+        refuse_not_holder(ls, k, "resign", t ? t->epoch : ls->record.transitions);
+        return;
+    }
+    KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
+        if (t ? strcmp(c->req.identity, k->req.identity) == 0 && t->owner != c
+              : resign_ends_campaign(c, k))
             engine_candidate_end(c, ENGINE_LOST_RESIGNED, 0, "resigned");
     }
     if (t) {
@@ -224,16 +287,6 @@ static void fill_not_found(const char *ns, const char *name, engine_reply *r)
 {
     r->code = ENGINE_NOT_FOUND;
     snprintf(r->message, sizeof r->message, "lease %.60s/%.150s not found", ns, name);
-}
-
-static void get_unlink(engine *e, pending_get *p)
-{
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        e->gets = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
 }
 
 /* A read of a followed lease: the store's answer updates the cache. */
@@ -287,7 +340,7 @@ static void get_done(void *ctx, const store_result *res)
 {
     pending_get *p = ctx;
     engine *e = p->e;
-    get_unlink(e, p);
+    kl__list_remove(&p->link);
     engine_reply r = {0};
     if (p->ls)
         get_followed_done(p->ls, res, &r);
@@ -351,16 +404,13 @@ static void do_get(cmd *k)
     engine_copy_str(p->name, sizeof p->name, k->req.name);
     p->done = k->done;
     p->ctx = k->ctx;
-    p->next = e->gets;
-    if (p->next)
-        p->next->prev = p;
-    e->gets = p;
+    kl__list_insert_head(&e->gets, &p->link);
     e->store->ops->get(e->store, p->ns, p->name, 2000, get_done, p);
 }
 
 static bool listed(const lease_state *ls)
 {
-    return ls->exists || ls->candidates || ls->watchers;
+    return ls->exists || !kl__list_empty(&ls->candidates) || !kl__list_empty(&ls->watchers);
 }
 
 static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t now)
@@ -373,9 +423,9 @@ static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t no
     row->lease_duration_s = ls->record.lease_duration_s;
     if (ls->term && ls->term->granted_until_ms > now)
         row->valid_for_ms = ls->term->granted_until_ms - now;
-    for (const candidate *c = ls->candidates; c; c = c->next)
+    KL__LIST_FOREACH (link, &ls->candidates)
         row->candidates++;
-    for (const watcher *w = ls->watchers; w; w = w->next)
+    KL__LIST_FOREACH (link, &ls->watchers)
         row->watchers++;
 }
 
@@ -410,17 +460,18 @@ void engine_shutdown(engine *e)
         for (lease_state *ls = e->leases[b]; ls; ls = ls->hash_next) {
             /* Held Leases are kept: their holders resume on another replica
              * (docs/design.md, rule 5). */
-            while (ls->candidates) {
-                candidate *c = ls->candidates;
+            while (!kl__list_empty(&ls->candidates)) {
+                candidate *c = engine_candidate_of(kl__list_first(&ls->candidates));
                 int64_t epoch = c->state == CAMPAIGN_LEADING ? ls->term->epoch : 0;
                 engine_candidate_end(c, ENGINE_LOST_SHUTDOWN, epoch, SHUTDOWN_MSG);
             }
-            while (ls->watchers)
-                engine_watcher_close(ls->watchers);
+            while (!kl__list_empty(&ls->watchers))
+                engine_watcher_close(engine_watcher_of(kl__list_first(&ls->watchers)));
             engine_term_answer_resign(ls, false);
         }
     }
-    for (pending_get *p = e->gets; p; p = p->next) {
+    KL__LIST_FOREACH (link, &e->gets) {
+        pending_get *p = engine_get_of(link);
         if (p->done) {
             reply_code(p->done, p->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
             p->done = NULL; /* the read may still complete: it answers nobody */
@@ -457,12 +508,19 @@ static void refuse(cmd *k)
     }
 }
 
+/* Frees a command, wiping the token it may carry. */
+static void cmd_free(cmd *k)
+{
+    OPENSSL_cleanse(k->req.term_token, sizeof k->req.term_token);
+    free(k);
+}
+
 void engine_cmd_run(void *arg)
 {
     cmd *k = arg;
     if (atomic_load(&k->e->stopping) && k->kind != CMD_STOP) {
         refuse(k);
-        free(k);
+        cmd_free(k);
         return;
     }
     switch (k->kind) {
@@ -494,5 +552,5 @@ void engine_cmd_run(void *arg)
         do_stop(k);
         break;
     }
-    free(k);
+    cmd_free(k);
 }

@@ -12,11 +12,12 @@
  * safe side). */
 bool engine_lease_idle(const lease_state *ls)
 {
-    if (ls->candidates || ls->watchers || ls->term || ls->acq.state != ACQ_IDLE || ls->label.busy ||
-        ls->label.verifying || loop_timer_active(&ls->label.retry_timer))
+    if (!kl__list_empty(&ls->candidates) || !kl__list_empty(&ls->watchers) || ls->term ||
+        ls->acq.state != ACQ_IDLE || ls->label.busy || ls->label.verifying ||
+        loop_timer_active(&ls->label.retry_timer))
         return false;
-    for (const pending_get *p = ls->e->gets; p; p = p->next)
-        if (p->ls == ls)
+    KL__LIST_FOREACH (link, &ls->e->gets)
+        if (engine_get_of(link)->ls == ls)
             return false;
     return true;
 }

@@ -4,8 +4,11 @@
  * send time plus the renew deadline), and ends when its holder resigns, its
  * validity runs out unconfirmed, a renewal cannot land in time, or another
  * writer takes the Lease. A term that ends is released only once nobody can
- * still believe in it (docs/design.md, rule 3). Its life is one state
- * (term_state), changed only in term_set. Engine thread only. */
+ * still believe in it (docs/design.md, rule 3). Its token, derived from the
+ * nonce its acquisition wrote, is its holder's alone (docs/design.md, rule
+ * 8). Its life is one state (term_state), changed only in term_set. Engine
+ * thread only. */
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,6 +200,7 @@ static void renew_fire(void *arg)
     store_lease rec = ls->record;
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
     engine_copy_str(rec.holder, sizeof rec.holder, t->identity);
+    engine_copy_str(rec.term_nonce, sizeof rec.term_nonce, t->nonce);
     rec.transitions = t->epoch;
     rec.renew_time_us = engine_wall_us(ls->e);
     rec.lease_duration_s = t->lease_s;
@@ -234,6 +238,8 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     t->owner = c;
     engine_copy_str(t->identity, sizeof t->identity, c->req.identity);
     t->epoch = rec->transitions;
+    engine_copy_str(t->nonce, sizeof t->nonce, rec->term_nonce);
+    engine_token_of(ls->e, ls->ns, ls->name, t->identity, t->epoch, t->nonce, t->token);
     t->lease_s = c->req.lease_duration_s;
     t->renew_s = c->req.renew_deadline_s;
     t->retry_s = c->req.retry_period_s;
@@ -245,6 +251,7 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     int64_t now = engine_now_ms(ls->e);
     engine_adopt_record(ls, rec, now);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = resumed};
+    engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
     ev.valid_for_ms = engine_term_grant(ls, now);
     if (ev.valid_for_ms <= 0) {
         engine_term_end(ls, ENGINE_LOST_RENEW_FAILED,
@@ -268,6 +275,7 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     t->owner = c;
     engine_campaign_set(c, CAMPAIGN_LEADING);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
+    engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
     ev.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
     log_event(LOG_INFO, "term_resumed", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch);
@@ -295,6 +303,7 @@ void engine_term_free(lease_state *ls)
     loop_timer_stop(&t->renew_timer);
     loop_timer_stop(&t->guard_timer);
     ls->term = NULL;
+    OPENSSL_cleanse(t->token, sizeof t->token);
     free(t);
 }
 
@@ -327,15 +336,43 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
         engine_term_finish(ls);
 }
 
+static void release_retry_fire(void *arg)
+{
+    engine_term_finish(arg);
+}
+
+/* A release the apiserver did not take (timeout, reset, 429, 5xx, or 403
+ * while its RBAC caches sync after a restart) is tried again while the Lease
+ * still shows the term and nobody yet judges it expired by observed time:
+ * otherwise the next leader waits a whole lease duration for a Lease nobody
+ * holds (docs/design.md, rule 6). Each attempt is compare-and-swap on the
+ * term's last write, as the first was (rule 3). */
+static bool release_retry(lease_state *ls, const store_result *r, int64_t now)
+{
+    term *t = ls->term;
+    int64_t retry = (int64_t)t->retry_s * 1000 / 2;
+    if (retry < 200)
+        retry = 200;
+    if ((r->status != STORE_UNAVAILABLE && r->status != STORE_FORBIDDEN) ||
+        atomic_load(&ls->e->stopping) ||
+        now + retry - ls->observed_ms > (int64_t)ls->record.lease_duration_s * 1000)
+        return false;
+    loop_timer_start(&t->renew_timer, now + retry, release_retry_fire, ls);
+    return true;
+}
+
 static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
+    int64_t now = engine_now_ms(ls->e);
     if (r->status == STORE_OK)
-        engine_adopt_record(ls, &r->lease, engine_now_ms(ls->e));
+        engine_adopt_record(ls, &r->lease, now);
     else
         log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
                   store_status_name(r->status), log_q(r->message));
     engine_term_answer_resign(ls, r->status == STORE_OK);
+    if (r->status != STORE_OK && release_retry(ls, r, now))
+        return;
     engine_term_free(ls);
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);

@@ -1,9 +1,12 @@
 /* Request validation: names, identities and durations are checked before
- * anything touches the store. Pure functions, any thread. */
+ * anything touches the store. The name rules are common/names.h's, which
+ * the client and the stores apply too; the messages name the request's
+ * field. Pure functions, any thread. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/names.h"
 #include "engine/engine.h"
 
 __attribute__((format(printf, 3, 4))) static int fail(char *msg, size_t len, const char *fmt, ...)
@@ -15,63 +18,52 @@ __attribute__((format(printf, 3, 4))) static int fail(char *msg, size_t len, con
     return -1;
 }
 
-static int is_alnum_lower(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-/* One DNS-1123 label of [start, start+n). */
-static int label_ok(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || !is_alnum_lower(s[0]) || !is_alnum_lower(s[n - 1]))
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!is_alnum_lower(s[i]) && s[i] != '-')
-            return 0;
-    return 1;
-}
-
 int engine_validate_lease_ref(const char *ns, const char *name, char *msg, size_t msg_len)
 {
-    if (!ns || !*ns)
+    switch (kl__name_check_namespace(ns)) {
+    case KL__NAME_OK:
+        break;
+    case KL__NAME_EMPTY:
         return fail(msg, msg_len, "namespace: must not be empty%s", "");
-    if (!label_ok(ns, strlen(ns)))
+    default:
         return fail(msg, msg_len,
                     "namespace: \"%.80s\" is not a DNS-1123 label (lower-case alphanumerics "
                     "and '-', at most 63, starting and ending with an alphanumeric)",
                     ns);
-    if (!name || !*name)
-        return fail(msg, msg_len, "name: must not be empty%s", "");
-    size_t n = strlen(name);
-    if (n > 253)
-        return fail(msg, msg_len, "name: longer than 253 bytes%s", "");
-    for (const char *p = name;;) {
-        const char *dot = strchr(p, '.');
-        size_t len = dot ? (size_t)(dot - p) : strlen(p);
-        if (!label_ok(p, len))
-            return fail(msg, msg_len,
-                        "name: \"%.80s\" is not a DNS-1123 subdomain (dot-separated lower-case "
-                        "alphanumerics and '-', at most 253)",
-                        name);
-        if (!dot)
-            break;
-        p = dot + 1;
     }
-    return 0;
+    switch (kl__name_check_lease(name)) {
+    case KL__NAME_OK:
+        return 0;
+    case KL__NAME_EMPTY:
+        return fail(msg, msg_len, "name: must not be empty%s", "");
+    case KL__NAME_TOO_LONG:
+        return fail(msg, msg_len, "name: longer than 253 bytes%s", "");
+    default:
+        return fail(msg, msg_len,
+                    "name: \"%.80s\" is not a DNS-1123 subdomain (dot-separated lower-case "
+                    "alphanumerics and '-', at most 253)",
+                    name);
+    }
 }
 
 int engine_validate_identity(const char *identity, char *msg, size_t msg_len)
 {
-    if (!identity || !*identity)
+    switch (kl__name_check_identity(identity, NULL)) {
+    case KL__NAME_OK:
+        return 0;
+    case KL__NAME_EMPTY:
         return fail(msg, msg_len, "identity: must not be empty%s", "");
-    size_t n = strlen(identity);
-    if (n > 253)
+    case KL__NAME_TOO_LONG:
         return fail(msg, msg_len, "identity: longer than 253 bytes%s", "");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)identity[i];
-        if (c < 0x20 || c > 0x7e)
-            return fail(msg, msg_len, "identity: contains a non-printable byte%s", "");
+    default:
+        return fail(msg, msg_len, "identity: contains a non-printable byte%s", "");
     }
+}
+
+int engine_validate_term_token(const char *token, char *msg, size_t msg_len)
+{
+    if (token && strnlen(token, ENGINE_TOKEN_MAX) >= ENGINE_TOKEN_MAX)
+        return fail(msg, msg_len, "term_token: longer than %d bytes", ENGINE_TOKEN_MAX - 1);
     return 0;
 }
 

@@ -30,8 +30,8 @@ struct http_auth_ticket {
     http_server *srv;
     int refs;
     struct MHD_Connection *conn; /* NULL once the request is over */
-    bool suspended, done, listed;
-    http_auth_ticket *prev, *next;
+    bool suspended, done;
+    struct kl__list link; /* in s->auth_tickets while the loop has not answered */
     /* the question */
     uint8_t digest[AUTH_DIGEST_LEN];
     char *token; /* secret: wiped when freed */
@@ -227,18 +227,15 @@ static void ticket_unref(http_auth_ticket *t)
     free(t);
 }
 
-static void ticket_unlist(http_server *s, http_auth_ticket *t)
+/* Safe on a ticket no longer listed. */
+static void ticket_unlist(http_auth_ticket *t)
 {
-    if (!t->listed)
-        return;
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        s->auth_tickets = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
-    t->prev = t->next = NULL;
-    t->listed = false;
+    kl__list_remove(&t->link);
+}
+
+static http_auth_ticket *ticket_of(struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, http_auth_ticket, link);
 }
 
 /* s->mu held: sets the verdict of a ticket that has none, and resumes its
@@ -267,7 +264,7 @@ static void ticket_complete(http_auth_ticket *t, http_auth_verdict v, const http
 {
     http_server *s = t->srv;
     pthread_mutex_lock(&s->mu);
-    ticket_unlist(s, t);
+    ticket_unlist(t);
     ticket_answer_locked(t, v, d, narrow);
     ticket_unref(t); /* the loop's */
     pthread_mutex_unlock(&s->mu);
@@ -375,14 +372,10 @@ static http_auth_verdict ticket_start(http_server *s, struct MHD_Connection *con
         pthread_mutex_unlock(&s->mu);
         return deny(d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
     }
-    t->listed = true;
-    t->next = s->auth_tickets;
-    if (s->auth_tickets)
-        s->auth_tickets->prev = t;
-    s->auth_tickets = t;
+    kl__list_insert_head(&s->auth_tickets, &t->link);
     t->refs++; /* the loop's */
     if (loop_post(s->auth->loop, ticket_run, t) != 0) {
-        ticket_unlist(s, t);
+        ticket_unlist(t);
         t->refs--; /* the loop never got it */
         ticket_unref(t);
         pthread_mutex_unlock(&s->mu);
@@ -531,9 +524,9 @@ void http_auth_tickets_end_locked(http_server *s)
 {
     http_auth_denial d;
     deny(&d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
-    while (s->auth_tickets) {
-        http_auth_ticket *t = s->auth_tickets;
-        ticket_unlist(s, t);
+    while (!kl__list_empty(&s->auth_tickets)) {
+        http_auth_ticket *t = ticket_of(kl__list_first(&s->auth_tickets));
+        ticket_unlist(t);
         ticket_answer_locked(t, HTTP_AUTH_DENIED, &d, NULL);
         ticket_unref(t); /* the loop's: it will never run again */
     }
@@ -543,6 +536,6 @@ void http_auth_tickets_fail_locked(http_server *s)
 {
     http_auth_denial d;
     deny(&d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
-    for (http_auth_ticket *t = s->auth_tickets; t; t = t->next)
-        ticket_answer_locked(t, HTTP_AUTH_DENIED, &d, NULL);
+    KL__LIST_FOREACH (link, &s->auth_tickets)
+        ticket_answer_locked(ticket_of(link), HTTP_AUTH_DENIED, &d, NULL);
 }

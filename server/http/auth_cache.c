@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/list.h"
 #include "core/loop.h"
 #include "core/metrics.h"
 #include "http/auth_internal.h"
@@ -22,8 +23,8 @@ typedef struct entry {
     uint8_t key[AUTH_DIGEST_LEN];
     void *value;
     int64_t expires_ms;
-    struct entry *chain;       /* the bucket's next */
-    struct entry *prev, *next; /* recency: head is the most recent */
+    struct entry *chain;  /* the bucket's next */
+    struct kl__list link; /* in recency: first is the most recent */
 } entry;
 
 struct auth_cache {
@@ -31,7 +32,7 @@ struct auth_cache {
     void (*free_value)(void *value);
     size_t capacity, count, n_buckets;
     entry **buckets;
-    entry *head, *tail;
+    struct kl__list recency; /* entry.link, most recent first */
 };
 
 /* ---- SHA-256 -------------------------------------------------------------- */
@@ -81,28 +82,9 @@ static size_t bucket_of(const auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN])
     return h & (c->n_buckets - 1);
 }
 
-static void unlink_recency(auth_cache *c, entry *e)
+static entry *entry_of(struct kl__list *link)
 {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        c->tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void push_front(auth_cache *c, entry *e)
-{
-    e->prev = NULL;
-    e->next = c->head;
-    if (c->head)
-        c->head->prev = e;
-    c->head = e;
-    if (!c->tail)
-        c->tail = e;
+    return KL__LIST_ENTRY(link, entry, link);
 }
 
 static void remove_entry(auth_cache *c, entry *e)
@@ -111,7 +93,7 @@ static void remove_entry(auth_cache *c, entry *e)
     while (*p != e)
         p = &(*p)->chain;
     *p = e->chain;
-    unlink_recency(c, e);
+    kl__list_remove(&e->link);
     c->count--;
     if (c->free_value)
         c->free_value(e->value);
@@ -135,8 +117,8 @@ bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t n
     if (e && e->expires_ms <= now_ms) {
         remove_entry(c, e);
     } else if (e) {
-        unlink_recency(c, e);
-        push_front(c, e);
+        kl__list_remove(&e->link);
+        kl__list_insert_head(&c->recency, &e->link);
         copy(e->value, out);
         hit = true;
     }
@@ -151,8 +133,8 @@ void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *val
     entry *e = find(c, key);
     if (e)
         remove_entry(c, e);
-    while (c->count >= c->capacity && c->tail)
-        remove_entry(c, c->tail);
+    while (c->count >= c->capacity && !kl__list_empty(&c->recency))
+        remove_entry(c, entry_of(kl__list_last(&c->recency)));
     e = calloc(1, sizeof *e);
     if (!e) {
         pthread_mutex_unlock(&c->mu);
@@ -166,7 +148,7 @@ void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *val
     size_t b = bucket_of(c, key);
     e->chain = c->buckets[b];
     c->buckets[b] = e;
-    push_front(c, e);
+    kl__list_insert_head(&c->recency, &e->link);
     c->count++;
     pthread_mutex_unlock(&c->mu);
 }
@@ -183,8 +165,8 @@ void auth_cache_free(auth_cache *c)
 {
     if (!c)
         return;
-    while (c->head)
-        remove_entry(c, c->head);
+    while (!kl__list_empty(&c->recency))
+        remove_entry(c, entry_of(kl__list_first(&c->recency)));
     free(c->buckets);
     pthread_mutex_destroy(&c->mu);
     free(c);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "http/auth.h"
 #include "kube/review.h"
 #include "rpc/connect.h"
@@ -95,7 +96,7 @@ struct http_auth {
     auth_cache *tokens; /* SHA-256 of the token -> auth_token_answer */
     auth_cache *access; /* SHA-256 of (subject, verb, ns, name) -> auth_access_answer */
     /* loop thread only (auth_review.c) */
-    struct auth_review *reviews; /* in flight */
+    struct kl__list reviews; /* auth_review.link: in flight */
     size_t n_reviews;
 };
 

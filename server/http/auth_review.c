@@ -33,7 +33,7 @@ typedef struct waiter {
 } waiter;
 
 typedef struct auth_review {
-    struct auth_review *prev, *next;
+    struct kl__list link; /* in a->reviews while in flight */
     http_auth *a;
     review_kind kind;
     uint8_t key[AUTH_DIGEST_LEN]; /* the token's digest, or the access key */
@@ -48,9 +48,11 @@ typedef struct auth_review {
 
 static auth_review *find_review(http_auth *a, review_kind kind, const uint8_t *key)
 {
-    for (auth_review *r = a->reviews; r; r = r->next)
+    KL__LIST_FOREACH (link, &a->reviews) {
+        auth_review *r = KL__LIST_ENTRY(link, auth_review, link);
         if (r->kind == kind && memcmp(r->key, key, AUTH_DIGEST_LEN) == 0)
             return r;
+    }
     return NULL;
 }
 
@@ -66,12 +68,7 @@ static void wipe_free(char *s)
 
 static void review_unlink(http_auth *a, auth_review *r)
 {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        a->reviews = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+    kl__list_remove(&r->link);
     a->n_reviews--;
 }
 
@@ -120,10 +117,7 @@ static auth_review *review_new(http_auth *a, review_kind kind, const uint8_t *ke
     r->a = a;
     r->kind = kind;
     memcpy(r->key, key, AUTH_DIGEST_LEN);
-    r->next = a->reviews;
-    if (a->reviews)
-        a->reviews->prev = r;
-    a->reviews = r;
+    kl__list_insert_head(&a->reviews, &r->link);
     a->n_reviews++;
     return r;
 }
@@ -398,8 +392,8 @@ int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question
 
 void auth_reviews_free(http_auth *a)
 {
-    while (a->reviews) {
-        auth_review *r = a->reviews;
+    while (!kl__list_empty(&a->reviews)) {
+        auth_review *r = KL__LIST_ENTRY(kl__list_first(&a->reviews), auth_review, link);
         review_unlink(a, r);
         kube_client_cancel(a->kube, r->req);
         for (waiter *w = r->waiters; w; w = w->next)

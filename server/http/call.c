@@ -28,10 +28,9 @@ struct http_call {
     rpc_codec codec;
     bool done;             /* the answer is set */
     bool suspended;        /* conn is suspended: resume it once done */
-    bool listed;           /* in s->calls: the engine has not answered yet */
     int64_t deadline_ms;   /* 0: none */
     http_list_scope scope; /* a listing: what it may show */
-    http_call *prev, *next;
+    struct kl__list link;  /* in s->calls while the engine has not answered */
     /* the answer */
     int status;
     rpc_code code;
@@ -77,26 +76,18 @@ static void call_unref(http_call *k)
 
 static void call_list(http_server *s, http_call *k)
 {
-    k->listed = true;
-    k->prev = NULL;
-    k->next = s->calls;
-    if (s->calls)
-        s->calls->prev = k;
-    s->calls = k;
+    kl__list_insert_head(&s->calls, &k->link);
 }
 
-static void call_unlist(http_server *s, http_call *k)
+/* Safe on a call no longer listed. */
+static void call_unlist(http_call *k)
 {
-    if (!k->listed)
-        return;
-    if (k->prev)
-        k->prev->next = k->next;
-    else
-        s->calls = k->next;
-    if (k->next)
-        k->next->prev = k->prev;
-    k->prev = k->next = NULL;
-    k->listed = false;
+    kl__list_remove(&k->link);
+}
+
+static http_call *call_of(struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, http_call, link);
 }
 
 /* Sets the answer of a call that has none yet and resumes its connection.
@@ -147,7 +138,7 @@ static void call_answer(void *ctx, const engine_reply *r)
         ct = rpc_content_type(k->codec, false);
     }
     pthread_mutex_lock(&s->mu);
-    call_unlist(s, k);
+    call_unlist(k);
     if (k->method && code != RPC_OK)
         call_fail_locked(k, code, r->message);
     else if (!body)
@@ -169,7 +160,7 @@ static void call_narrowed(void *ctx, const engine_reply *r)
         return;
     }
     pthread_mutex_lock(&s->mu);
-    call_unlist(s, k);
+    call_unlist(k);
     call_fail_locked(k, rpc_code_of_engine(r->code), r->message);
     call_unref(k); /* the engine's */
     pthread_mutex_unlock(&s->mu);
@@ -200,7 +191,7 @@ static void call_send_locked(http_server *s, http_call *k, const ProtobufCMessag
     int rc = k->method ? rpc_unary_start(s->engine, k->method->id, m, call_done, k)
                        : engine_list(s->engine, call_done, k);
     if (rc != 0) {
-        call_unlist(s, k);
+        call_unlist(k);
         call_unref(k); /* the engine never calls back */
         call_fail_locked(k, RPC_INTERNAL, "out of memory");
     }
@@ -277,7 +268,8 @@ void http_call_request_done(http_server *s, http_req *q)
 
 int64_t http_calls_expire_locked(http_server *s, int64_t now, int64_t wake)
 {
-    for (http_call *k = s->calls; k; k = k->next) {
+    KL__LIST_FOREACH (link, &s->calls) {
+        http_call *k = call_of(link);
         if (k->done || !k->deadline_ms)
             continue;
         if (k->deadline_ms <= now)
@@ -291,9 +283,9 @@ int64_t http_calls_expire_locked(http_server *s, int64_t now, int64_t wake)
 
 void http_calls_end_locked(http_server *s)
 {
-    while (s->calls) {
-        http_call *k = s->calls;
-        call_unlist(s, k);
+    while (!kl__list_empty(&s->calls)) {
+        http_call *k = call_of(kl__list_first(&s->calls));
+        call_unlist(k);
         call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
         call_unref(k); /* the engine's: it will never reply */
     }
@@ -301,6 +293,7 @@ void http_calls_end_locked(http_server *s)
 
 void http_calls_fail_locked(http_server *s)
 {
-    for (http_call *k = s->calls; k; k = k->next)
-        call_fail_locked(k, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+    KL__LIST_FOREACH (link, &s->calls) {
+        call_fail_locked(call_of(link), RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
+    }
 }

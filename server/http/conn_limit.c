@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "http/http_ops.h"
 #include "http/internal.h"
@@ -132,10 +133,7 @@ static bool peer_key(const struct sockaddr *sa, int *family, uint8_t addr[16])
 
 static unsigned peer_hash(const uint8_t addr[16])
 {
-    unsigned h = 2166136261u;
-    for (int i = 0; i < 16; i++)
-        h = (h ^ addr[i]) * 16777619u;
-    return h % PEER_BUCKETS;
+    return hash_fnv1a(HASH_FNV1A_INIT, addr, 16) % PEER_BUCKETS;
 }
 
 /* l->mu held. The peer of that address, created with no connections. */

@@ -14,11 +14,11 @@
 #include "http/http_ops.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "core/metrics.h"
 
 int http_ops_metrics(char **body, size_t *len, const char **content_type)
@@ -69,54 +69,13 @@ void http_ops_slow_request(void)
 
 /* ---- status page -------------------------------------------------------- */
 
-typedef struct out {
-    char *p;
-    size_t len, cap;
-    int failed;
-} out;
-
-static void put_raw(out *o, const char *s, size_t n)
+static void put_str(struct kl__buf *o, const char *s)
 {
-    if (o->failed)
-        return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 16384;
-        while (cap < o->len + n + 1)
-            cap *= 2;
-        char *p = realloc(o->p, cap);
-        if (!p) {
-            o->failed = 1;
-            return;
-        }
-        o->p = p;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
-    o->p[o->len] = '\0';
-}
-
-static void put_str(out *o, const char *s)
-{
-    put_raw(o, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void put_fmt(out *o, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        o->failed = 1;
-        return;
-    }
-    put_raw(o, tmp, (size_t)n);
+    kl__buf_append(o, s, strlen(s));
 }
 
 /* HTML-escapes s (text and attribute values alike). */
-static void put_esc(out *o, const char *s)
+static void put_esc(struct kl__buf *o, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
@@ -136,13 +95,13 @@ static void put_esc(out *o, const char *s)
             put_str(o, "&#39;");
             break;
         default:
-            put_raw(o, s, 1);
+            kl__buf_append(o, s, 1);
         }
     }
 }
 
 /* A duration for people: "850 ms", "4.2 s", "3 min 05 s", "2 h 04 min", "3 d 02 h". */
-static void put_duration(out *o, long long ms)
+static void put_duration(struct kl__buf *o, long long ms)
 {
     if (ms < 0) {
         put_str(o, "\xe2\x80\x94"); /* em dash: unknown */
@@ -150,15 +109,15 @@ static void put_duration(out *o, long long ms)
     }
     long long s = ms / 1000;
     if (ms < 1000)
-        put_fmt(o, "%lld ms", ms);
+        kl__buf_printf(o, "%lld ms", ms);
     else if (ms < 60000)
-        put_fmt(o, "%.1f s", (double)ms / 1000.0);
+        kl__buf_printf(o, "%.1f s", (double)ms / 1000.0);
     else if (s < 3600)
-        put_fmt(o, "%lld min %02lld s", s / 60, s % 60);
+        kl__buf_printf(o, "%lld min %02lld s", s / 60, s % 60);
     else if (s < 86400)
-        put_fmt(o, "%lld h %02lld min", s / 3600, s % 3600 / 60);
+        kl__buf_printf(o, "%lld h %02lld min", s / 3600, s % 3600 / 60);
     else
-        put_fmt(o, "%lld d %02lld h", s / 86400, s % 86400 / 3600);
+        kl__buf_printf(o, "%lld d %02lld h", s / 86400, s % 86400 / 3600);
 }
 
 static const char page_head[] =
@@ -287,7 +246,7 @@ static const char page_script[] =
     "})();\n"
     "</script>\n";
 
-static void row(out *o, const engine_lease_status *l)
+static void row(struct kl__buf *o, const engine_lease_status *l)
 {
     put_str(o, "<tr><td class=\"first\" data-label=\"Lease\"><div><div class=\"lease\">");
     put_esc(o, l->name);
@@ -300,8 +259,9 @@ static void row(out *o, const engine_lease_status *l)
     } else {
         put_str(o, "<td data-label=\"Holder\"><span class=\"none\">(none)");
     }
-    put_fmt(o, "</span></td><td data-label=\"Epoch\"><span class=\"num badge\">%lld</span></td>",
-            (long long)l->epoch);
+    kl__buf_printf(
+        o, "</span></td><td data-label=\"Epoch\"><span class=\"num badge\">%lld</span></td>",
+        (long long)l->epoch);
     put_str(o, "<td data-label=\"Since last transition\"><span>");
     put_duration(o, l->since_transition_ms);
     put_str(o, "</span></td>");
@@ -314,19 +274,19 @@ static void row(out *o, const engine_lease_status *l)
     }
     put_str(o, "</span></td><td data-label=\"Lease duration\"><span>");
     if (l->lease_duration_s > 0)
-        put_fmt(o, "%d s", (int)l->lease_duration_s);
+        kl__buf_printf(o, "%d s", (int)l->lease_duration_s);
     else
         put_str(o, "\xe2\x80\x94");
-    put_fmt(o,
-            "</span></td><td data-label=\"Candidates\"><span class=\"badge\">%d</span></td>"
-            "<td data-label=\"Watchers\"><span class=\"badge\">%d</span></td></tr>\n",
-            (int)l->candidates, (int)l->watchers);
+    kl__buf_printf(o,
+                   "</span></td><td data-label=\"Candidates\"><span class=\"badge\">%d</span></td>"
+                   "<td data-label=\"Watchers\"><span class=\"badge\">%d</span></td></tr>\n",
+                   (int)l->candidates, (int)l->watchers);
 }
 
 int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
                          const char **content_type)
 {
-    out o = {0};
+    struct kl__buf o = {0};
     put_str(&o, page_head);
     put_str(&o, table_head);
     for (size_t i = 0; i < list->n_leases; i++)
@@ -343,12 +303,11 @@ int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
                 "</footer>\n");
     put_str(&o, page_script);
     put_str(&o, "</body></html>\n");
-    if (o.failed) {
-        free(o.p);
+    if (o.error) {
+        kl__buf_free(&o);
         return -1;
     }
-    *body = o.p;
-    *len = o.len;
+    *body = kl__buf_take(&o, len);
     *content_type = "text/html; charset=utf-8";
     return 0;
 }

@@ -21,6 +21,9 @@
  *   own, never held together with s->mu.
  * - conn_limit.c has its own mutex, never held together with s->mu: the
  *   timer thread lets go of s->mu before it checks the read deadlines.
+ * - tls.c has its own locks (its registry's, then its pair's), never held
+ *   together with s->mu; its callback runs on MHD threads (of both daemons)
+ *   during handshakes.
  * - server.c (start, quiesce, finish, stop) belongs to the owner. */
 #ifndef KL_HTTP_INTERNAL_H
 #define KL_HTTP_INTERNAL_H
@@ -31,9 +34,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gnutls/abstract.h>
 #include <microhttpd.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "common/buf.h"
+#include "common/list.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "rpc/connect.h"
@@ -42,6 +48,7 @@
 /* The message of whatever shutdown ends. */
 #define HTTP_SHUTTING_DOWN "the service is shutting down"
 
+typedef struct http_tls http_tls;       /* tls.c */
 typedef struct http_call http_call;     /* call.c */
 typedef struct http_stream http_stream; /* stream.c */
 typedef struct http_limits http_limits; /* conn_limit.c */
@@ -71,14 +78,15 @@ struct http_server {
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
     http_auth *auth;         /* NULL: --auth none, every caller may do everything */
+    http_tls *tls;           /* NULL: plain HTTP (on both listeners) */
     atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
-    pthread_mutex_t mu;             /* guards everything below */
-    bool stopping;                  /* no new engine requests: answer "unavailable" */
-    bool gone;                      /* no engine calls at all */
-    http_call *calls;               /* waiting for the engine (call.c) */
-    http_auth_ticket *auth_tickets; /* waiting for the apiserver (auth.c) */
-    http_stream *streams;
+    pthread_mutex_t mu;           /* guards everything below */
+    bool stopping;                /* no new engine requests: answer "unavailable" */
+    bool gone;                    /* no engine calls at all */
+    struct kl__list calls;        /* http_call: waiting for the engine (call.c) */
+    struct kl__list auth_tickets; /* http_auth_ticket: waiting for the apiserver (auth.c) */
+    struct kl__list streams;      /* http_stream: open (stream.c) */
     int n_streams;
     pthread_cond_t drained; /* a stream's request ended */
     pthread_cond_t wake;    /* the timer thread: a new deadline, or quit */
@@ -95,12 +103,11 @@ typedef struct http_req {
     http_req_kind kind;
     const rpc_method *method; /* an RPC's, once routed; NULL: not counted as an RPC */
     rpc_codec codec;
-    int64_t timeout_ms; /* Connect-Timeout-Ms; -1: none */
-    uint8_t *body;
-    size_t len, cap;
-    bool too_large;
-    bool responded; /* an answer is queued (or the stream started) */
-    bool close;     /* answer with Connection: close */
+    int64_t timeout_ms;  /* Connect-Timeout-Ms; -1: none */
+    struct kl__buf body; /* the upload, at most s->max_body bytes */
+    bool too_large;      /* the upload passed s->max_body: body is dropped */
+    bool responded;      /* an answer is queued (or the stream started) */
+    bool close;          /* answer with Connection: close */
     http_call *call;
     http_stream *stream;
     http_auth_ticket *auth; /* a pending authorization */
@@ -210,6 +217,26 @@ int http_timer_start(http_server *s);
 void http_timer_stop(http_server *s);
 /* s->mu held: a new deadline was set. */
 void http_timer_wake_locked(http_server *s);
+
+/* --- tls.c: the certificate served, reloaded when its files change ----- */
+
+/* Loads cert_file (PEM, the chain) and key_file (PEM). NULL with a reason
+ * when they do not load, the key is not the certificate's, or
+ * libmicrohttpd has no TLS. */
+http_tls *http_tls_new(const char *cert_file, const char *key_file, char *err, size_t err_len);
+/* After http_tls_stopped. NULL is a no-op. */
+void http_tls_free(http_tls *t);
+/* Runs start(arg), which starts a TLS daemon with http_tls_certificate as
+ * its MHD_OPTION_HTTPS_CERT_CALLBACK2, and binds the daemon to t before any
+ * handshake can ask for it. Returns what start returned. */
+struct MHD_Daemon *http_tls_start(http_tls *t, struct MHD_Daemon *(*start)(void *arg), void *arg);
+/* The daemon d was stopped: unbinds it. */
+void http_tls_stopped(const struct MHD_Daemon *d);
+/* MHD_OPTION_HTTPS_CERT_CALLBACK2: a copy of the current pair (MHD threads). */
+int http_tls_certificate(gnutls_session_t session, const struct gnutls_cert_retr_st *info,
+                         gnutls_pcert_st **certs, unsigned int *certs_length,
+                         gnutls_ocsp_data_st **ocsp, unsigned int *ocsp_length,
+                         gnutls_privkey_t *privkey, unsigned int *flags);
 
 /* --- conn_limit.c: --max-connections, --max-per-ip, --read-timeout-s ---- */
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/envelope.h"
 #include "core/log.h"
 #include "http/http_ops.h"
 #include "http/internal.h"
@@ -77,8 +78,8 @@ enum MHD_Result http_respond_stream_error(struct MHD_Connection *conn, http_req 
     if (!json)
         return MHD_NO;
     size_t len;
-    uint8_t *frame =
-        rpc_envelope_encode(RPC_FLAG_END_STREAM, (const uint8_t *)json, strlen(json), &len);
+    uint8_t *frame = kl__envelope_encode(KL__ENVELOPE_FLAG_END_STREAM, (const uint8_t *)json,
+                                         strlen(json), &len);
     free(json);
     if (!frame)
         return MHD_NO;

@@ -16,42 +16,27 @@
 #include "http/internal.h"
 
 /* Appends upload data to the request body; past --max-body-bytes the body
- * is dropped and the request marked too large. */
-static void append_body(http_server *s, http_req *q, const char *data, size_t n)
+ * is dropped and the request marked too large (out of memory too: it is
+ * answered as over the limit, there is nothing better to say). */
+static void append_body(http_req *q, const char *data, size_t n)
 {
     if (q->too_large)
         return;
-    if (q->len + n > s->max_body) {
+    if (kl__buf_append(&q->body, data, n) != KL__BUF_OK) {
         q->too_large = true;
-        free(q->body);
-        q->body = NULL;
-        q->len = q->cap = 0;
-        return;
+        kl__buf_free(&q->body);
     }
-    if (q->len + n > q->cap) {
-        size_t cap = q->cap ? q->cap : 512;
-        while (cap < q->len + n)
-            cap *= 2;
-        uint8_t *b = realloc(q->body, cap);
-        if (!b) {
-            q->too_large = true; /* answered as over the limit: nothing better to say */
-            return;
-        }
-        q->body = b;
-        q->cap = cap;
-    }
-    memcpy(q->body + q->len, data, n);
-    q->len += n;
 }
 
 /* Both daemons: a request's first call (its head is in). */
-static http_req *req_new(struct MHD_Connection *conn, void **req_cls)
+static http_req *req_new(const http_server *s, struct MHD_Connection *conn, void **req_cls)
 {
     http_req *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
     q->start_us = mono_us();
     q->timeout_ms = -1;
+    kl__buf_init(&q->body, s->max_body);
     *req_cls = q;
     http_conn_request_begin(conn);
     return q;
@@ -65,7 +50,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
     http_server *s = cls;
     http_req *q = *req_cls;
     if (!q) {
-        if (!(q = req_new(conn, req_cls)))
+        if (!(q = req_new(s, conn, req_cls)))
             return MHD_NO;
         if (strncmp(url, RPC_SERVICE_PREFIX, strlen(RPC_SERVICE_PREFIX)) == 0)
             return http_rpc_begin(s, conn, q, url, method);
@@ -76,7 +61,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
     }
     if (*upload_data_size) {
         if (!q->responded)
-            append_body(s, q, upload_data, *upload_data_size);
+            append_body(q, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -100,7 +85,7 @@ enum MHD_Result http_on_ops_request(void *cls, struct MHD_Connection *conn, cons
     http_server *s = cls;
     http_req *q = *req_cls;
     if (!q) {
-        if (!(q = req_new(conn, req_cls)))
+        if (!(q = req_new(s, conn, req_cls)))
             return MHD_NO;
         q->kind = HTTP_REQ_OTHER;
         return MHD_YES;
@@ -130,6 +115,6 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     http_call_request_done(s, q);
     http_auth_request_done(s, q);
     http_list_scope_clear(&q->scope);
-    free(q->body);
+    kl__buf_free(&q->body);
     free(q);
 }

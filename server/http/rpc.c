@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/envelope.h"
 #include "http/auth.h"
 #include "http/internal.h"
 #include "rpc/lease_service.h"
@@ -111,21 +112,22 @@ enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http
 static rpc_code unwrap_envelope(const http_server *s, const http_req *q, uint8_t **msg, size_t *len,
                                 char *why, size_t why_len)
 {
-    rpc_envelope_decoder d;
-    rpc_envelope_decoder_init(&d, s->max_body);
+    struct kl__envelope_decoder d;
+    kl__envelope_decoder_init(&d, s->max_body);
     size_t used = 0;
-    rpc_envelope_status st = rpc_envelope_decoder_feed(&d, q->body, q->len, &used);
-    if (st != RPC_ENVELOPE_FRAME || used != q->len) {
+    kl__envelope_status st =
+        kl__envelope_decoder_feed(&d, (const uint8_t *)q->body.data, q->body.len, &used);
+    if (st != KL__ENVELOPE_FRAME || used != q->body.len) {
         rpc_code code = RPC_INVALID_ARGUMENT;
-        if (st == RPC_ENVELOPE_FRAME) {
+        if (st == KL__ENVELOPE_FRAME) {
             snprintf(why, why_len, "the request must be exactly one envelope; found more bytes");
-        } else if (st == RPC_ENVELOPE_TOO_LARGE) {
+        } else if (st == KL__ENVELOPE_TOO_LARGE) {
             code = RPC_RESOURCE_EXHAUSTED;
             snprintf(why, why_len,
                      "the request envelope announces a message of %u bytes, over the limit of "
                      "%zu bytes (--max-body-bytes)",
                      (unsigned)d.msg_len, s->max_body);
-        } else if (st == RPC_ENVELOPE_NO_MEMORY) {
+        } else if (st == KL__ENVELOPE_NO_MEMORY) {
             code = RPC_RESOURCE_EXHAUSTED;
             snprintf(why, why_len, "out of memory for a message of %u bytes", (unsigned)d.msg_len);
         } else {
@@ -133,18 +135,18 @@ static rpc_code unwrap_envelope(const http_server *s, const http_req *q, uint8_t
                      "the request must be one envelope: [flags][length u32]"
                      "[message]; it is truncated");
         }
-        rpc_envelope_decoder_free(&d);
+        kl__envelope_decoder_free(&d);
         return code;
     }
-    uint8_t flags = 0;
-    rpc_envelope_decoder_take(&d, &flags, msg, len);
-    rpc_envelope_decoder_free(&d);
+    unsigned flags = 0;
+    kl__envelope_decoder_take(&d, &flags, msg, len);
+    kl__envelope_decoder_free(&d);
     if (flags != 0) {
         free(*msg);
         *msg = NULL;
         snprintf(why, why_len, "%s",
-                 flags & RPC_FLAG_COMPRESSED ? "compressed requests are not supported"
-                                             : "the request envelope has unexpected flags");
+                 flags & KL__ENVELOPE_FLAG_COMPRESSED ? "compressed requests are not supported"
+                                                      : "the request envelope has unexpected flags");
         return RPC_INVALID_ARGUMENT;
     }
     return RPC_OK;
@@ -242,8 +244,8 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
         snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", s->max_body);
         return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, msg);
     }
-    const uint8_t *data = q->body;
-    size_t len = q->len;
+    const uint8_t *data = (const uint8_t *)q->body.data;
+    size_t len = q->body.len;
     uint8_t *env = NULL;
     if (q->method->server_stream) {
         rpc_code code = unwrap_envelope(s, q, &env, &len, msg, sizeof msg);

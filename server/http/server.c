@@ -1,7 +1,8 @@
 /* The HTTP server's lifecycle: the listen address, start (the shared state,
  * the timer thread, the libmicrohttpd daemons: the main one and the
  * optional ops listener) and the owner's side of shutdown (quiesce, finish,
- * stop). What each request does is in router.c and the files it calls.
+ * stop). What each request does is in router.c and the files it calls; TLS
+ * (the certificate both daemons serve) is in tls.c.
  *
  * Threads: the owner's. Shutdown flags are set under s->mu, which call.c
  * and stream.c read under the same lock; see internal.h for the whole
@@ -182,13 +183,34 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     return atomic_load(&s->refusing) ? MHD_NO : MHD_YES;
 }
 
-static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
-                                       const struct sockaddr_storage *ss, bool v6)
+/* TLS 1.2 and 1.3 only, GnuTLS's normal choices otherwise. */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* The options and flags both daemons share: the address, the log and, with
+ * --tls-cert-file, TLS (the ops listener speaks it too: it serves the
+ * status page, whose callers present bearer tokens). items holds 3. */
+static unsigned common_flags(const http_server *s, bool v6, struct MHD_OptionItem *items)
 {
     unsigned flags =
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
+    items[0] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    if (s->tls) {
+        flags |= MHD_USE_TLS;
+        items[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK2, 0,
+                                           (void *)http_tls_certificate};
+        items[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES};
+        items[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
+    return flags;
+}
+
+static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
+                                       const struct sockaddr_storage *ss, bool v6)
+{
+    struct MHD_OptionItem tls[3];
+    unsigned flags = common_flags(s, v6, tls);
     unsigned threads = cfg->threads ? cfg->threads : DEFAULT_THREADS;
     unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
     unsigned hard_max = http_limits_hard(max_conns);
@@ -200,7 +222,8 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
         MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
 }
 
 /* The ops listener: one thread, a few slots of its own, operator endpoints
@@ -208,10 +231,8 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
 static struct MHD_Daemon *ops_daemon_start(http_server *s, const http_config *cfg,
                                            const struct sockaddr_storage *ss, bool v6)
 {
-    unsigned flags =
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (v6)
-        flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem tls[3];
+    unsigned flags = common_flags(s, v6, tls);
     unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     return MHD_start_daemon(
         flags, 0, NULL, NULL, http_on_ops_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
@@ -219,7 +240,30 @@ static struct MHD_Daemon *ops_daemon_start(http_server *s, const http_config *cf
         (unsigned)OPS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, idle,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
         http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->ops_limits,
-        MHD_OPTION_END);
+        MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+}
+
+typedef struct daemon_args {
+    http_server *s;
+    const http_config *cfg;
+    const struct sockaddr_storage *ss;
+    bool v6, ops;
+} daemon_args;
+
+static struct MHD_Daemon *daemon_start_args(void *arg)
+{
+    daemon_args *a = arg;
+    return a->ops ? ops_daemon_start(a->s, a->cfg, a->ss, a->v6)
+                  : daemon_start(a->s, a->cfg, a->ss, a->v6);
+}
+
+/* Starts one of the daemons; with TLS, bound to its certificate before any
+ * handshake can ask for it. */
+static struct MHD_Daemon *start_one(http_server *s, const http_config *cfg,
+                                    const struct sockaddr_storage *ss, bool v6, bool ops)
+{
+    daemon_args da = {s, cfg, ss, v6, ops};
+    return s->tls ? http_tls_start(s->tls, daemon_start_args, &da) : daemon_start_args(&da);
 }
 
 static uint16_t bound_port(struct MHD_Daemon *d)
@@ -241,7 +285,12 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
     http_server *s = server_new(cfg, err, err_len);
     if (!s)
         return NULL;
-    s->daemon = daemon_start(s, cfg, &ss, v6);
+    if (cfg->tls_cert_file) {
+        s->tls = http_tls_new(cfg->tls_cert_file, cfg->tls_key_file, err, err_len);
+        if (!s->tls)
+            goto fail;
+    }
+    s->daemon = start_one(s, cfg, &ss, v6, false);
     if (!s->daemon) {
         snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
                  errno ? strerror(errno) : "libmicrohttpd refused to start");
@@ -249,7 +298,7 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
     }
     s->port = bound_port(s->daemon);
     if (cfg->ops_listen) {
-        s->ops_daemon = ops_daemon_start(s, cfg, &ops_ss, ops_v6);
+        s->ops_daemon = start_one(s, cfg, &ops_ss, ops_v6, true);
         if (!s->ops_daemon) {
             snprintf(err, err_len, "cannot listen on %s (--ops-listen): %s", cfg->ops_listen,
                      errno ? strerror(errno) : "libmicrohttpd refused to start");
@@ -312,6 +361,13 @@ void http_server_stop(http_server *s)
         MHD_stop_daemon(s->ops_daemon);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    if (s->tls) {
+        if (s->ops_daemon)
+            http_tls_stopped(s->ops_daemon);
+        if (s->daemon)
+            http_tls_stopped(s->daemon);
+    }
+    http_tls_free(s->tls);
     free(s->namespaces);
     free(s->pod_label_keys);
     pthread_cond_destroy(&s->wake);

@@ -71,11 +71,20 @@ typedef struct http_config {
      * that probes are answered even when clients hold every slot of listen.
      * NULL: none (they are served on listen, as they always are). */
     const char *ops_listen;
+    /* HTTPS: the certificate chain and key (PEM files), re-read when they
+     * change (at most once a second, on a handshake); both NULL: HTTP.
+     * Both listeners serve it. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
     http_auth_config auth; /* mode NONE (zeroed): no authorization */
 } http_config;
 
 /* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */
 int http_listen_check(const char *listen, char *err, size_t err_len);
+/* Checks that a TLS certificate chain and key (PEM files) load and belong
+ * together, and that libmicrohttpd can serve TLS. Returns 0, or -1 with a
+ * reason. */
+int http_tls_check(const char *cert_file, const char *key_file, char *err, size_t err_len);
 /* Binds and starts serving. Returns NULL with a reason in err. */
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len);
 /* The bound port (useful with port 0). */

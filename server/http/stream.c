@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/envelope.h"
 #include "core/log.h"
 #include "http/http_ops.h"
 #include "http/internal.h"
@@ -50,12 +51,12 @@ struct http_stream {
     bool aborted;     /* the peer does not keep up: close without end frame */
     bool suspended;
     rpc_code end_code;
-    int64_t deadline_ms; /* Connect-Timeout-Ms; 0: none */
-    int fd;              /* the connection's socket, for noticing a peer that left */
-    frame *head, *tail;  /* the queue: envelopes not yet (fully) read by MHD */
-    size_t off;          /* bytes of head already read */
-    size_t queued;       /* bytes in the queue */
-    http_stream *prev, *next;
+    int64_t deadline_ms;  /* Connect-Timeout-Ms; 0: none */
+    int fd;               /* the connection's socket, for noticing a peer that left */
+    frame *head, *tail;   /* the queue: envelopes not yet (fully) read by MHD */
+    size_t off;           /* bytes of head already read */
+    size_t queued;        /* bytes in the queue */
+    struct kl__list link; /* in s->streams from its start to its request's end */
 };
 
 /* ---------- the stream object ---------- */
@@ -103,25 +104,20 @@ static void stream_unref(http_stream *st)
 
 static void stream_list(http_server *s, http_stream *st)
 {
-    st->prev = NULL;
-    st->next = s->streams;
-    if (s->streams)
-        s->streams->prev = st;
-    s->streams = st;
+    kl__list_insert_head(&s->streams, &st->link);
     s->n_streams++;
 }
 
 static void stream_unlist(http_server *s, http_stream *st)
 {
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        s->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    st->prev = st->next = NULL;
+    kl__list_remove(&st->link);
     s->n_streams--;
     pthread_cond_broadcast(&s->drained);
+}
+
+static http_stream *stream_of(struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, http_stream, link);
 }
 
 static void stream_wake_locked(http_stream *st)
@@ -133,16 +129,16 @@ static void stream_wake_locked(http_stream *st)
 }
 
 /* Queues an envelope (header + msg). Returns -1 when out of memory. */
-static int stream_push_locked(http_stream *st, uint8_t flags, const uint8_t *msg, size_t len)
+static int stream_push_locked(http_stream *st, unsigned flags, const uint8_t *msg, size_t len)
 {
-    frame *f = malloc(sizeof *f + RPC_ENVELOPE_HEADER + len);
+    frame *f = malloc(sizeof *f + KL__ENVELOPE_HEADER + len);
     if (!f)
         return -1;
     f->next = NULL;
-    f->len = RPC_ENVELOPE_HEADER + len;
-    rpc_envelope_header(flags, (uint32_t)len, f->data);
+    f->len = KL__ENVELOPE_HEADER + len;
+    kl__envelope_header(f->data, flags, (uint32_t)len);
     if (len)
-        memcpy(f->data + RPC_ENVELOPE_HEADER, msg, len);
+        memcpy(f->data + KL__ENVELOPE_HEADER, msg, len);
     if (st->tail)
         st->tail->next = f;
     else
@@ -184,8 +180,8 @@ static void stream_end_locked(http_stream *st, rpc_code code, const char *messag
     st->ended = true;
     st->end_code = code;
     char *json = rpc_end_stream_json(code, message);
-    if (!json ||
-        stream_push_locked(st, RPC_FLAG_END_STREAM, (const uint8_t *)json, strlen(json)) != 0)
+    if (!json || stream_push_locked(st, KL__ENVELOPE_FLAG_END_STREAM, (const uint8_t *)json,
+                                    strlen(json)) != 0)
         st->aborted = true; /* out of memory: close without a proper end */
     free(json);
 }
@@ -224,10 +220,15 @@ static void stream_on_event(void *ctx, const engine_event *ev)
         return;
     }
     size_t len = 0;
-    uint8_t *msg = rpc_event_encode(st->codec, ev, &len);
+    /* A refused campaign ends with the error alone, no Lost message. */
+    bool refused = ev->kind == ENGINE_EVENT_LOST && ev->code != ENGINE_OK;
+    uint8_t *msg = refused ? NULL : rpc_event_encode(st->codec, ev, &len);
     pthread_mutex_lock(&s->mu);
     if (!st->ended && !st->aborted) {
-        if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
+        if (refused) {
+            st->detached = true; /* on_close follows */
+            stream_end_locked(st, rpc_code_of_engine(ev->code), ev->message);
+        } else if (!msg || stream_push_locked(st, 0, msg, len) != 0) {
             st->aborted = true;
         } else if (ev->kind == ENGINE_EVENT_LOST) {
             /* The campaign is over on the engine's side: on_close follows. */
@@ -448,7 +449,8 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
     /* A stream past its Connect-Timeout-Ms ends with deadline_exceeded; for
      * a campaign that is a departure, not a resignation (a term in progress
      * ends when its last grant runs out). */
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         if (!st->deadline_ms || st->ended || st->aborted)
             continue;
         if (st->deadline_ms <= now) {
@@ -464,7 +466,8 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
 
 void http_streams_poll_locked(http_server *s)
 {
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         if (st->suspended && !st->aborted && peer_left(st)) {
             st->aborted = true;
             stream_detach_locked(s, st);
@@ -475,7 +478,8 @@ void http_streams_poll_locked(http_server *s)
 
 void http_streams_end_locked(http_server *s)
 {
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         if (st->engine_open) {
             st->engine_open = false;
             stream_unref(st); /* the engine's: it will never call on_close */
@@ -487,7 +491,8 @@ void http_streams_end_locked(http_server *s)
 
 void http_streams_abort_locked(http_server *s)
 {
-    for (http_stream *st = s->streams; st; st = st->next) {
+    KL__LIST_FOREACH (link, &s->streams) {
+        http_stream *st = stream_of(link);
         st->aborted = st->aborted || !st->ended;
         stream_wake_locked(st);
     }

@@ -20,6 +20,12 @@
 #define KUBE_POD_LABEL_ANNOTATION "kubelease.io/pod-label"
 #define KUBE_POD_LABEL_MAX        640 /* pod 253 + key 317 + value 63 + separators */
 #define KUBE_IP_MAX               64
+#define KUBE_NONCE_MAX  64
+
+/* The annotation holding the random value of the term kubelease started on a
+ * Lease (never the term's token, which derives from it under a key only
+ * kubeleased has). */
+#define KUBE_TERM_NONCE_ANNOTATION "kubelease.io/term-nonce"
 
 /* A coordination.k8s.io/v1 Lease: its metadata and spec fields. Plain value:
  * copy it with '='. */
@@ -34,6 +40,9 @@ typedef struct kube_lease {
     int64_t renew_time_us;   /* spec.renewTime: µs since the Unix epoch; 0 when unset */
     /* metadata.annotations["kubelease.io/pod-label"]; "" when unset */
     char pod_label[KUBE_POD_LABEL_MAX];
+    /* metadata.annotations[KUBE_TERM_NONCE_ANNOTATION]; "" when unset (or not
+     * a base64url string that fits: someone else's value is ignored) */
+    char term_nonce[KUBE_NONCE_MAX];
 } kube_lease;
 
 /* A Kubernetes Status. message is cut to fit: it is for logs only. */

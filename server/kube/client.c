@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/buf.h"
+#include "common/list.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -32,7 +34,7 @@ enum {
 };
 
 struct kube_request {
-    kube_request *prev, *next;
+    struct kl__list link; /* in kube_client.reqs */
     kube_client *c;
     CURL *easy;
     struct curl_slist *headers;
@@ -40,9 +42,9 @@ struct kube_request {
     char *body_copy;
     char errbuf[CURL_ERROR_SIZE];
     /* Bytes received but not handed over yet (streaming), or the whole
-     * body (buffered responses and non-2xx streaming responses). */
-    char *buf;
-    size_t len, cap;
+     * body (buffered responses and non-2xx streaming responses); less than
+     * KUBE_BODY_MAX bytes. */
+    struct kl__buf buf;
     long http_code;
     bool headers_done;      /* the header block of the final response ended */
     bool headers_delivered; /* on_headers has run */
@@ -59,8 +61,8 @@ struct kube_request {
 struct kube_client {
     loop *l;
     kube_config cfg;
-    kube_request *reqs;
-    unsigned flags; /* CLIENT_* */
+    struct kl__list reqs; /* kube_request.link: every request not yet freed */
+    unsigned flags;       /* CLIENT_* */
     int64_t token_read_ms;
     bool token_stale;
     uint64_t token_reads;
@@ -173,42 +175,22 @@ bool kube_client_token_maybe_refresh(kube_client *c, int64_t now)
 
 static void req_free(kube_request *r)
 {
-    kube_client *c = r->c;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        c->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+    kl__list_remove(&r->link);
     loop_timer_stop(&r->dispatch);
     if (r->easy)
         curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
     wipe_free(r->body_copy); /* a TokenReview's holds a bearer token */
-    free(r->buf);
+    kl__buf_free(&r->buf);
     free(r);
 }
 
 static int buf_append(kube_request *r, const char *data, size_t n)
 {
-    if (r->len + n + 1 > KUBE_BODY_MAX) {
+    int rc = kl__buf_append(&r->buf, data, n);
+    if (rc == KL__BUF_TOO_LARGE)
         r->too_big = true;
-        return -1;
-    }
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 4096;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *b = realloc(r->buf, cap);
-        if (!b)
-            return -1;
-        r->buf = b;
-        r->cap = cap;
-    }
-    memcpy(r->buf + r->len, data, n);
-    r->len += n;
-    r->buf[r->len] = 0;
-    return 0;
+    return rc == KL__BUF_OK ? 0 : -1;
 }
 
 static void client_release(kube_client *c)
@@ -257,14 +239,12 @@ static int deliver(kube_request *r)
                 return DELIVER_GONE;
         }
     }
-    if (!r->streaming_body || r->len == 0 || r->aborted)
+    if (!r->streaming_body || r->buf.len == 0 || r->aborted)
         return DELIVER_OK;
     /* The bytes are handed over and the buffer starts afresh, so that a
      * burst does not keep its memory for the life of a watch. */
-    char *data = r->buf;
-    size_t len = r->len;
-    r->buf = NULL;
-    r->len = r->cap = 0;
+    size_t len;
+    char *data = kl__buf_take(&r->buf, &len);
     callback_begin(r);
     int stop = r->o.on_data(r->o.ctx, data, len);
     free(data);
@@ -396,9 +376,9 @@ static void finish(kube_request *r, CURLcode result)
         res.error = "";
     if (res.curl_code != CURLE_OK && !r->headers_done)
         res.http_code = 0;
-    bool no_body = r->streaming_body || !r->buf;
-    res.body = no_body ? "" : r->buf;
-    res.body_len = no_body ? 0 : r->len;
+    bool no_body = r->streaming_body || !r->buf.data;
+    res.body = no_body ? "" : r->buf.data;
+    res.body_len = no_body ? 0 : r->buf.len;
     res.elapsed_ms = mono_ms() - r->started_ms;
     account(r, res.http_code);
     callback_begin(r);
@@ -563,10 +543,8 @@ kube_request *kube_client_start(kube_client *c, const kube_request_opts *o)
     r->started_ms = mono_ms();
     clock_gettime(CLOCK_MONOTONIC, &r->started);
     r->verb = verb_of(o->method, o->path);
-    r->next = c->reqs;
-    if (c->reqs)
-        c->reqs->prev = r;
-    c->reqs = r;
+    kl__buf_init(&r->buf, KUBE_BODY_MAX - 1); /* and its NUL */
+    kl__list_insert_head(&c->reqs, &r->link);
     size_t ulen = strlen(c->cfg.server) + strlen(o->path) + 1;
     char *url = malloc(ulen);
     r->easy = curl_easy_init();
@@ -599,10 +577,8 @@ void kube_client_free(kube_client *c)
     if (!c || (c->flags & CLIENT_FREEING))
         return;
     c->flags |= CLIENT_FREEING;
-    for (kube_request *r = c->reqs, *next; r; r = next) {
-        next = r->next;
-        kube_client_cancel(c, r);
-    }
+    KL__LIST_FOREACH_SAFE (link, &c->reqs)
+        kube_client_cancel(c, KL__LIST_ENTRY(link, kube_request, link));
     if (!(c->flags & CLIENT_IN_CALLBACK))
         client_release(c);
 }

@@ -1,8 +1,8 @@
 /* Shared helpers of the Kubernetes configuration loaders: reading files and
- * tokens, base64, freeing a configuration, and the check a configuration
- * passes before anything is sent. Blocking file I/O, no global state: any
- * thread (in practice start-up, and the loop thread re-reading a rotated
- * token). */
+ * tokens, freeing a configuration, and the check a configuration passes
+ * before anything is sent (base64 is core/base64.c's). Blocking file I/O,
+ * no global state: any thread (in practice start-up, and the loop thread
+ * re-reading a rotated token). */
 #include "kube/config.h"
 
 #include <errno.h>
@@ -175,62 +175,4 @@ int kube_config_token_refresh(kube_config *c, char *err, size_t err_len)
     }
     c->token = tok;
     return 0;
-}
-
-static int b64_value(unsigned char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+')
-        return 62;
-    if (ch == '/')
-        return 63;
-    return -1;
-}
-
-int kube_base64_decode(const char *in, size_t in_len, kube_blob *out)
-{
-    out->data = NULL;
-    out->len = 0;
-    unsigned char *buf = malloc(in_len / 4 * 3 + 4);
-    if (!buf)
-        return -1;
-    size_t len = 0, pad = 0;
-    uint32_t acc = 0;
-    int bits = 0, chars = 0;
-    for (size_t i = 0; i < in_len; i++) {
-        unsigned char ch = (unsigned char)in[i];
-        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n')
-            continue;
-        if (ch == '=') {
-            pad++;
-            continue;
-        }
-        int v = b64_value(ch);
-        if (v < 0 || pad > 0) /* bad character, or data after padding */
-            goto fail;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        chars++;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[len++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    /* A lone trailing character cannot encode a byte; padding must complete a quantum;
-     * the unused low bits must be zero (canonical encoding). */
-    if (chars % 4 == 1 || pad > 2 || (pad > 0 && (chars + pad) % 4 != 0) || acc != 0)
-        goto fail;
-    buf[len] = 0;
-    out->data = buf;
-    out->len = len;
-    return 0;
-fail:
-    free(buf);
-    return -1;
 }

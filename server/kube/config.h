@@ -52,10 +52,6 @@ int kube_read_file(const char *path, size_t max, kube_blob *out, char *err, size
  * printable. Returns a malloc'd string, or NULL with err filled. */
 char *kube_read_token(const char *path, char *err, size_t err_len);
 
-/* Standard base64 (RFC 4648, '=' padding optional, whitespace ignored).
- * Returns 0 with a malloc'd NUL-terminated *out, or -1 on invalid input. */
-int kube_base64_decode(const char *in, size_t in_len, kube_blob *out);
-
 void kube_blob_free(kube_blob *b);
 
 #endif

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "core/base64.h"
+
 typedef struct doc {
     yaml_document_t d;
     char *err;
@@ -350,11 +352,16 @@ static int load_blob(const char *data, const char *file, const char *dir, const 
                      kube_blob *b, char *err, size_t err_len)
 {
     if (data) {
-        if (kube_base64_decode(data, strlen(data), b) != 0 || b->len == 0) {
-            kube_blob_free(b);
+        uint8_t *raw;
+        size_t len;
+        unsigned rules = BASE64_SKIP_SPACE | BASE64_CANONICAL;
+        if (base64_decode(data, strlen(data), rules, &raw, &len) != 0 || len == 0) {
+            free(raw);
             snprintf(err, err_len, "%s-data is not valid base64", what);
             return -1;
         }
+        b->data = raw;
+        b->len = len;
         return 0;
     }
     if (!file)

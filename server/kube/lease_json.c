@@ -225,6 +225,28 @@ int kube_status_decode(const char *buf, size_t len, kube_status *out)
 
 /* ---- Lease ----------------------------------------------------------------- */
 
+static bool base64url(const char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '_'))
+            return false;
+    return true;
+}
+
+/* The term-nonce annotation, when it is one kubelease could have written. */
+static void get_term_nonce(const cJSON *md, char *dst, size_t cap)
+{
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    const cJSON *v = cJSON_IsObject(ann)
+                         ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_TERM_NONCE_ANNOTATION)
+                         : NULL;
+    dst[0] = 0;
+    if (cJSON_IsString(v) && v->valuestring && strlen(v->valuestring) < cap &&
+        base64url(v->valuestring))
+        snprintf(dst, cap, "%s", v->valuestring);
+}
+
 int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
@@ -252,6 +274,7 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
                  out->name[0] ? "metadata.namespace" : "metadata.name");
         goto fail;
     }
+    get_term_nonce(md, out->term_nonce, sizeof out->term_nonce);
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
     if (cJSON_IsObject(ann) && copy_str(ann, KUBE_POD_LABEL_ANNOTATION,
                                         "metadata.annotations[\"" KUBE_POD_LABEL_ANNOTATION "\"]",
@@ -316,15 +339,19 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
     return !nulls || cJSON_AddNullToObject(o, name) != NULL;
 }
 
-/* The pod-label annotation: written when set; a patch removes it (null)
- * when unset, and leaves every other annotation as it is. */
-static bool add_annotation(cJSON *md, const char *pod_label, bool patch)
+/* metadata.annotations: the term nonce when l has one, and the pod label
+ * when set; a patch removes an unset pod label (null) and leaves every
+ * other annotation as it is. */
+static bool add_annotations(cJSON *md, const kube_lease *l, bool patch)
 {
-    if (!pod_label[0] && !patch)
+    if (!l->term_nonce[0] && !l->pod_label[0] && !patch)
         return true;
     cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
     return ann &&
-           add_string(ann, KUBE_POD_LABEL_ANNOTATION, pod_label[0] ? pod_label : NULL, patch);
+           (!l->term_nonce[0] ||
+            cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
+           add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL,
+                      patch);
 }
 
 /* The object (patch false) or a JSON merge patch (patch true) for l. */
@@ -335,6 +362,7 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
     if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
         !bounded(l->holder_identity, sizeof l->holder_identity) ||
         !bounded(l->resource_version, sizeof l->resource_version) ||
+        !bounded(l->term_nonce, sizeof l->term_nonce) || !base64url(l->term_nonce) ||
         !bounded(l->pod_label, sizeof l->pod_label) || l->lease_transitions < 0 ||
         l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
         return NULL;
@@ -349,8 +377,7 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         (!patch && (!cJSON_AddStringToObject(md, "name", l->name) ||
                     !cJSON_AddStringToObject(md, "namespace", l->ns))) ||
         (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
-        !add_annotation(md, l->pod_label, patch) ||
-        !(spec = cJSON_AddObjectToObject(root, "spec")) ||
+        !add_annotations(md, l, patch) || !(spec = cJSON_AddObjectToObject(root, "spec")) ||
         !cJSON_AddStringToObject(spec, "holderIdentity", l->holder_identity) ||
         !add_number(spec, "leaseDurationSeconds", l->lease_duration_seconds,
                     l->lease_duration_seconds > 0, patch) ||

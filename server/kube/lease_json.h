@@ -30,14 +30,17 @@ int kube_status_from_json(const struct cJSON *obj, kube_status *out);
 
 /* Decodes one Lease. Unknown fields are ignored; a string too long for its
  * kube_lease field, a missing metadata.name/namespace or a field of the wrong
- * type is an error naming the field (nothing is truncated). Returns 0, or -1
- * with err filled. */
+ * type is an error naming the field (nothing is truncated). The term-nonce
+ * annotation is the exception: one that is not a base64url string of at most
+ * KUBE_NONCE_MAX - 1 bytes is read as absent, so that a stray value written
+ * by someone else cannot make the Lease unreadable. Returns 0, or -1 with err
+ * filled. */
 int kube_lease_decode(const char *buf, size_t len, kube_lease *out, char *err, size_t err_len);
 int kube_lease_from_json(const struct cJSON *obj, kube_lease *out, char *err, size_t err_len);
 
 /* Encodes a Lease for create (with_rv false) or update (with_rv true:
- * metadata.resourceVersion is included). Unset fields (duration 0, times 0)
- * are omitted; holderIdentity is always written. Returns a malloc'd
+ * metadata.resourceVersion is included). Unset fields (duration 0, times 0,
+ * no term nonce) are omitted; holderIdentity is always written. Returns a malloc'd
  * NUL-terminated JSON text (caller frees) with *len set, or NULL when a
  * value cannot be encoded or memory runs out. */
 char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
@@ -45,13 +48,14 @@ char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
 /* Encodes the JSON merge patch (RFC 7386) that makes a Lease's spec equal
  * lease's, on the condition that its resourceVersion is still
  * lease->resource_version (the apiserver answers 409 Conflict otherwise):
- * {"metadata":{"resourceVersion":...,"annotations":{"kubelease.io/pod-label":
- * ...}},"spec":{...}}, with unset fields (and an unset pod_label) written as
- * null so that they are removed. Everything else in the object
- * (labels, annotations, owner references, spec fields this version does not
- * know) is left as other writers set it. Returns a malloc'd NUL-terminated
- * text with *len set, or NULL when the resourceVersion is empty, a value
- * cannot be encoded, or memory runs out. */
+ * {"metadata":{"resourceVersion":...,"annotations":{...}},"spec":{...}},
+ * with unset fields written as null so that they are removed; the
+ * annotations are the term nonce, when lease has one, and the pod label
+ * (null when unset: removed). Everything else in the object (labels, other
+ * annotations, owner references, spec fields this version does not know)
+ * is left as other writers set it. Returns a malloc'd NUL-terminated text
+ * with *len set, or NULL when the resourceVersion is empty, a value cannot
+ * be encoded, or memory runs out. */
 char *kube_lease_merge_patch(const kube_lease *lease, size_t *len);
 
 /* A decoded LeaseList. Items that cannot be decoded are counted in n_bad

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base64.h"
 #include "kube/config.h"
 
 /* ---- users ---------------------------------------------------------------- */
@@ -328,23 +329,13 @@ int kube_jwt_peek(const char *token, kube_jwt_claims *out)
     const char *p2 = p1 ? strchr(p1 + 1, '.') : NULL;
     if (!p2 || strchr(p2 + 1, '.') || p2 - p1 - 1 > 16384)
         return -1;
-    /* base64url to the standard alphabet. */
-    size_t n = (size_t)(p2 - p1 - 1);
-    char *b64 = malloc(n + 1);
-    if (!b64)
+    /* The payload: base64url, unpadded. */
+    uint8_t *payload = NULL;
+    size_t payload_len = 0;
+    if (base64_decode(p1 + 1, (size_t)(p2 - p1 - 1), BASE64_URL_SAFE, &payload, &payload_len) != 0)
         return -1;
-    for (size_t i = 0; i < n; i++) {
-        char ch = p1[1 + i];
-        b64[i] = ch == '-' ? '+' : ch == '_' ? '/' : ch;
-    }
-    b64[n] = 0;
-    kube_blob payload = {0};
-    int rc = kube_base64_decode(b64, n, &payload);
-    free(b64);
-    if (rc != 0)
-        return -1;
-    cJSON *j = cJSON_ParseWithLength((const char *)payload.data, payload.len);
-    kube_blob_free(&payload);
+    cJSON *j = cJSON_ParseWithLength((const char *)payload, payload_len);
+    free(payload);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return -1;

@@ -16,20 +16,18 @@ void kube_watch_parser_init(kube_watch_parser *p, size_t line_max)
 
 void kube_watch_parser_reset(kube_watch_parser *p)
 {
-    p->len = 0;
+    kl__buf_reset(&p->buf);
     p->overflow = 0;
 }
 
 void kube_watch_parser_free(kube_watch_parser *p)
 {
-    free(p->buf);
-    p->buf = NULL;
-    p->len = p->cap = 0;
+    kl__buf_free(&p->buf);
 }
 
 size_t kube_watch_parser_pending(const kube_watch_parser *p)
 {
-    return p->len;
+    return p->buf.len;
 }
 
 int kube_watch_event_decode(const char *line, size_t len, kube_watch_event *ev, char *err,
@@ -110,52 +108,35 @@ static int deliver(const char *line, size_t len, kube_watch_event_cb cb, void *c
     return cb(ctx, &ev) ? 1 : 0;
 }
 
-static int append(kube_watch_parser *p, const char *data, size_t n)
-{
-    if (p->len + n > p->cap) {
-        size_t cap = p->cap ? p->cap : 4096;
-        while (cap < p->len + n)
-            cap *= 2;
-        char *b = realloc(p->buf, cap);
-        if (!b)
-            return -1;
-        p->buf = b;
-        p->cap = cap;
-    }
-    memcpy(p->buf + p->len, data, n);
-    p->len += n;
-    return 0;
-}
-
 int kube_watch_parser_feed(kube_watch_parser *p, const char *data, size_t len,
                            kube_watch_event_cb cb, void *ctx, char *err, size_t err_len)
 {
     while (len > 0) {
         const char *nl = memchr(data, '\n', len);
         size_t take = nl ? (size_t)(nl - data) : len;
-        if (p->len + take > p->line_max) {
+        if (p->buf.len + take > p->line_max) {
             p->overflow = 1;
             snprintf(err, err_len, "watch event longer than %zu bytes", p->line_max);
             return -1;
         }
         if (!nl) {
-            if (append(p, data, take) != 0) {
+            if (kl__buf_append(&p->buf, data, take) != KL__BUF_OK) {
                 snprintf(err, err_len, "out of memory");
                 return -1;
             }
             return 0;
         }
         int rc;
-        if (p->len == 0) {
+        if (p->buf.len == 0) {
             /* The whole line is in this chunk: no copy. */
             rc = deliver(data, take, cb, ctx, err, err_len);
         } else {
-            if (append(p, data, take) != 0) {
+            if (kl__buf_append(&p->buf, data, take) != KL__BUF_OK) {
                 snprintf(err, err_len, "out of memory");
                 return -1;
             }
-            rc = deliver(p->buf, p->len, cb, ctx, err, err_len);
-            p->len = 0;
+            rc = deliver(p->buf.data, p->buf.len, cb, ctx, err, err_len);
+            kl__buf_reset(&p->buf);
         }
         data += take + 1;
         len -= take + 1;

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "common/buf.h"
 #include "kube/api.h"
 
 #define KUBE_WATCH_LINE_MAX_DEFAULT (1024 * 1024)
@@ -32,8 +33,7 @@ typedef struct kube_watch_event {
 typedef int (*kube_watch_event_cb)(void *ctx, const kube_watch_event *ev);
 
 typedef struct kube_watch_parser {
-    char *buf;
-    size_t len, cap;
+    struct kl__buf buf; /* the start of an event whose newline has not come */
     size_t line_max;
     int overflow; /* the current line exceeded line_max */
 } kube_watch_parser;

@@ -1,7 +1,7 @@
 /* The Connect protocol's pure parts: the code table (each code's wire name
  * and HTTP status, one row per RPC_CODE_MAP entry: the one place where a
- * Connect code becomes an HTTP status), error JSON, and the envelopes of
- * streaming calls. No state, no locks; any thread. */
+ * Connect code becomes an HTTP status) and the error JSON. No state, no
+ * locks; any thread. */
 #include "rpc/connect.h"
 
 #include <stdlib.h>
@@ -97,99 +97,4 @@ char *rpc_end_stream_json(rpc_code c, const char *message)
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
-}
-
-void rpc_envelope_header(uint8_t flags, uint32_t len, uint8_t out[RPC_ENVELOPE_HEADER])
-{
-    out[0] = flags;
-    out[1] = (uint8_t)(len >> 24);
-    out[2] = (uint8_t)(len >> 16);
-    out[3] = (uint8_t)(len >> 8);
-    out[4] = (uint8_t)len;
-}
-
-uint8_t *rpc_envelope_encode(uint8_t flags, const uint8_t *msg, size_t len, size_t *out_len)
-{
-    if (len > UINT32_MAX)
-        return NULL;
-    uint8_t *buf = malloc(RPC_ENVELOPE_HEADER + len);
-    if (!buf)
-        return NULL;
-    rpc_envelope_header(flags, (uint32_t)len, buf);
-    if (len)
-        memcpy(buf + RPC_ENVELOPE_HEADER, msg, len);
-    *out_len = RPC_ENVELOPE_HEADER + len;
-    return buf;
-}
-
-void rpc_envelope_decoder_init(rpc_envelope_decoder *d, size_t max_len)
-{
-    memset(d, 0, sizeof *d);
-    d->max_len = max_len;
-}
-
-rpc_envelope_status rpc_envelope_decoder_feed(rpc_envelope_decoder *d, const uint8_t *data,
-                                              size_t len, size_t *consumed)
-{
-    size_t used = 0;
-    *consumed = 0;
-    if (d->error)
-        return d->error;
-    if (d->frame_ready)
-        return RPC_ENVELOPE_FRAME;
-    while (d->hdr_len < RPC_ENVELOPE_HEADER && used < len)
-        d->hdr[d->hdr_len++] = data[used++];
-    if (d->hdr_len < RPC_ENVELOPE_HEADER) {
-        *consumed = used;
-        return RPC_ENVELOPE_NEED_MORE;
-    }
-    if (d->hdr_len == RPC_ENVELOPE_HEADER && !d->msg && d->have == 0) {
-        d->flags = d->hdr[0];
-        d->msg_len = (uint32_t)d->hdr[1] << 24 | (uint32_t)d->hdr[2] << 16 |
-                     (uint32_t)d->hdr[3] << 8 | (uint32_t)d->hdr[4];
-        if (d->msg_len > d->max_len) {
-            *consumed = used;
-            return d->error = RPC_ENVELOPE_TOO_LARGE;
-        }
-        if (d->msg_len) {
-            d->msg = malloc(d->msg_len);
-            if (!d->msg) {
-                *consumed = used;
-                return d->error = RPC_ENVELOPE_NO_MEMORY;
-            }
-        }
-    }
-    size_t want = d->msg_len - d->have;
-    size_t n = len - used < want ? len - used : want;
-    if (n) {
-        memcpy(d->msg + d->have, data + used, n);
-        d->have += n;
-        used += n;
-    }
-    *consumed = used;
-    if (d->have < d->msg_len)
-        return RPC_ENVELOPE_NEED_MORE;
-    d->frame_ready = true;
-    return RPC_ENVELOPE_FRAME;
-}
-
-void rpc_envelope_decoder_take(rpc_envelope_decoder *d, uint8_t *flags, uint8_t **msg, size_t *len)
-{
-    *flags = d->flags;
-    *msg = d->msg;
-    *len = d->msg_len;
-    size_t max_len = d->max_len;
-    rpc_envelope_decoder_init(d, max_len);
-}
-
-bool rpc_envelope_decoder_partial(const rpc_envelope_decoder *d)
-{
-    return d->hdr_len > 0;
-}
-
-void rpc_envelope_decoder_free(rpc_envelope_decoder *d)
-{
-    free(d->msg);
-    d->msg = NULL;
-    rpc_envelope_decoder_init(d, d->max_len);
 }

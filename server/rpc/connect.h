@@ -1,11 +1,8 @@
-/* The Connect protocol's pure parts: error codes and their HTTP statuses,
- * the error JSON, and the 5-byte envelopes of streaming calls. No sockets. */
+/* The Connect protocol's pure parts on the server's side: error codes and
+ * their HTTP statuses, and the error JSON. No sockets. (The 5-byte envelopes
+ * of streaming calls are common/envelope.h's, shared with the client.) */
 #ifndef KL_RPC_CONNECT_H
 #define KL_RPC_CONNECT_H
-
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 
 /* X(enum, wire name, HTTP status): the official Connect code table. */
 #define RPC_CODE_MAP(X)                                                                            \
@@ -47,49 +44,5 @@ char *rpc_error_json(rpc_code c, const char *message);
 /* The JSON of an end-of-stream frame: "{}" for RPC_OK, else
  * {"error":{"code":"...","message":"..."}}. malloc'd; NULL when out of memory. */
 char *rpc_end_stream_json(rpc_code c, const char *message);
-
-/* Envelopes: [flags u8][length u32 big-endian][message]. */
-#define RPC_ENVELOPE_HEADER 5
-#define RPC_FLAG_COMPRESSED 0x01
-#define RPC_FLAG_END_STREAM 0x02
-
-/* Writes the 5-byte header for a message of len bytes into out. */
-void rpc_envelope_header(uint8_t flags, uint32_t len, uint8_t out[RPC_ENVELOPE_HEADER]);
-/* Header + message in one malloc'd buffer of *out_len bytes; NULL when out of
- * memory or len does not fit 32 bits. */
-uint8_t *rpc_envelope_encode(uint8_t flags, const uint8_t *msg, size_t len, size_t *out_len);
-
-typedef enum rpc_envelope_status {
-    RPC_ENVELOPE_NEED_MORE = 0, /* all input consumed, no complete frame yet */
-    RPC_ENVELOPE_FRAME,         /* a frame is complete: rpc_envelope_decoder_take */
-    RPC_ENVELOPE_TOO_LARGE,     /* the header announces more than max_len */
-    RPC_ENVELOPE_NO_MEMORY,
-} rpc_envelope_status;
-
-/* Incremental decoder: feed it bytes split anywhere. */
-typedef struct rpc_envelope_decoder {
-    size_t max_len; /* largest message accepted */
-    uint8_t hdr[RPC_ENVELOPE_HEADER];
-    size_t hdr_len;
-    uint8_t flags;
-    uint32_t msg_len;
-    uint8_t *msg; /* the message being assembled (malloc'd) */
-    size_t have;
-    bool frame_ready;
-    rpc_envelope_status error; /* sticky */
-} rpc_envelope_decoder;
-
-void rpc_envelope_decoder_init(rpc_envelope_decoder *d, size_t max_len);
-/* Consumes bytes from data until a frame completes or the input is used up;
- * *consumed says how many. After RPC_ENVELOPE_FRAME call
- * rpc_envelope_decoder_take before feeding the rest. Errors are sticky. */
-rpc_envelope_status rpc_envelope_decoder_feed(rpc_envelope_decoder *d, const uint8_t *data,
-                                              size_t len, size_t *consumed);
-/* Hands over the complete frame: *msg is malloc'd (caller frees; NULL for an
- * empty message), *len its length. Resets the decoder for the next frame. */
-void rpc_envelope_decoder_take(rpc_envelope_decoder *d, uint8_t *flags, uint8_t **msg, size_t *len);
-/* True when bytes of an unfinished frame are buffered. */
-bool rpc_envelope_decoder_partial(const rpc_envelope_decoder *d);
-void rpc_envelope_decoder_free(rpc_envelope_decoder *d);
 
 #endif

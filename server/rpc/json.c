@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base64.h"
+
 #define FIELD_PTR(msg, off) ((void *)((char *)(msg) + (off)))
 #define JSON_NAME_MAX       128
 #define PATH_MAX_LEN        256
@@ -38,29 +40,6 @@ void rpc_json_name(const char *field_name, char *out, size_t out_len)
 }
 
 /* ---- output ---------------------------------------------------------- */
-
-static const char b64_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *base64_encode(const uint8_t *data, size_t len)
-{
-    char *out = malloc(4 * ((len + 2) / 3) + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)data[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)data[i + 1] << 8;
-        if (i + 2 < len)
-            v |= data[i + 2];
-        out[o++] = b64_chars[(v >> 18) & 63];
-        out[o++] = b64_chars[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? b64_chars[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? b64_chars[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
 
 static cJSON *float_to_json(double v)
 {
@@ -376,50 +355,20 @@ static int parse_float(jctx *c, const char *path, const cJSON *j, double *out)
     return fail(c, path, "expected a number, got %s", json_type_name(j));
 }
 
-static int b64_value(int ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+' || ch == '-')
-        return 62;
-    if (ch == '/' || ch == '_')
-        return 63;
-    return -1;
-}
-
 static int parse_bytes(jctx *c, const char *path, const cJSON *j, ProtobufCBinaryData *out)
 {
     if (!cJSON_IsString(j))
         return fail(c, path, "expected a base64 string, got %s", json_type_name(j));
     const char *s = j->valuestring;
-    size_t n = strlen(s);
-    while (n > 0 && s[n - 1] == '=')
-        n--;
-    uint8_t *buf = malloc(n * 3 / 4 + 1);
-    if (!buf)
+    uint8_t *data;
+    size_t len;
+    int rc = base64_decode(s, strlen(s), BASE64_URL_SAFE, &data, &len);
+    if (rc == BASE64_NO_MEMORY)
         return fail(c, path, "out of memory");
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0) {
-            free(buf);
-            return fail(c, path, "invalid base64");
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    out->data = buf;
-    out->len = o;
+    if (rc != 0)
+        return fail(c, path, "invalid base64");
+    out->data = data;
+    out->len = len;
     return 0;
 }
 

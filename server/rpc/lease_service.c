@@ -58,6 +58,7 @@ static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaig
     out->renew_deadline_s = r->renew_deadline_seconds;
     out->retry_period_s = r->retry_period_seconds;
     out->resume_epoch = r->resume_epoch;
+    snprintf(out->term_token, sizeof out->term_token, "%s", r->term_token ? r->term_token : "");
     snprintf(out->pod, sizeof out->pod, "%s", r->pod_name ? r->pod_name : "");
     snprintf(out->label_key, sizeof out->label_key, "%s", r->pod_label_key ? r->pod_label_key : "");
     snprintf(out->label_value, sizeof out->label_value, "%s",
@@ -97,6 +98,7 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         /* The lengths first, on the request's own strings: the engine's
          * form has fixed-size buffers. */
         if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
+            engine_validate_term_token(r->term_token, msg, msg_len) != 0 ||
             pod_label_lengths(r, msg, msg_len) != 0)
             return -1;
         engine_campaign_req c;
@@ -105,7 +107,8 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
     }
     case RPC_METHOD_CONFIRM: {
         const Kubelease__V1__ConfirmRequest *r = (const void *)req;
-        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0)
+        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
+            engine_validate_term_token(r->term_token, msg, msg_len) != 0)
             return -1;
         if (r->epoch <= 0) {
             snprintf(msg, msg_len, "epoch: %lld, must be the positive epoch of a term",
@@ -116,7 +119,9 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
     }
     case RPC_METHOD_RESIGN: {
         const Kubelease__V1__ResignRequest *r = (const void *)req;
-        return lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len);
+        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0)
+            return -1;
+        return engine_validate_term_token(r->term_token, msg, msg_len);
     }
     case RPC_METHOD_GET_HOLDER: {
         const Kubelease__V1__GetHolderRequest *r = (const void *)req;
@@ -217,11 +222,12 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, en
     switch (id) {
     case RPC_METHOD_CONFIRM: {
         const Kubelease__V1__ConfirmRequest *r = (const void *)req;
-        return engine_confirm(e, r->namespace_, r->name, r->identity, r->epoch, done, ctx);
+        return engine_confirm(e, r->namespace_, r->name, r->identity, r->epoch, r->term_token, done,
+                              ctx);
     }
     case RPC_METHOD_RESIGN: {
         const Kubelease__V1__ResignRequest *r = (const void *)req;
-        return engine_resign(e, r->namespace_, r->name, r->identity, done, ctx);
+        return engine_resign(e, r->namespace_, r->name, r->identity, r->term_token, done, ctx);
     }
     case RPC_METHOD_GET_HOLDER: {
         const Kubelease__V1__GetHolderRequest *r = (const void *)req;
@@ -359,6 +365,7 @@ static ProtobufCMessage *event_message(const engine_event *ev, event_msg *m)
         m->u.elected.epoch = ev->epoch;
         m->u.elected.valid_for_ms = ev->valid_for_ms;
         m->u.elected.resumed = ev->resumed;
+        m->u.elected.term_token = (char *)ev->term_token;
         ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED;
         ce->elected = &m->u.elected;
         return &ce->base;

@@ -17,17 +17,6 @@
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS  5000
 
-bool store_kube_valid_name(const char *s, size_t max)
-{
-    size_t n = 0;
-    for (; s[n]; n++) {
-        char ch = s[n];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.'))
-            return false;
-    }
-    return n > 0 && n <= max;
-}
-
 static uint64_t rnd(kube_store *ks)
 {
     /* xorshift64*: jitter only, no need for quality. */

@@ -13,13 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/names.h"
 #include "core/log.h"
 #include "kube/lease_json.h"
 #include "store/kube_map.h"
 #include "store/kube_store.h"
 
 struct kube_op {
-    kube_op *prev, *next; /* in kube_store.ops */
+    struct kl__list link; /* in kube_store.ops */
     kube_store *ks;
     kube_request *req;
     loop_timer timer; /* delivers a failure found before any request */
@@ -30,20 +31,9 @@ struct kube_op {
     store_result res;
 };
 
-static void op_unlink(kube_op *op)
-{
-    kube_store *ks = op->ks;
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        ks->ops = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-}
-
 static void op_complete(kube_op *op)
 {
-    op_unlink(op);
+    kl__list_remove(&op->link);
     op->cb(op->ctx, &op->res);
     free(op);
 }
@@ -66,10 +56,7 @@ static kube_op *op_new(kube_store *ks, kube_verb verb, const char *ns, const cha
     op->ctx = ctx;
     snprintf(op->res.lease.ns, sizeof op->res.lease.ns, "%s", ns ? ns : "");
     snprintf(op->res.lease.name, sizeof op->res.lease.name, "%s", name ? name : "");
-    op->next = ks->ops;
-    if (ks->ops)
-        ks->ops->prev = op;
-    ks->ops = op;
+    kl__list_insert_head(&ks->ops, &op->link);
     return op;
 }
 
@@ -156,11 +143,13 @@ static void op_start(kube_op *op, const char *method, const char *path, const ch
 
 static bool check_names(kube_op *op, const char *ns, const char *name)
 {
-    if (!ns || !store_kube_valid_name(ns, STORE_NS_MAX - 1)) {
+    /* Names go into apiserver paths: checked by the engine's rules (it
+     * checked them first, so this refuses nothing the engine accepts). */
+    if (kl__name_check_namespace(ns) != KL__NAME_OK) {
         op_fail(op, STORE_INVALID, "invalid namespace");
         return false;
     }
-    if (name && !store_kube_valid_name(name, STORE_NAME_MAX - 1)) {
+    if (name && kl__name_check_lease(name) != KL__NAME_OK) {
         op_fail(op, STORE_INVALID, "invalid lease name");
         return false;
     }
@@ -265,7 +254,7 @@ static kube_op *pod_op(kube_store *ks, kube_verb verb, const char *ns, const cha
     op->pod = true;
     if (!check_names(op, ns, NULL))
         return NULL;
-    if (!pod || !store_kube_valid_name(pod, STORE_NAME_MAX - 1)) {
+    if (!pod || kl__name_check_lease(pod) != KL__NAME_OK) { /* a DNS-1123 subdomain too */
         op_fail(op, STORE_INVALID, "invalid pod name");
         return NULL;
     }
@@ -301,11 +290,11 @@ void store_kube_pod_label(store *s, const char *ns, const char *pod, const char 
 
 void store_kube_ops_cancel_all(kube_store *ks)
 {
-    while (ks->ops) {
-        kube_op *op = ks->ops;
+    while (!kl__list_empty(&ks->ops)) {
+        kube_op *op = KL__LIST_ENTRY(kl__list_first(&ks->ops), kube_op, link);
         kube_client_cancel(ks->c, op->req);
         loop_timer_stop(&op->timer);
-        op_unlink(op);
+        kl__list_remove(&op->link);
         free(op);
     }
 }

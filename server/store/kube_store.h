@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "core/loop.h"
 #include "kube/client.h"
 #include "store/kube.h"
@@ -22,17 +23,15 @@ typedef struct kube_store {
     store base;
     loop *l;
     kube_client *c;
-    bool reachable;       /* the last answer showed the apiserver reachable */
-    kube_op *ops;         /* operations not yet completed */
-    store_watch *watches; /* not yet freed (an unwatched one may linger in a callback) */
-    uint64_t rng;         /* backoff jitter */
+    bool reachable;          /* the last answer showed the apiserver reachable */
+    struct kl__list ops;     /* kube_op: operations not yet completed */
+    struct kl__list watches; /* store_watch: not yet freed (an unwatched one may linger
+                                in a callback) */
+    uint64_t rng;            /* backoff jitter */
 } kube_store;
 
 /* ---- kube.c: helpers -------------------------------------------------- */
 
-/* A namespace or Lease name the store sends to the apiserver: 1 to max
- * bytes of [a-z0-9.-]. */
-bool store_kube_valid_name(const char *s, size_t max);
 /* The delay before retry number `failures` (0: none): doubling from 100 ms
  * up to 5 s, with jitter (between half and all of it). */
 int store_kube_backoff_ms(kube_store *ks, int failures);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/names.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "kube/lease_json.h"
@@ -27,7 +28,7 @@
 typedef enum watch_state { W_IDLE, W_LISTING, W_WATCHING } watch_state;
 
 struct store_watch {
-    store_watch *prev, *next; /* in kube_store.watches */
+    struct kl__list link; /* in kube_store.watches */
     kube_store *ks;
     char ns[STORE_NS_MAX];
     char name[STORE_NAME_MAX]; /* "" for a whole namespace */
@@ -54,12 +55,7 @@ static void watch_free(store_watch *w)
     kube_store *ks = w->ks;
     kube_client_cancel(ks->c, w->req);
     loop_timer_stop(&w->timer);
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        ks->watches = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    kl__list_remove(&w->link);
     kube_watch_parser_free(&w->parser);
     free(w->known);
     free(w);
@@ -435,12 +431,9 @@ store_watch *store_kube_watch(store *s, const char *ns, const char *name, store_
     snprintf(w->ns, sizeof w->ns, "%s", ns ? ns : "");
     snprintf(w->name, sizeof w->name, "%s", name ? name : "");
     kube_watch_parser_init(&w->parser, 0);
-    w->next = ks->watches;
-    if (ks->watches)
-        ks->watches->prev = w;
-    ks->watches = w;
-    if (!store_kube_valid_name(w->ns, STORE_NS_MAX - 1) ||
-        (name && !store_kube_valid_name(w->name, STORE_NAME_MAX - 1))) {
+    kl__list_insert_head(&ks->watches, &w->link);
+    if (kl__name_check_namespace(w->ns) != KL__NAME_OK ||
+        (name && kl__name_check_lease(w->name) != KL__NAME_OK)) {
         /* Nothing can be watched (the engine validates names first): the
          * watch stays silent and never syncs. */
         log_event(LOG_ERROR, "kube_watch_invalid", "ns=%s name=%s", log_q(w->ns), log_q(w->name));
@@ -466,6 +459,6 @@ void store_kube_unwatch(store *s, store_watch *w)
 
 void store_kube_watches_free(kube_store *ks)
 {
-    while (ks->watches)
-        watch_free(ks->watches);
+    while (!kl__list_empty(&ks->watches))
+        watch_free(KL__LIST_ENTRY(kl__list_first(&ks->watches), store_watch, link));
 }

@@ -9,13 +9,15 @@
 
 #include "store/memory.h"
 
+#include "common/list.h"
+
 typedef struct mem_entry {
-    struct mem_entry *next;
+    struct kl__list link; /* in mem_store.entries */
     store_lease lease;
 } mem_entry;
 
 struct store_watch {
-    struct store_watch *next;
+    struct kl__list link; /* in mem_store.watches */
     char ns[STORE_NS_MAX];
     char name[STORE_NAME_MAX]; /* "" for a whole namespace */
     store_watch_cb cb;
@@ -27,7 +29,7 @@ struct store_watch {
 /* A Pod: only what the store contract touches (its address and labels). */
 #define MEM_POD_LABELS 16
 typedef struct mem_pod {
-    struct mem_pod *next;
+    struct kl__list link; /* in mem_store.pods */
     char ns[STORE_NS_MAX];
     char name[STORE_NAME_MAX];
     char ip[STORE_IP_MAX];
@@ -43,14 +45,15 @@ typedef struct mem_op mem_op;
 typedef struct mem_store {
     store base;
     loop *loop;
-    mem_entry *entries;
-    mem_pod *pods;
-    bool auto_pods; /* a Pod named for the first time exists (--dev) */
-    struct store_watch *watches;
-    mem_op *delayed; /* operations and deliveries waiting on their timer */
+    struct kl__list entries; /* mem_entry: the Leases */
+    struct kl__list pods;    /* mem_pod */
+    bool auto_pods;          /* a Pod named for the first time exists (--dev) */
+    struct kl__list watches; /* store_watch: not yet freed (a dead one may wait for a delivery) */
+    struct kl__list delayed; /* mem_op: operations and deliveries waiting on their timer */
     int64_t revision;
     int delivering; /* nesting depth of watch deliveries */
     bool available;
+    store_status writes_fail; /* STORE_OK: writes are applied */
     int latency_ms;
     int watch_delay_ms;
 } mem_store;
@@ -67,9 +70,8 @@ typedef enum mem_op_kind {
 } mem_op_kind;
 
 struct mem_op {
-    mem_op *prev, *next; /* in mem_store.delayed while its timer runs */
+    struct kl__list link; /* in mem_store.delayed while its timer runs */
     loop_timer timer;
-    bool delayed;
     mem_store *m;
     mem_op_kind kind;
     store_lease lease;
@@ -83,12 +85,24 @@ struct mem_op {
     bool has_value;                  /* OP_POD_LABEL: set (else remove) */
 };
 
-static mem_entry **find(mem_store *m, const char *ns, const char *name)
+static mem_entry *entry_of(const struct kl__list *link)
 {
-    mem_entry **p = &m->entries;
-    while (*p && (strcmp((*p)->lease.ns, ns) != 0 || strcmp((*p)->lease.name, name) != 0))
-        p = &(*p)->next;
-    return p;
+    return KL__LIST_ENTRY(link, mem_entry, link);
+}
+
+static struct store_watch *watch_of(const struct kl__list *link)
+{
+    return KL__LIST_ENTRY(link, struct store_watch, link);
+}
+
+static mem_entry *find(mem_store *m, const char *ns, const char *name)
+{
+    KL__LIST_FOREACH (link, &m->entries) {
+        mem_entry *e = entry_of(link);
+        if (strcmp(e->lease.ns, ns) == 0 && strcmp(e->lease.name, name) == 0)
+            return e;
+    }
+    return NULL;
 }
 
 static bool watch_matches(const struct store_watch *w, const store_lease *l)
@@ -100,13 +114,11 @@ static void sweep_watches(mem_store *m)
 {
     if (m->delivering)
         return;
-    for (struct store_watch **p = &m->watches; *p;) {
-        if ((*p)->dead && !(*p)->sync_pending) {
-            struct store_watch *dead = *p;
-            *p = dead->next;
-            free(dead);
-        } else {
-            p = &(*p)->next;
+    KL__LIST_FOREACH_SAFE (link, &m->watches) {
+        struct store_watch *w = watch_of(link);
+        if (w->dead && !w->sync_pending) {
+            kl__list_remove(link);
+            free(w);
         }
     }
 }
@@ -114,9 +126,11 @@ static void sweep_watches(mem_store *m)
 static void notify_now(mem_store *m, store_event_type type, const store_lease *l)
 {
     m->delivering++;
-    for (struct store_watch *w = m->watches; w; w = w->next)
+    KL__LIST_FOREACH (link, &m->watches) {
+        struct store_watch *w = watch_of(link);
         if (watch_matches(w, l))
             w->cb(w->ctx, type, l);
+    }
     m->delivering--;
     sweep_watches(m);
 }
@@ -126,24 +140,9 @@ static void run_op(void *arg);
 /* Runs op after ms on the loop's clock; the store keeps it until then. */
 static void delay(mem_store *m, mem_op *op, int ms)
 {
-    op->prev = NULL;
-    op->next = m->delayed;
-    if (m->delayed)
-        m->delayed->prev = op;
-    m->delayed = op;
-    op->delayed = true;
+    kl__list_insert_head(&m->delayed, &op->link);
     loop_timer_init(m->loop, &op->timer);
     loop_timer_start(&op->timer, loop_now(m->loop) + ms, run_op, op);
-}
-
-static void delayed_unlink(mem_store *m, mem_op *op)
-{
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        m->delayed = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
 }
 
 static void notify(mem_store *m, store_event_type type, const store_lease *l)
@@ -167,7 +166,10 @@ static void sync_watch(mem_store *m, struct store_watch *w)
 {
     m->delivering++;
     bool seen = false;
-    for (mem_entry *e = m->entries; e && !w->dead; e = e->next) {
+    KL__LIST_FOREACH (link, &m->entries) {
+        mem_entry *e = entry_of(link);
+        if (w->dead)
+            break;
         if (watch_matches(w, &e->lease)) {
             seen = true;
             w->cb(w->ctx, STORE_EVENT_PUT, &e->lease);
@@ -193,9 +195,11 @@ static void fail(store_result *r, store_status st, const char *what, const store
 
 static mem_pod *pod_find(mem_store *m, const char *ns, const char *name)
 {
-    for (mem_pod *p = m->pods; p; p = p->next)
+    KL__LIST_FOREACH (link, &m->pods) {
+        mem_pod *p = KL__LIST_ENTRY(link, mem_pod, link);
         if (strcmp(p->ns, ns) == 0 && strcmp(p->name, name) == 0)
             return p;
+    }
     return NULL;
 }
 
@@ -207,8 +211,7 @@ static mem_pod *pod_add(mem_store *m, const char *ns, const char *name, const ch
     snprintf(p->ns, sizeof p->ns, "%s", ns);
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->ip, sizeof p->ip, "%s", ip ? ip : "");
-    p->next = m->pods;
-    m->pods = p;
+    kl__list_insert_tail(&m->pods, &p->link);
     return p;
 }
 
@@ -259,8 +262,7 @@ static void apply_pod(mem_store *m, const mem_op *op, store_result *r)
  * Returns true when the entries changed (*ev: how the watches hear of it). */
 static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_type *ev)
 {
-    mem_entry **slot = find(m, op->lease.ns, op->lease.name);
-    mem_entry *e = *slot;
+    mem_entry *e = find(m, op->lease.ns, op->lease.name);
     switch (op->kind) {
     case OP_GET:
         if (!e)
@@ -280,8 +282,7 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
         }
         e->lease = op->lease;
         snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
-        e->next = m->entries;
-        m->entries = e;
+        kl__list_insert_head(&m->entries, &e->link);
         r->lease = e->lease;
         return true;
     case OP_UPDATE:
@@ -307,7 +308,7 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
             return false;
         }
         r->lease = e->lease;
-        *slot = e->next;
+        kl__list_remove(&e->link);
         free(e);
         *ev = STORE_EVENT_DELETE;
         return true;
@@ -329,8 +330,7 @@ static void run_op(void *arg)
     store_result r = {0};
     store_event_type ev = STORE_EVENT_PUT;
 
-    if (op->delayed)
-        delayed_unlink(m, op);
+    kl__list_remove(&op->link); /* when it was delayed */
     if (op->kind == OP_DELIVER) {
         notify_now(m, op->event, &op->lease);
         free(op);
@@ -346,6 +346,12 @@ static void run_op(void *arg)
     }
     if (!m->available) {
         fail(&r, STORE_UNAVAILABLE, "memory store unavailable (fault injected)", &op->lease);
+        op->cb(op->ctx, &r);
+        free(op);
+        return;
+    }
+    if (m->writes_fail != STORE_OK && op->kind != OP_GET) {
+        fail(&r, m->writes_fail, "memory store refuses writes (fault injected)", &op->lease);
         op->cb(op->ctx, &r);
         free(op);
         return;
@@ -477,8 +483,8 @@ const char *store_memory_pod_label(store *s, const char *ns, const char *pod, co
 int store_memory_watch_count(store *s)
 {
     int n = 0;
-    for (const struct store_watch *w = ((mem_store *)s)->watches; w; w = w->next)
-        n += !w->dead;
+    KL__LIST_FOREACH (link, &((mem_store *)s)->watches)
+        n += !watch_of(link)->dead;
     return n;
 }
 
@@ -498,8 +504,7 @@ static store_watch *mem_watch(store *s, const char *ns, const char *name, store_
     w->cb = cb;
     w->ctx = ctx;
     w->sync_pending = true;
-    w->next = m->watches;
-    m->watches = w;
+    kl__list_insert_head(&m->watches, &w->link);
     op->m = m;
     op->kind = OP_WATCH_SYNC;
     op->watch = w;
@@ -529,23 +534,17 @@ static bool mem_reachable(store *s)
 static void mem_destroy(store *s)
 {
     mem_store *m = (mem_store *)s;
-    for (mem_op *op = m->delayed, *next; op; op = next) {
-        next = op->next;
+    KL__LIST_FOREACH_SAFE (link, &m->delayed) {
+        mem_op *op = KL__LIST_ENTRY(link, mem_op, link);
         loop_timer_stop(&op->timer);
         free(op);
     }
-    for (mem_entry *e = m->entries, *next; e; e = next) {
-        next = e->next;
-        free(e);
-    }
-    for (struct store_watch *w = m->watches, *next; w; w = next) {
-        next = w->next;
-        free(w);
-    }
-    for (mem_pod *p = m->pods, *next; p; p = next) {
-        next = p->next;
-        free(p);
-    }
+    KL__LIST_FOREACH_SAFE (link, &m->entries)
+        free(entry_of(link));
+    KL__LIST_FOREACH_SAFE (link, &m->watches)
+        free(watch_of(link));
+    KL__LIST_FOREACH_SAFE (link, &m->pods)
+        free(KL__LIST_ENTRY(link, mem_pod, link));
     free(m);
 }
 
@@ -581,7 +580,8 @@ void store_memory_set_available(store *s, bool available)
         return;
     m->available = available;
     m->delivering++;
-    for (struct store_watch *w = m->watches; w; w = w->next) {
+    KL__LIST_FOREACH (link, &m->watches) {
+        struct store_watch *w = watch_of(link);
         if (w->dead)
             continue;
         if (!available)
@@ -596,6 +596,11 @@ void store_memory_set_available(store *s, bool available)
 void store_memory_set_watch_delay(store *s, int ms)
 {
     ((mem_store *)s)->watch_delay_ms = ms;
+}
+
+void store_memory_set_writes_fail(store *s, store_status status)
+{
+    ((mem_store *)s)->writes_fail = status;
 }
 
 void store_memory_set_latency(store *s, int ms)

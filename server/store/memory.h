@@ -14,6 +14,12 @@
  * Kubernetes store does after a reconnection. Loop thread only. */
 void store_memory_set_available(store *s, bool available);
 
+/* Makes every later create, update and remove fail with status, changing
+ * nothing (STORE_OK: back to normal); reads and watches go on. Models an
+ * apiserver that refuses writes for a while, e.g. 403 until its RBAC caches
+ * have synced after a restart. Loop thread only. */
+void store_memory_set_writes_fail(store *s, store_status status);
+
 /* Delays the completion of every later operation by ms (0: none), to model
  * a slow apiserver. Loop thread only. */
 void store_memory_set_latency(store *s, int ms);

@@ -25,6 +25,7 @@
 #define STORE_LABEL_KEY_MAX 320 /* [prefix (DNS subdomain, 253) '/'] name (63) */
 #define STORE_LABEL_VAL_MAX 64  /* at most 63 bytes */
 #define STORE_IP_MAX        64
+#define STORE_NONCE_MAX  64 /* a term nonce: base64url text */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
 typedef struct store_lease {
@@ -39,6 +40,10 @@ typedef struct store_lease {
     /* The Pod label of the term (the Lease's kubelease.io/pod-label
      * annotation); "" when none. Written by create and update like the spec. */
     char pod_label[STORE_POD_LABEL_MAX];
+    /* The random value of the term kubelease started on this Lease, from
+     * which the term's token derives (docs/design.md, rule 8); "" when none.
+     * Not a secret: it lives in the Lease beside the holder. */
+    char term_nonce[STORE_NONCE_MAX];
 } store_lease;
 
 /* The outcome of an operation, X(name, text): the enum gets STORE_<name>
@@ -93,9 +98,10 @@ typedef struct store_ops {
     void (*get)(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb, void *ctx);
     /* Creates the Lease; resource_version is ignored. */
     void (*create)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
-    /* Writes lease's spec (holder, duration, times, transitions) if the Lease's
-     * resourceVersion still equals lease->resource_version (else CONFLICT);
-     * what else the object carries (labels, annotations) is kept. */
+    /* Writes lease's spec (holder, duration, times, transitions) and, when
+     * set, its term nonce, if the Lease's resourceVersion still equals
+     * lease->resource_version (else CONFLICT); what else the object carries
+     * (labels, other annotations) is kept. */
     void (*update)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
     /* Deletes the Lease (unconditionally when resource_version is NULL or ""). */
     void (*remove)(store *s, const char *ns, const char *name, const char *resource_version,

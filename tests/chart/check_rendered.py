@@ -4,6 +4,7 @@
 Usage: check_rendered.py CASE RELEASE_NAMESPACE RENDERED.yaml
 Exits non-zero with a message naming the failed expectation.
 """
+import base64
 import sys
 
 import yaml
@@ -144,6 +145,9 @@ def check_common(docs, ns):
         expect(probe in c, f"no {probe}")
         hg = c[probe]["httpGet"]
         expect(hg["path"] == path and hg["port"] == "ops", f"{probe} is {hg}, want {path} on ops")
+        # With TLS both listeners serve HTTPS, the ops one too.
+        want_scheme = "HTTPS" if arg_value(c.get("args", []), "--tls-cert-file") else "HTTP"
+        expect(hg.get("scheme") == want_scheme, f"{probe} scheme {hg.get('scheme')}, want {want_scheme}")
     res = c.get("resources", {})
     expect(res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory"),
            "no cpu/memory requests")
@@ -155,12 +159,34 @@ def check_common(docs, ns):
     expect(ops == f"0.0.0.0:{ports['ops']}", f"--ops-listen is {ops!r}, container port {ports['ops']}")
     expect(c["image"].split(":")[-1], "image has no tag")
 
+    # The term key: one Secret every pod mounts read-only (docs/design.md,
+    # rule 8), the chart's unless termKey.existingSecret names another.
+    key_file = arg_value(args, "--term-key-file")
+    expect(key_file and key_file.startswith("/etc/kubelease/term-key/"),
+           f"--term-key-file is {key_file!r}, not in the mounted Secret")
+    mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+    expect(mounts.get("term-key", {}).get("mountPath") == "/etc/kubelease/term-key"
+           and mounts["term-key"].get("readOnly") is True, f"term-key mount: {mounts.get('term-key')}")
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    key_secret = vols.get("term-key", {}).get("secret", {}).get("secretName")
+    expect(key_secret, "the term-key volume is not a Secret")
+    secrets = of_kind(docs, "Secret")
+    if secrets:
+        expect(len(secrets) == 1 and secrets[0]["metadata"]["name"] == key_secret,
+               f"Secrets rendered: {[s['metadata']['name'] for s in secrets]}, mounted: {key_secret}")
+        entry = key_file.rsplit("/", 1)[1]
+        key = base64.b64decode(secrets[0].get("data", {}).get(entry, ""))
+        expect(len(key) >= 32, f"the term key has {len(key)} bytes, fewer than 32")
+
     # The Service reaches the pods.
     svc = one(docs, "Service")
     expect(svc["spec"]["selector"] == sel, "Service selector differs from the Deployment's")
     sp = svc["spec"]["ports"]
     expect(len(sp) == 2 and sp[0]["targetPort"] == "http" and sp[0]["name"] == "http" and
            sp[1]["targetPort"] == "ops" and sp[1]["name"] == "ops", f"Service ports: {sp}")
+    # Confirm must reach the pod holding the campaign (docs/nemesis.md, finding 3).
+    expect(svc["spec"].get("sessionAffinity") == "ClientIP",
+           f"Service sessionAffinity is {svc['spec'].get('sessionAffinity')!r}, not ClientIP")
 
     # ServiceAccount used by the pod exists.
     sa = one(docs, "ServiceAccount")
@@ -245,7 +271,8 @@ def main():
         expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
-                                "PodDisruptionBudget", "ClusterRole", "ClusterRoleBinding"]),
+                                "PodDisruptionBudget", "Secret", "ClusterRole",
+                                "ClusterRoleBinding"]),
                f"objects rendered: {kinds}")
         expect(arg_value(args, "--auth") == "kubernetes", "authorization is not on by default")
         expect(arg_value(args, "--token-audience") == "kubelease", "--token-audience is not kubelease")
@@ -254,7 +281,7 @@ def main():
         expect(arg_value(args, "--auth") == "none", "auth.mode none not passed")
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
-                                "PodDisruptionBudget"]), f"objects rendered: {kinds}")
+                                "PodDisruptionBudget", "Secret"]), f"objects rendered: {kinds}")
     elif case == "authpod":
         expect(arg_value(args, "--auth") == "kubernetes", "--auth is not kubernetes")
         expect(arg_value(args, "--identity-policy") == "pod", "auth.identityPolicy not passed")
@@ -284,6 +311,20 @@ def main():
         expect(len(ep) == 1 and ep[0]["port"] == "ops" and ep[0]["path"] == "/metrics",
                f"ServiceMonitor endpoints {ep}")
         expect(s["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels not applied")
+    elif case == "tls":
+        expect(arg_value(args, "--tls-cert-file") == "/etc/kubelease/tls/tls.crt"
+               and arg_value(args, "--tls-key-file") == "/etc/kubelease/tls/tls.key",
+               f"TLS flags: {args}")
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        expect(mounts.get("tls", {}).get("mountPath") == "/etc/kubelease/tls"
+               and mounts["tls"].get("readOnly") is True, f"tls mount: {mounts.get('tls')}")
+        vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+        expect(vols["tls"]["secret"]["secretName"] == "kubeleased-tls", "the TLS Secret is not mounted")
+        ep = one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+        expect(ep["port"] == "ops" and ep["scheme"] == "https" and ep["tlsConfig"]["ca"]["secret"] ==
+               {"name": "kubeleased-tls", "key": "ca.crt"}
+               and ep["tlsConfig"]["serverName"] == f"kubelease.{ns}.svc",
+               f"ServiceMonitor endpoint over TLS: {ep}")
     elif case == "custom":
         expect(arg_value(args, "--max-connections") == "5000", "--max-connections not passed")
         expect(arg_value(args, "--max-per-ip") == "64", "--max-per-ip not passed")
@@ -300,6 +341,12 @@ def main():
         expect(dep["spec"]["template"]["spec"]["serviceAccountName"] == "lease-sa", "serviceAccount.name")
         expect(c["image"] == "example/kubeleased:9.9.9", f"image {c['image']}")
         expect(dep["spec"]["replicas"] == 3, "replicaCount 3")
+        expect(not of_kind(docs, "Secret"), "a term key Secret is rendered beside termKey.existingSecret")
+        vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+        expect(vols["term-key"]["secret"]["secretName"] == "shared-term-key",
+               "termKey.existingSecret is not mounted")
+        expect(arg_value(args, "--term-key-file") == "/etc/kubelease/term-key/token-key",
+               "termKey.secretKey is not the key file")
         check_pdb(docs, dep, True)
     else:
         raise Fail(f"unknown case {case}")

@@ -10,8 +10,9 @@
   kubeapi.py frames FILE             print each complete Connect envelope of a
                                      (possibly still growing) stream as
                                      "FLAGS JSON", one per line
-  kubeapi.py elected FILE            print the epoch of the first Elected event
-                                     of a Connect JSON Campaign stream, if any
+  kubeapi.py elected FILE [FIELD]    print the epoch (or FIELD, e.g. termToken)
+                                     of the first Elected event of a Connect
+                                     JSON Campaign stream, if any
   kubeapi.py get FILE PATH             print a field of a JSON file
                                        (PATH like status.allowed or
                                        spec.template.spec.containers.0.args;
@@ -28,6 +29,7 @@ import yaml
 # kind -> (API prefix, plural, namespaced)
 RESOURCES = {
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "Secret": ("/api/v1", "secrets", True),
     "Service": ("/api/v1", "services", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
@@ -131,10 +133,13 @@ def frames(path):
         print(flags, json.dumps(obj))
 
 
-def elected(path):
+def elected(path, field="epoch"):
     for _, obj in each_frame(path):
         if isinstance(obj, dict) and "elected" in obj:
-            print(int(obj["elected"].get("epoch", 0)))
+            if field == "epoch":
+                print(int(obj["elected"].get("epoch", 0)))
+            else:
+                print(obj["elected"].get(field, ""))
             return
 
 
@@ -146,7 +151,7 @@ def main():
         split(*args)
     elif cmd == "envelope" and len(args) == 2:
         envelope(*args)
-    elif cmd == "elected" and len(args) == 1:
+    elif cmd == "elected" and len(args) in (1, 2):
         elected(*args)
     elif cmd == "frames" and len(args) == 1:
         frames(*args)

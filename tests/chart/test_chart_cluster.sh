@@ -5,7 +5,8 @@
 # chart's ServiceAccount show it can do exactly the Lease verbs in its
 # namespaces, create token and access reviews (auth.mode kubernetes), and
 # nothing else — in namespaced mode and, after a helm upgrade, in
-# cluster-wide mode.
+# cluster-wide mode. The term key Secret the chart makes at install keeps
+# its key through the upgrade (docs/design.md, rule 8).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -60,7 +61,8 @@ printf '{}\n' >"$work/values/defaults.yaml"
 printf 'rbac:\n  scope: cluster\n' >"$work/values/cluster.yaml"
 printf 'replicaCount: 1\n' >"$work/values/single.yaml"
 printf 'serviceMonitor:\n  enabled: true\n' >"$work/values/servicemonitor.yaml"
-for case in defaults namespaced cluster single servicemonitor; do
+printf 'tls:\n  enabled: true\n  secretName: kubeleased-tls\nserviceMonitor:\n  enabled: true\n' >"$work/values/tls.yaml"
+for case in defaults namespaced cluster single servicemonitor tls; do
   "$HELM" template "$REL" "$CHART" --namespace "$RELNS" -f "$work/values/$case.yaml" >"$work/$case.yaml" ||
     fail "helm template failed for case $case"
   n=0
@@ -113,6 +115,9 @@ for ns in "$RELNS" "$NS_A" "$NS_B"; do
   kapi GET "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings/$FULL"; kexpect 200
 done
 kapi GET "/apis/rbac.authorization.k8s.io/v1/namespaces/$NS_OTHER/roles/$FULL"; kexpect 404
+kapi GET "/api/v1/namespaces/$RELNS/secrets/$FULL-term-key"; kexpect 200
+term_key=$(jget data.key)
+[ "$(printf '%s' "$term_key" | base64 -d | wc -c)" -ge 32 ] || fail "the term key Secret holds fewer than 32 bytes"
 kapi GET "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL"
 args=$(jget spec.template.spec.containers.0.args)
 grep -qF "\"--namespaces\", \"$RELNS,$NS_A,$NS_B\"" <<<"$args" || fail "installed Deployment args: $args"
@@ -200,6 +205,8 @@ helm_admin upgrade "$REL" "$CHART" --namespace "$RELNS" -f "$work/values/cluster
 grep -qF "RBAC: cluster-wide" "$work/upgrade.out" || { cat "$work/upgrade.out" >&2; fail "NOTES after the upgrade do not say cluster-wide"; }
 kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL"; kexpect 200
 kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/$RELNS-$FULL"; kexpect 200
+kapi GET "/api/v1/namespaces/$RELNS/secrets/$FULL-term-key"; kexpect 200
+[ "$(jget data.key)" = "$term_key" ] || fail "helm upgrade changed the term key (terms could not be resumed across it)"
 for ns in "$RELNS" "$NS_A" "$NS_B"; do
   kapi GET "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/roles/$FULL"; kexpect 404
 done

@@ -7,7 +7,8 @@
 # stream reported; a namespace outside the chart's RBAC is refused. The
 # chart authorizes callers (auth.mode kubernetes): the application's
 # ServiceAccount has the Role the chart README documents, and presents a
-# token for the audience kubelease; a call without one is refused.
+# token for the audience kubelease; a call without one is refused. The term
+# key is the chart's Secret, as the pod mounts it.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -82,13 +83,27 @@ printf '%s' "$RELNS" >"$sadir/namespace"
 # The container's arguments, as installed, listening on loopback instead.
 kapi GET "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL"; kexpect 200
 # Port 0 (the kernel picks a free one, read back from --port-file and the
-# start-up line), so parallel tests never race for a port.
-mapfile -t args < <(python3 - "$KWORK/out.json" "127.0.0.1:0" <<'PY'
+# start-up line), so parallel tests never race for a port. The term key file
+# is where the pod mounts the chart's Secret: here, a copy of that Secret's
+# key.
+cp "$KWORK/out.json" "$work/deployment.json"
+kapi GET "/api/v1/namespaces/$RELNS/secrets/$FULL-term-key"; kexpect 200
+mkdir -p "$work/term-key"
+python3 - "$KWORK/out.json" "$work/term-key/key" <<'PY'
+import base64, json, sys
+data = base64.b64decode(json.load(open(sys.argv[1]))["data"]["key"])
+assert len(data) >= 32, "the chart's term key is shorter than 32 bytes"
+open(sys.argv[2], "wb").write(data)
+PY
+mapfile -t args < <(python3 - "$work/deployment.json" "127.0.0.1:0" "$work/term-key" <<'PY'
 import json, sys
 args = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]
 for flag in ("--listen", "--ops-listen"):
     i = args.index(flag)
     args[i + 1] = sys.argv[2]
+i = args.index("--term-key-file")
+assert args[i + 1].startswith("/etc/kubelease/term-key/"), args[i + 1]
+args[i + 1] = sys.argv[3] + "/" + args[i + 1].rsplit("/", 1)[1]
 print("\n".join(args))
 PY
 )
@@ -132,14 +147,15 @@ stream_has() {
 # again well within every granted validity (the grant is the 2 s retry
 # period). Successful Confirms are appended to STREAM.confirms.
 confirmer() {
-  local stream=$1 ns=$2 name=$3 ident=$4 epoch=
+  local stream=$1 ns=$2 name=$3 ident=$4 epoch= token=
   while :; do
     if [ -z "$epoch" ]; then
       epoch=$($KUBEAPI elected "$stream" 2>/dev/null) || epoch=
+      token=$($KUBEAPI elected "$stream" termToken 2>/dev/null) || token=
       [ -n "$epoch" ] || { sleep 0.05; continue; }
     fi
     curl -s -o "$stream.confirm" -w '%{http_code}\n' --max-time 2 -X POST -H 'Content-Type: application/json' "${AUTH[@]}" \
-      --data-binary "{\"namespace\":\"$ns\",\"name\":\"$name\",\"identity\":\"$ident\",\"epoch\":\"$epoch\"}" \
+      --data-binary "{\"namespace\":\"$ns\",\"name\":\"$name\",\"identity\":\"$ident\",\"epoch\":\"$epoch\",\"termToken\":\"$token\"}" \
       "$URL/kubelease.v1.LeaseService/Confirm" >>"$stream.confirms" 2>/dev/null || true
     sleep 0.4
   done

@@ -34,6 +34,13 @@ serviceMonitor:
     release: prometheus
   interval: 15s
 V
+cat >"$work/values/tls.yaml" <<'V'
+tls:
+  enabled: true
+  secretName: kubeleased-tls
+serviceMonitor:
+  enabled: true
+V
 cat >"$work/values/authnone.yaml" <<'V'
 auth:
   mode: none
@@ -58,6 +65,9 @@ server:
   readTimeoutSeconds: 5
   maxLeases: 500
   opsPort: 9090
+termKey:
+  existingSecret: shared-term-key
+  secretKey: token-key
 extraArgs: ["--kubeconfig", "/etc/kubelease/kubeconfig"]
 extraEnv:
   - name: EXAMPLE_SETTING
@@ -65,7 +75,7 @@ extraEnv:
 podAntiAffinity: hard
 V
 
-for case in defaults namespaced cluster single servicemonitor authnone authpod custom; do
+for case in defaults namespaced cluster single servicemonitor tls authnone authpod custom; do
   vf=$work/values/$case.yaml
   note "case $case: lint --strict"
   "$HELM" lint --strict "$CHART" -f "$vf" >"$work/lint-$case.log" 2>&1 ||
@@ -126,6 +136,8 @@ reject 'a negative read timeout' 'readTimeoutSeconds' --set server.readTimeoutSe
 reject 'a negative lease cap' 'maxLeases' --set server.maxLeases=-1
 reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
 reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
+reject 'a term key entry that is no file name' 'secretKey' --set termKey.secretKey=../key
+reject 'TLS without its Secret' 'tls.secretName' --set tls.enabled=true
 reject 'an unknown auth mode' 'mode' --set auth.mode=basic
 reject 'an unknown identity policy' 'identityPolicy' --set auth.identityPolicy=user
 reject 'an identity policy without authorization' 'identityPolicy' --set auth.mode=none --set auth.identityPolicy=pod

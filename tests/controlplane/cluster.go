@@ -39,7 +39,8 @@ type cluster struct {
 	etcd  *proc
 	api   *proc
 
-	apiMu sync.Mutex // serialises apiserver start/stop (control endpoint)
+	apiMu  sync.Mutex // serialises apiserver start/stop (control endpoint)
+	etcdMu sync.Mutex // serialises etcd stop/start (control endpoint)
 }
 
 func (c *cluster) pkiDir() string  { return filepath.Join(c.stateDir, "pki") }
@@ -286,6 +287,30 @@ func (c *cluster) restartAPIServer(ctx context.Context) error {
 	return c.startAPIServer(ctx)
 }
 
+// stopEtcd stops etcd with sig (SIGTERM or SIGKILL); its data stays.
+func (c *cluster) stopEtcd(sig syscall.Signal) {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	c.etcd.stop(sig, stopGrace)
+}
+
+// restartEtcd starts a stopped etcd again with the same ports and data (a
+// restart after a crash, unlike startEtcd) and waits until it is healthy.
+func (c *cluster) restartEtcd(ctx context.Context) error {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	if c.etcd.running() {
+		return nil
+	}
+	if err := c.etcd.start(); err != nil {
+		return err
+	}
+	plain := &http.Client{Timeout: 2 * time.Second}
+	return c.waitReady(ctx, c.etcd, func() bool {
+		return probe(plain, c.etcdURL()+"/health", `"health":"true"`)
+	})
+}
+
 // down stops the apiserver, then etcd, and removes etcd's data.
 func (c *cluster) down() {
 	if c.api != nil {
@@ -294,7 +319,9 @@ func (c *cluster) down() {
 		c.apiMu.Unlock()
 	}
 	if c.etcd != nil {
+		c.etcdMu.Lock()
 		c.etcd.stop(syscall.SIGTERM, stopGrace)
+		c.etcdMu.Unlock()
 	}
 	if c.etcdDir != "" {
 		os.RemoveAll(c.etcdDir)

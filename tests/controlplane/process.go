@@ -99,6 +99,16 @@ func (p *proc) running() bool {
 	return p.cmd != nil && !isClosed(p.done)
 }
 
+// pid is the process id of the current run, 0 when not running.
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || isClosed(p.done) {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 func (p *proc) exitErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -28,6 +28,9 @@ struct server {
     int port;
     char endpoint[64];
     char log[256];
+    /* Set before h_server_start to serve HTTPS: --tls-cert-file and
+     * --tls-key-file, and the CA bundle that verifies them (readiness). */
+    const char *tls_cert, *tls_key, *tls_ca;
 };
 
 /* The store behind the service: the real apiserver of the test control plane
@@ -128,14 +131,17 @@ static size_t h_discard(char *p, size_t s, size_t n, void *u)
     return s * n;
 }
 
-/* GET path; returns the HTTP status or 0. */
-static inline long h_http_get(const char *endpoint, const char *path)
+/* GET path (an https endpoint verified against the CA bundle ca); returns
+ * the HTTP status or 0. */
+static inline long h_https_get(const char *endpoint, const char *path, const char *ca)
 {
     char url[256];
     long code = 0;
     CURL *h = curl_easy_init();
     snprintf(url, sizeof(url), "%s%s", endpoint, path);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    if (ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROXY, "");
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 500L);
@@ -144,6 +150,12 @@ static inline long h_http_get(const char *endpoint, const char *path)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_cleanup(h);
     return code;
+}
+
+/* GET path; returns the HTTP status or 0. */
+static inline long h_http_get(const char *endpoint, const char *path)
+{
+    return h_https_get(endpoint, path, NULL);
 }
 
 static inline void h_dump_log(const char *path)
@@ -210,15 +222,28 @@ static inline void h_server_start(struct server *s, int port)
                         NULL};
     char *kube_argv[] = {(char *)bin, (char *)"--kubeconfig", h_kubeconfig, (char *)"--listen",
                          listen,      (char *)"--port-file",  port_file,    NULL};
-    char **argv = h_kubeconfig[0] ? kube_argv : dev_argv;
+    char **base = h_kubeconfig[0] ? kube_argv : dev_argv, *argv[16];
+    int n = 0;
+    while (base[n]) {
+        argv[n] = base[n];
+        n++;
+    }
+    if (s->tls_cert) {
+        argv[n++] = (char *)"--tls-cert-file";
+        argv[n++] = (char *)s->tls_cert;
+        argv[n++] = (char *)"--tls-key-file";
+        argv[n++] = (char *)s->tls_key;
+    }
+    argv[n] = NULL;
+    const char *scheme = s->tls_cert ? "https" : "http";
     s->pid = h_spawn(argv, s->log);
     s->port = 0;
     int64_t until = h_now_ms() + 10000;
     for (;;) {
         int st;
         if (!s->port && (s->port = h_read_port(port_file)) != 0)
-            snprintf(s->endpoint, sizeof(s->endpoint), "http://127.0.0.1:%d", s->port);
-        if (s->port && h_http_get(s->endpoint, "/readyz") == 200)
+            snprintf(s->endpoint, sizeof(s->endpoint), "%s://127.0.0.1:%d", scheme, s->port);
+        if (s->port && h_https_get(s->endpoint, "/readyz", s->tls_ca) == 200)
             break;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid || h_now_ms() > until) {
             fprintf(stderr, "kubeleased did not become ready (port %d)\n", port);

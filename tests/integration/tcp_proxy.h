@@ -20,10 +20,10 @@
 
 struct tcp_proxy {
     int listen_fd;
-    int port;               /* where clients connect */
-    int upstream_port;      /* the real service */
-    int pair[PROXY_MAX][2]; /* client fd, upstream fd; -1 when unused */
-    atomic_int cut;         /* request: close every pair */
+    int port;                 /* where clients connect */
+    atomic_int upstream_port; /* the real service */
+    int pair[PROXY_MAX][2];   /* client fd, upstream fd; -1 when unused */
+    atomic_int cut;           /* request: close every pair */
     atomic_int stop;
     atomic_int accepted; /* connections accepted so far */
     int wake[2];
@@ -150,6 +150,14 @@ static inline void proxy_cut(struct tcp_proxy *p)
     atomic_store(&p->cut, 1);
     if (write(p->wake[1], "c", 1) != 1)
         perror("proxy wake");
+}
+
+/* Sends new connections to another service (a replica behind the same
+ * address, as a Kubernetes Service would) and cuts the open ones. */
+static inline void proxy_retarget(struct tcp_proxy *p, int upstream_port)
+{
+    atomic_store(&p->upstream_port, upstream_port);
+    proxy_cut(p);
 }
 
 static inline void proxy_stop(struct tcp_proxy *p)

@@ -3,6 +3,9 @@
  * - the network between client and service breaks (a loopback proxy cuts
  *   every connection): the leader reconnects and resumes its term, same
  *   epoch, without ever reporting a loss (docs/design.md, rules 2 and 5);
+ * - on the test control plane, the proxy sends the leader to another
+ *   replica of the service: it resumes its term there, presenting the term
+ *   token it kept (docs/design.md, rule 8);
  * - the service freezes for less than the validity: no loss;
  * - the service is killed and restarted: the host process survives (SIGPIPE
  *   left at its default), the leader reports the loss by its deadline, the
@@ -89,6 +92,51 @@ static void test_resume_after_broken_connection(void **state)
     proxy_stop(&p);
 }
 
+/* Rules 5 and 8: a leader whose connection moves to another replica (the
+ * Lease in the apiserver, the term key shared) resumes its term there with
+ * the token the library kept, and keeps leading. */
+static void test_resume_on_another_replica(void **state)
+{
+    (void)state;
+    if (!h_kubeconfig[0]) {
+        printf("the --dev store is per process: needs the test control plane\n");
+        skip();
+    }
+    struct server other = {0};
+    struct tcp_proxy p;
+    char ep[64];
+    kl_error err;
+    int64_t epoch = 0, hepoch = 0;
+    snprintf(other.log, sizeof(other.log), "%s/kl-test-server-%d-other.log",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    unlink(other.log);
+    h_server_start(&other, 0);
+    proxy_start(&p, srv.port);
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
+    kl_client *c = client_at(ep), *there = client_at(other.endpoint);
+    win(c, "moving", "mover", &epoch);
+    proxy_retarget(&p, other.port);
+    int rc = kl_wait_lost_timeout(c, h_ns, "moving", 3000, &err);
+    if (rc != KL_ERR_TIMEOUT)
+        fail_msg("leadership lost on moving to another replica: %s", err.message);
+    assert_int_equal(kl_is_leader(c, h_ns, "moving", NULL, &err), 1);
+    char *holder = NULL;
+    assert_int_equal(kl_get_holder(there, h_ns, "moving", &holder, &hepoch, &err), KL_OK);
+    assert_non_null(holder);
+    assert_string_equal(holder, "mover");
+    kl_free(holder);
+    assert_int_equal(hepoch, epoch); /* resumed there, not a new term */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "grep -q 'event=term_resumed.*identity=mover' '%s'", other.log);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(kl_cancel_election(c, h_ns, "moving", &err), KL_OK);
+    assert_int_equal(kl_wait_lost(c, h_ns, "moving", &err), KL_OK);
+    kl_client_free(c);
+    kl_client_free(there);
+    proxy_stop(&p);
+    h_server_cleanup(&other);
+}
+
 static void test_brief_freeze_is_not_a_loss(void **state)
 {
     (void)state;
@@ -173,6 +221,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_after_broken_connection),
+        cmocka_unit_test(test_resume_on_another_replica),
         cmocka_unit_test(test_brief_freeze_is_not_a_loss),
         cmocka_unit_test(test_service_crash_and_restart),
     };

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "raw_http.h"
+#include "common/envelope.h"
 #include "rpc/connect.h"
 
 #define TRICKLERS       30
@@ -219,8 +220,8 @@ static int campaign_open(const char *name, const char *identity)
                       "Connection: close\r\nContent-Type: application/connect+json\r\n"
                       "Content-Length: %d\r\n\r\n",
                       n + 5);
-    uint8_t env[5];
-    rpc_envelope_header(0, (uint32_t)n, env);
+    uint8_t env[KL__ENVELOPE_HEADER];
+    kl__envelope_header(env, 0, (uint32_t)n);
     int fd = connect_to(srv.port);
     send_all(fd, head, (size_t)hl);
     send_all(fd, env, sizeof env);
@@ -273,7 +274,7 @@ static void test_max_leases_refuses_new_leases(void **state)
     response r;
     read_response(fd, &r);
     close(fd);
-    if (r.status != 200 || r.body_len < 5 || (uint8_t)r.body[0] != RPC_FLAG_END_STREAM ||
+    if (r.status != 200 || r.body_len < 5 || (uint8_t)r.body[0] != KL__ENVELOPE_FLAG_END_STREAM ||
         !strstr(r.body + 5, "resource_exhausted") || !strstr(r.body + 5, "--max-leases"))
         fail_msg("a campaign over --max-leases: want an end-of-stream frame with "
                  "resource_exhausted naming --max-leases, got %d %s",

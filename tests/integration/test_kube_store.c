@@ -474,7 +474,8 @@ static int sa_request(const char *method, const char *path, const char *merge_pa
 
 /* Updates are conditional merge patches of the spec: labels and annotations
  * that others put on the Lease survive a renewal and a release, and a
- * release removes the times and the duration. */
+ * release removes the times and the duration. The term nonce is the one
+ * annotation the store writes, beside the others (docs/design.md, rule 8). */
 static void test_kube_store_update_keeps_metadata(void **state)
 {
     (void)state;
@@ -483,9 +484,11 @@ static void test_kube_store_update_keeps_metadata(void **state)
     snprintf(name, sizeof name, "kt-meta-%d", (int)getpid());
     snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
     store_lease l = lease_named(name, "replica-a", 1);
+    strcpy(l.term_nonce, "first-nonce");
     store_result r = op(s, fn_create, &l, NULL);
     if (r.status != STORE_OK)
         fail_msg("create: %s %s", store_status_name(r.status), r.message);
+    assert_string_equal(r.lease.term_nonce, "first-nonce");
     assert_int_equal(sa_request("PATCH", path,
                                 "{\"metadata\":{\"labels\":{\"team\":\"kv\"},"
                                 "\"annotations\":{\"example.com/owner\":\"ops\"}}}",
@@ -501,11 +504,18 @@ static void test_kube_store_update_keeps_metadata(void **state)
     r = op(s, fn_get, &l, NULL);
     assert_int_equal(r.status, STORE_OK);
     u = r.lease;
+    assert_string_equal(u.term_nonce, "first-nonce");
     u.renew_time_us = wall_us();
+    strcpy(u.term_nonce, "second-nonce");
     r = op(s, fn_update, &u, NULL);
     if (r.status != STORE_OK)
         fail_msg("renewal: %s %s", store_status_name(r.status), r.message);
     assert_int_equal(r.lease.renew_time_us, u.renew_time_us);
+    assert_string_equal(r.lease.term_nonce, "second-nonce");
+    assert_int_equal(sa_request("GET", path, NULL, body, sizeof body), 200);
+    if (!strstr(body, "\"kubelease.io/term-nonce\":\"second-nonce\"") ||
+        !strstr(body, "\"example.com/owner\":\"ops\""))
+        fail_msg("the term nonce is not beside the other annotations: %s", body);
 
     u = r.lease;
     u.holder[0] = 0;

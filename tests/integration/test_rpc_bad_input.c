@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "common/envelope.h"
 #include "kubelease/v1/kubelease.pb-c.h"
 #include "raw_http.h"
 #include "rpc/connect.h"
@@ -78,7 +79,7 @@ static void test_garbage_and_truncated_protobuf(void **state)
 
     /* The same for a stream: answered in an end-of-stream frame. */
     uint8_t env[64];
-    rpc_envelope_header(0, sizeof garbage, env);
+    kl__envelope_header(env, 0, sizeof garbage);
     memcpy(env + 5, garbage, sizeof garbage);
     request(srv.port, "POST", "/kubelease.v1.LeaseService/Campaign", "application/connect+proto",
             env, 5 + sizeof garbage, &r);
@@ -186,7 +187,7 @@ static void test_one_mib_body(void **state)
     read_response(fd, &r);
     close(fd);
     assert_int_equal(r.status, 200);
-    assert_true(r.body_len > 5 && (uint8_t)r.body[0] == RPC_FLAG_END_STREAM);
+    assert_true(r.body_len > 5 && (uint8_t)r.body[0] == KL__ENVELOPE_FLAG_END_STREAM);
     assert_non_null(strstr(r.body + 5, "resource_exhausted"));
     free(r.body);
     still_serving();
@@ -231,12 +232,12 @@ static void test_invalid_names_and_durations(void **state)
     for (size_t i = 0; i < sizeof camps / sizeof camps[0]; i++) {
         uint8_t env[512];
         size_t n = strlen(camps[i].json);
-        rpc_envelope_header(0, (uint32_t)n, env);
+        kl__envelope_header(env, 0, (uint32_t)n);
         memcpy(env + 5, camps[i].json, n);
         request(srv.port, "POST", "/kubelease.v1.LeaseService/Campaign", "application/connect+json",
                 env, n + 5, &r);
         assert_int_equal(r.status, 200);
-        assert_true(r.body_len > 5 && (uint8_t)r.body[0] == RPC_FLAG_END_STREAM);
+        assert_true(r.body_len > 5 && (uint8_t)r.body[0] == KL__ENVELOPE_FLAG_END_STREAM);
         if (!strstr(r.body + 5, "invalid_argument") || !strstr(r.body + 5, camps[i].want))
             fail_msg("Campaign %s: %s", camps[i].json, r.body + 5);
         free(r.body);
@@ -247,7 +248,7 @@ static void test_invalid_names_and_durations(void **state)
     assert_non_null(strstr(r.body_len > 5 ? r.body + 5 : "", "truncated"));
     free(r.body);
     uint8_t env[8];
-    rpc_envelope_header(0, 100, env);
+    kl__envelope_header(env, 0, 100);
     request(srv.port, "POST", "/kubelease.v1.LeaseService/Campaign", "application/connect+json",
             env, 7, &r);
     assert_non_null(strstr(r.body_len > 5 ? r.body + 5 : "", "truncated"));
@@ -281,14 +282,14 @@ static void campaign_raw(const char *ctype, uint32_t announce, const void *msg, 
                          response *r)
 {
     uint8_t env[512];
-    rpc_envelope_header(0, announce, env);
+    kl__envelope_header(env, 0, announce);
     memcpy(env + 5, msg, n);
     request(srv.port, "POST", "/kubelease.v1.LeaseService/Campaign", ctype, env, n + 5, r);
 }
 
 static const char *end_frame(const response *r)
 {
-    if (r->status != 200 || r->body_len <= 5 || (uint8_t)r->body[0] != RPC_FLAG_END_STREAM)
+    if (r->status != 200 || r->body_len <= 5 || (uint8_t)r->body[0] != KL__ENVELOPE_FLAG_END_STREAM)
         fail_msg("want an end-of-stream frame, got %d %s", r->status, r->body);
     return r->body + 5;
 }
@@ -366,7 +367,7 @@ static int open_stream(const char *method, const char *json)
                       "POST /kubelease.v1.LeaseService/%s HTTP/1.1\r\nHost: x\r\n"
                       "Content-Type: application/connect+json\r\nContent-Length: %zu\r\n\r\n",
                       method, n + 5);
-    rpc_envelope_header(0, (uint32_t)n, (uint8_t *)req + hl);
+    kl__envelope_header((uint8_t *)req + hl, 0, (uint32_t)n);
     memcpy(req + hl + 5, json, n);
     send_all(fd, req, (size_t)hl + 5 + n);
     return fd;

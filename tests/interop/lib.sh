@@ -1,6 +1,9 @@
 # Shared helpers of the interop tests (sourced, not run).
 #   kl_start [flags...]   starts $KUBELEASED --dev on a free loopback port, waits
-#                         for /readyz; sets KL_PORT, KL_URL, KL_PID, KL_LOG
+#                         for /readyz; sets KL_PORT, KL_URL, KL_PID, KL_LOG.
+#                         With KL_TLS=1 it serves HTTPS with a certificate made
+#                         here (KL_URL https://..., KL_CA the CA that signed it,
+#                         KL_CURL_TLS the curl/buf curl arguments trusting it)
 #   kl_npm_install        installs the pinned npm tools into the cache; sets KL_NPM
 #   fail MSG / pass MSG
 set -euo pipefail
@@ -10,6 +13,9 @@ set -euo pipefail
 KL_CACHE="${KUBELEASE_CACHE:-$HOME/.cache/kubelease}"
 KL_TMP="$(mktemp -d)"
 KL_PID=""
+KL_TLS=${KL_TLS:-}
+KL_CA=""
+KL_CURL_TLS=()
 
 # Pinned versions of the third-party clients.
 KL_NPM_PACKAGES=(
@@ -46,18 +52,25 @@ wait_for() {
 
 kl_start() {
   KL_LOG="$KL_TMP/kubeleased.log"
-  "$KUBELEASED" --dev --listen 127.0.0.1:0 "$@" >"$KL_LOG" 2>&1 &
+  local tls=()
+  if [ -n "$KL_TLS" ]; then
+    bash "$KL_SOURCE_DIR/tests/support/make_certs.sh" "$KL_TMP/tls" || fail "cannot make certificates"
+    tls=(--tls-cert-file "$KL_TMP/tls/server.crt" --tls-key-file "$KL_TMP/tls/server.key")
+    KL_CA=$KL_TMP/tls/ca.crt
+    KL_CURL_TLS=(--cacert "$KL_CA")
+  fi
+  "$KUBELEASED" --dev --listen 127.0.0.1:0 "${tls[@]}" "$@" >"$KL_LOG" 2>&1 &
   KL_PID=$!
   wait_for 10 grep -q 'event=started' "$KL_LOG" || fail "kubeleased did not start"
   KL_PORT=$(sed -n 's/.*event=started.* port=\([0-9]*\).*/\1/p' "$KL_LOG" | head -n 1)
   [ -n "$KL_PORT" ] || fail "no port in the start-up log"
-  KL_URL="http://127.0.0.1:$KL_PORT"
-  wait_for 10 curl -sf "$KL_URL/readyz" || fail "kubeleased never became ready"
+  KL_URL="http${KL_TLS:+s}://127.0.0.1:$KL_PORT"
+  wait_for 10 curl -sf "${KL_CURL_TLS[@]}" "$KL_URL/readyz" || fail "kubeleased never became ready"
 }
 
 kl_alive() {
   kill -0 "$KL_PID" 2>/dev/null || fail "kubeleased died"
-  curl -sf "$KL_URL/livez" >/dev/null || fail "/livez does not answer"
+  curl -sf "${KL_CURL_TLS[@]}" "$KL_URL/livez" >/dev/null || fail "/livez does not answer"
 }
 
 # kl_stop: SIGTERM; the service must exit 0 within 5 s, cleanly (sanitizer
@@ -95,7 +108,7 @@ kl_npm_install() {
 
 # rpc METHOD JSON: a unary call with curl and JSON; prints "STATUS BODY".
 rpc() {
-  curl -s -o "$KL_TMP/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+  curl -s "${KL_CURL_TLS[@]}" -o "$KL_TMP/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
     --data-binary "$2" "$KL_URL/kubelease.v1.LeaseService/$1" > "$KL_TMP/status" || true
   printf '%s %s\n' "$(cat "$KL_TMP/status")" "$(cat "$KL_TMP/body")"
 }

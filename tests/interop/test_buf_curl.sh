@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `buf curl` (a Connect client nobody here wrote; it speaks application/proto,
 # i.e. binary) against kubeleased --dev over HTTP/1.1: every unary method, a
-# Campaign stream and a WatchHolder stream. The same unary calls in JSON with
-# curl.
+# Campaign stream and a WatchHolder stream; Confirm and Resign of the term
+# only with its token (docs/design.md, rule 8). The same unary calls in JSON
+# with curl.
 source "$(dirname "$0")/lib.sh"
 kl_npm_install
 kl_start
@@ -11,7 +12,7 @@ S="$KL_SOURCE_DIR/proto"
 svc() { printf '%s/kubelease.v1.LeaseService/%s' "$KL_URL" "$1"; }
 bufc() { # METHOD JSON: output (stdout+stderr) in $KL_TMP/out, exit code in $rc
   rc=0
-  "$KL_BUF" curl --schema "$S" --protocol connect -d "$2" "$(svc "$1")" >"$KL_TMP/out" 2>&1 || rc=$?
+  "$KL_BUF" curl --schema "$S" --protocol connect "${KL_CURL_TLS[@]}" -d "$2" "$(svc "$1")" >"$KL_TMP/out" 2>&1 || rc=$?
 }
 has() { grep -q -- "$1" "$KL_TMP/out" || fail "$2: no '$1' in: $(cat "$KL_TMP/out")"; }
 
@@ -31,21 +32,31 @@ has '"not_found"' "Confirm without a campaign"
 pass "Confirm without a campaign: not_found"
 
 # A campaign stream: Candidate, then Elected.
-"$KL_BUF" curl --schema "$S" --protocol connect -d "$CAMP" "$(svc Campaign)" >"$KL_TMP/camp" 2>&1 &
+"$KL_BUF" curl --schema "$S" --protocol connect "${KL_CURL_TLS[@]}" -d "$CAMP" "$(svc Campaign)" >"$KL_TMP/camp" 2>&1 &
 CAMP_PID=$!
 # --dev holds first acquisitions for one grant (10 s here) after start-up.
 wait_for 30 grep -q '"elected"' "$KL_TMP/camp" || fail "no Elected on the Campaign stream: $(cat "$KL_TMP/camp")"
 grep -q '"candidate"' "$KL_TMP/camp" || fail "no Candidate before Elected"
 EPOCH=$(tr -d ' \n' <"$KL_TMP/camp" | sed -n 's/.*"elected":{"epoch":"\([0-9]*\)".*/\1/p')
 [ -n "$EPOCH" ] || fail "no epoch in Elected: $(cat "$KL_TMP/camp")"
-pass "Campaign stream: Candidate then Elected at epoch $EPOCH"
+TOKEN=$(tr -d ' \n' <"$KL_TMP/camp" | sed -n 's/.*"elected":{[^}]*"termToken":"\([A-Za-z0-9_-]*\)".*/\1/p')
+[ "${#TOKEN}" -ge 22 ] || fail "no term token of 128 bits or more in Elected: $(cat "$KL_TMP/camp")"
+pass "Campaign stream: Candidate then Elected at epoch $EPOCH, with a term token"
 
+# Someone else with the holder's identity and epoch, without the token.
 bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$EPOCH\"}"
+has '"permission_denied"' "Confirm without the token"
+OTHER=$(printf '%s' "$TOKEN" | tr 'A-Za-z' 'N-ZA-Mn-za-m') # the same length, other bytes
+bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$EPOCH\",\"termToken\":\"$OTHER\"}"
+has '"permission_denied"' "Confirm with another token"
+pass "Confirm without the term's token: permission_denied"
+
+bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$EPOCH\",\"termToken\":\"$TOKEN\"}"
 [ "$rc" = 0 ] || fail "Confirm: $(cat "$KL_TMP/out")"
 has '"validForMs"' "Confirm"
 pass "Confirm: $(tr -d ' \n' <"$KL_TMP/out")"
 
-bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$((EPOCH + 5))\"}"
+bufc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$((EPOCH + 5))\",\"termToken\":\"$TOKEN\"}"
 has '"failed_precondition"' "Confirm with a wrong epoch"
 pass "Confirm with a wrong epoch: failed_precondition"
 
@@ -61,12 +72,19 @@ has '"candidates": 1' "ListLeases"
 pass "ListLeases lists default/db"
 
 # A holder watch: the current state first.
-"$KL_BUF" curl --schema "$S" --protocol connect -d "{$LEASE}" "$(svc WatchHolder)" >"$KL_TMP/watch" 2>&1 &
+"$KL_BUF" curl --schema "$S" --protocol connect "${KL_CURL_TLS[@]}" -d "{$LEASE}" "$(svc WatchHolder)" >"$KL_TMP/watch" 2>&1 &
 WATCH_PID=$!
 wait_for 10 grep -q '"replica-a"' "$KL_TMP/watch" || fail "WatchHolder: no current state: $(cat "$KL_TMP/watch")"
 pass "WatchHolder: current state first"
 
 bufc Resign "{$LEASE,\"identity\":\"replica-a\"}"
+has '"permission_denied"' "Resign without the token"
+kill -0 "$CAMP_PID" 2>/dev/null || fail "a Resign without the token ended the campaign: $(cat "$KL_TMP/camp")"
+bufc GetHolder "{$LEASE}"
+has '"holder": "replica-a"' "GetHolder after a refused Resign"
+pass "Resign without the term's token: permission_denied, the holder stays"
+
+bufc Resign "{$LEASE,\"identity\":\"replica-a\",\"termToken\":\"$TOKEN\"}"
 [ "$rc" = 0 ] || fail "Resign: $(cat "$KL_TMP/out")"
 has '"released": true' "Resign"
 pass "Resign: released"
@@ -97,7 +115,7 @@ pass "invalid namespace: invalid_argument naming the field"
 # The same unary methods in JSON (application/json) with curl.
 out=$(rpc GetHolder "{$LEASE}")
 case "$out" in '200 {"epoch":"'*) ;; *) fail "JSON GetHolder: $out" ;; esac
-out=$(rpc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$EPOCH\"}")
+out=$(rpc Confirm "{$LEASE,\"identity\":\"replica-a\",\"epoch\":\"$EPOCH\",\"termToken\":\"$TOKEN\"}")
 case "$out" in '404 {"code":"not_found"'* | '400 {"code":"failed_precondition"'*) ;; *) fail "JSON Confirm: $out" ;; esac
 out=$(rpc Resign "{$LEASE,\"identity\":\"replica-a\"}")
 [ "$out" = '200 {}' ] || fail "JSON Resign: $out"

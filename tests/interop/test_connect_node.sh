@@ -19,7 +19,7 @@ PB="$GEN/kubelease/v1/kubelease_pb.js"
 cp "$(dirname "$0")/connect-node/campaign.mjs" "$KL_TMP/campaign.mjs"
 
 for format in json binary; do
-  node "$KL_TMP/campaign.mjs" "$PB" "$KL_URL" "$format" || fail "connect-node ($format)"
+  node "$KL_TMP/campaign.mjs" "$PB" "$KL_URL" "$format" $KL_CA || fail "connect-node ($format)"
   kl_alive
 done
 kl_stop

@@ -6,7 +6,8 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes ops-listen read-timeout-s max-leases allow-token-over-http auth token-audience identity-policy; do
+  max-body-bytes ops-listen read-timeout-s max-leases allow-token-over-http auth token-audience \
+  identity-policy term-key-file tls-cert-file tls-key-file; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
   grep -q "env: $env" "$KL_TMP/help" || fail "--help does not name $env"
@@ -42,6 +43,17 @@ WANT='--auth: "basic" is not kubernetes or none' bad "$KUBELEASED" --dev --auth 
 WANT='--auth kubernetes needs a cluster' bad "$KUBELEASED" --dev --auth kubernetes
 WANT='--identity-policy: "user"' bad "$KUBELEASED" --identity-policy user
 WANT='--identity-policy pod needs --auth kubernetes' bad "$KUBELEASED" --dev --identity-policy pod
+WANT='--term-key-file: cannot read /nonexistent/key' bad "$KUBELEASED" --dev --term-key-file /nonexistent/key
+printf 'too short\n' >"$KL_TMP/short.key"
+WANT='holds 9 bytes; the key must be 32 to 4096' bad "$KUBELEASED" --dev --term-key-file "$KL_TMP/short.key"
+WANT='--tls-cert-file and --tls-key-file go together; --tls-key-file is missing' \
+  bad "$KUBELEASED" --dev --tls-cert-file /dev/null
+WANT='cannot read /nonexistent/tls.crt' \
+  bad "$KUBELEASED" --dev --tls-cert-file /nonexistent/tls.crt --tls-key-file /nonexistent/tls.key
+bash "$KL_SOURCE_DIR/tests/support/make_certs.sh" "$KL_TMP/tls"
+bash "$KL_SOURCE_DIR/tests/support/make_certs.sh" "$KL_TMP/tls" other-
+WANT='do not match' bad "$KUBELEASED" --dev --tls-cert-file "$KL_TMP/tls/server.crt" \
+  --tls-key-file "$KL_TMP/tls/other-server.key"
 pass "wrong flags and values: one line, exit 2"
 
 # Environment variables apply; the command line wins.

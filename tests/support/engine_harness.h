@@ -44,6 +44,10 @@ typedef struct fixture {
     manual_clock clock; /* not threaded: the loop's clock */
 } fixture;
 
+/* The term key every engine of a test shares, as replicas of the service
+ * share --term-key-file (docs/design.md, rule 8). */
+static const uint8_t harness_term_key[] = "kubelease test term key: not a secret, 32+ bytes";
+
 /* The fixture whose loop the waits run (manual time); NULL in real time. */
 static fixture *harness_manual;
 
@@ -96,6 +100,60 @@ static inline bool harness_run_until(bool (*done)(void *arg), void *arg, int tim
     }
 }
 
+/* The term tokens holders were given (docs/design.md, rule 8), as a client
+ * library keeps them: campaign() notes the token of every ELECTED its sink
+ * receives, and confirm(), resign() and campaign() with a resume_epoch
+ * present it, so that tests of other rules speak as the holder does. Tests
+ * of rule 8 pass tokens (or none) to the engine_* calls themselves. */
+#define HARNESS_TOKENS 256
+
+typedef struct harness_token {
+    char key[STORE_NS_MAX + STORE_NAME_MAX + STORE_HOLDER_MAX + 2]; /* ns/lease/identity */
+    int64_t epoch;
+    char token[ENGINE_TOKEN_MAX];
+} harness_token;
+
+static harness_token harness_tokens[HARNESS_TOKENS];
+static unsigned harness_n_tokens;
+static pthread_mutex_t harness_tokens_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static inline void harness_token_key(char *out, size_t n, const char *ns, const char *lease,
+                                     const char *identity)
+{
+    snprintf(out, n, "%s/%s/%s", ns, lease, identity);
+}
+
+static inline void harness_token_note(const engine_campaign_req *r, int64_t epoch,
+                                      const char *token)
+{
+    pthread_mutex_lock(&harness_tokens_mu);
+    harness_token *t = &harness_tokens[harness_n_tokens++ % HARNESS_TOKENS];
+    harness_token_key(t->key, sizeof t->key, r->ns, r->name, r->identity);
+    t->epoch = epoch;
+    snprintf(t->token, sizeof t->token, "%s", token);
+    pthread_mutex_unlock(&harness_tokens_mu);
+}
+
+/* The token last given to identity for ns/lease, at epoch (0: any); "" when
+ * it was given none. */
+static inline void harness_token_get(char out[ENGINE_TOKEN_MAX], const char *ns, const char *lease,
+                                     const char *identity, int64_t epoch)
+{
+    char key[sizeof harness_tokens[0].key];
+    harness_token_key(key, sizeof key, ns, lease, identity);
+    out[0] = '\0';
+    pthread_mutex_lock(&harness_tokens_mu);
+    unsigned n = harness_n_tokens < HARNESS_TOKENS ? harness_n_tokens : HARNESS_TOKENS;
+    for (unsigned k = 0; k < n; k++) {
+        const harness_token *t = &harness_tokens[(harness_n_tokens - 1 - k) % HARNESS_TOKENS];
+        if (strcmp(t->key, key) == 0 && (epoch == 0 || t->epoch == epoch)) {
+            snprintf(out, ENGINE_TOKEN_MAX, "%s", t->token);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&harness_tokens_mu);
+}
+
 /* A stream as the RPC layer would hold it: events recorded in order. */
 typedef struct sink {
     pthread_mutex_t mu;
@@ -107,11 +165,15 @@ typedef struct sink {
     bool closed;
     pthread_t closed_by; /* the thread on_close ran on */
     uint64_t id;
+    bool has_req; /* req is the campaign's (campaign()): its tokens are noted */
+    engine_campaign_req req;
 } sink;
 
 static inline void sink_on_event(void *ctx, const engine_event *ev)
 {
     sink *s = ctx;
+    if (ev->kind == ENGINE_EVENT_ELECTED && s->has_req)
+        harness_token_note(&s->req, ev->epoch, ev->term_token);
     pthread_mutex_lock(&s->mu);
     if (s->n < MAX_EVENTS) {
         s->at_ms[s->n] = harness_now_ms();
@@ -296,16 +358,23 @@ static inline fixture *fixture_start(loop *l, store *s)
     f->ns = "default";
     f->threaded = true;
     engine_config cfg = {.loop = f->loop, .store = f->store};
+    cfg.term_key = harness_term_key;
+    cfg.term_key_len = sizeof harness_term_key - 1;
     f->engine = engine_new(&cfg);
     pthread_create(&f->thread, NULL, engine_thread, f->engine);
     return f;
 }
 
-/* cfg with the fixture's loop, store and (manual) wall clock filled in. */
+/* cfg with the fixture's loop, store, (manual) wall clock and, unless cfg
+ * has one, the harness's term key filled in. */
 static inline engine_config fixture_engine_config(const fixture *f, engine_config cfg)
 {
     cfg.loop = f->loop;
     cfg.store = f->store;
+    if (!cfg.term_key_len) {
+        cfg.term_key = harness_term_key;
+        cfg.term_key_len = sizeof harness_term_key - 1;
+    }
     if (!f->threaded)
         cfg.wall_clock = harness_wall_clock;
     return cfg;
@@ -401,6 +470,10 @@ static inline engine_campaign_req req_for_ns(const char *ns, const char *lease,
 
 static inline uint64_t campaign(fixture *f, sink *s, engine_campaign_req r)
 {
+    if (r.resume_epoch && !r.term_token[0])
+        harness_token_get(r.term_token, r.ns, r.name, r.identity, r.resume_epoch);
+    s->req = r;
+    s->has_req = true;
     s->id = engine_campaign(f->engine, &r, listener_of(s));
     assert_true(s->id > 0);
     return s->id;
@@ -410,7 +483,10 @@ static inline engine_reply confirm(fixture *f, const char *lease, const char *id
                                    int64_t epoch)
 {
     reply_box b = BOX_INIT;
-    assert_int_equal(engine_confirm(f->engine, f->ns, lease, identity, epoch, box_done, &b), 0);
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, f->ns, lease, identity, epoch);
+    assert_int_equal(engine_confirm(f->engine, f->ns, lease, identity, epoch, token, box_done, &b),
+                     0);
     box_wait(&b);
     return b.r;
 }
@@ -418,7 +494,9 @@ static inline engine_reply confirm(fixture *f, const char *lease, const char *id
 static inline engine_reply resign(fixture *f, const char *lease, const char *identity)
 {
     reply_box b = BOX_INIT;
-    assert_int_equal(engine_resign(f->engine, f->ns, lease, identity, box_done, &b), 0);
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, f->ns, lease, identity, 0);
+    assert_int_equal(engine_resign(f->engine, f->ns, lease, identity, token, box_done, &b), 0);
     box_wait(&b);
     return b.r;
 }

@@ -97,6 +97,33 @@ static void test_client_endpoint_from_environment(void **state)
     kl_client_free(NULL);
 }
 
+/* The CA bundle for https endpoints: an option, else $KUBELEASE_CA_FILE;
+ * one that cannot be read is an invalid argument that names it. */
+static void test_client_ca_file_must_be_readable(void **state)
+{
+    (void)state;
+    kl_client_options o;
+    kl_error err;
+    kl_client_options_init(&o);
+    o.ca_file = "/nonexistent/ca.crt";
+    assert_null(kl_client_new_opts("https://127.0.0.1:1", &o, &err));
+    assert_int_equal(err.code, KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "ca_file \"/nonexistent/ca.crt\""));
+    setenv("KUBELEASE_CA_FILE", "/nonexistent/env-ca.crt", 1);
+    assert_null(kl_client_new("https://127.0.0.1:1", &err));
+    assert_int_equal(err.code, KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "$KUBELEASE_CA_FILE"));
+    setenv("KUBELEASE_CA_FILE", "", 1); /* empty: unset */
+    kl_client *c = kl_client_new("https://127.0.0.1:1", &err);
+    assert_non_null(c);
+    kl_client_free(c);
+    unsetenv("KUBELEASE_CA_FILE");
+    o.ca_file = "/dev/null"; /* readable; its use is the handshake's business */
+    c = kl_client_new_opts("https://127.0.0.1:1", &o, &err);
+    assert_non_null(c);
+    kl_client_free(c);
+}
+
 static void test_client_null_client_is_named(void **state)
 {
     (void)state;
@@ -305,6 +332,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_client_new_rejects_bad_endpoints),
         cmocka_unit_test(test_client_endpoint_from_environment),
+        cmocka_unit_test(test_client_ca_file_must_be_readable),
         cmocka_unit_test(test_client_null_client_is_named),
         cmocka_unit_test(test_client_names_and_durations_are_validated),
         cmocka_unit_test(test_client_one_election_per_lease_and_idempotent_cancel),

@@ -277,6 +277,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
 
     engine_campaign_req r = req_for("moved", "mover");
     r.resume_epoch = epoch;
+    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
     a2->id = engine_campaign(e2, &r, listener_of(a2));
     int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
     assert_true(j >= 0);
@@ -288,7 +289,9 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     /* Keep confirming on replica 2 well past what replica 1 had granted. */
     while (harness_now_ms() < first_granted_until + 2500) {
         reply_box bx = BOX_INIT;
-        assert_int_equal(engine_confirm(e2, "default", "moved", "mover", epoch, box_done, &bx), 0);
+        assert_int_equal(engine_confirm(e2, "default", "moved", "mover", epoch,
+                                        a2->events[j].term_token, box_done, &bx),
+                         0);
         box_wait(&bx);
         assert_int_equal(bx.r.code, ENGINE_OK);
         assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 300) < 0);
@@ -298,12 +301,12 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     assert_int_equal(h.epoch, epoch);
 
     reply_box rs = BOX_INIT;
-    engine_resign(e2, "default", "moved", "mover", box_done, &rs);
+    engine_resign(e2, "default", "moved", "mover", a2->events[j].term_token, box_done, &rs);
     box_wait(&rs);
     assert_true(rs.r.released);
     assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 5000) >= 0);
     reply_box rs2 = BOX_INIT;
-    engine_resign(e2, "default", "moved", "standby", box_done, &rs2);
+    engine_resign(e2, "default", "moved", "standby", NULL, box_done, &rs2);
     box_wait(&rs2);
     assert_true(wait_closed(b, 5000));
     assert_true(wait_closed(a2, 5000));
@@ -805,6 +808,69 @@ static void test_engine_renew_failure_ends_term_by_deadline(void **state)
     sink_free(a);
 }
 
+static void refuse_writes(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_set_writes_fail(f->store, STORE_FORBIDDEN);
+}
+
+static void accept_writes(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_set_writes_fail(f->store, STORE_OK);
+}
+
+/* The leader resigns while the store fails (break), and it recovers a
+ * second later (mend): the release is tried again, so the standby leads
+ * within a retry rather than a whole lease duration later. */
+static void release_retried_after(fixture *f, const char *lease, void (*brk)(fixture *, void *),
+                                  void (*mend)(fixture *, void *))
+{
+    sink *a = sink_new(), *b = sink_new();
+    engine_campaign_req r = req_for(lease, "leader");
+    r.lease_duration_s = 10;
+    r.renew_deadline_s = 8;
+    r.retry_period_s = 1;
+    campaign(f, a, r);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    engine_campaign_req rb = req_for(lease, "standby");
+    rb.lease_duration_s = 10;
+    rb.renew_deadline_s = 8;
+    rb.retry_period_s = 1;
+    campaign(f, b, rb);
+    run_on_loop(f, brk, NULL);
+    assert_false(resign(f, lease, "leader").released);
+    harness_sleep_ms(1000);
+    assert_int_equal(wait_kind(b, ENGINE_EVENT_ELECTED, 0), -1);
+    int64_t back = harness_now_ms();
+    run_on_loop(f, mend, NULL);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch + 1);
+    /* A retry comes every half retry period: far from the 10 s lease. */
+    assert_true(b->at_ms[j] - back < 2000);
+    resign(f, lease, "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* The nemesis found the gap: a handoff during a reset of kubeleased's
+ * apiserver connection left nobody leading for 4 s. */
+static void test_engine_release_retried_after_store_outage(void **state)
+{
+    release_retried_after(*state, "release-retry", set_unavailable, set_available);
+}
+
+/* Right after a restart the apiserver answers 403 until its RBAC caches
+ * have synced (seen by the nemesis after apiserver crashes). */
+static void test_engine_release_retried_after_apiserver_refusal(void **state)
+{
+    release_retried_after(*state, "release-refused", refuse_writes, accept_writes);
+}
+
 /* A ListLeases answer: the count and the first row. */
 typedef struct listed {
     reply_box box;
@@ -930,8 +996,10 @@ static void test_engine_stop_answers_waiting_requests_and_refuses_later_ones(voi
     int latency = 5000;
     run_on_loop(f, set_latency, &latency);
     reply_box rs = BOX_INIT, g = BOX_INIT, lc = BOX_INIT;
-    assert_int_equal(engine_resign(f->engine, "default", "stop-waiting", "leader", box_done, &rs),
-                     0);
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, "default", "stop-waiting", "leader", 0);
+    assert_int_equal(
+        engine_resign(f->engine, "default", "stop-waiting", "leader", token, box_done, &rs), 0);
     assert_int_equal(engine_get_holder(f->engine, "default", "stop-waiting", true, box_done, &g),
                      0);
     run_on_loop(f, noop_on_loop, NULL);
@@ -942,7 +1010,7 @@ static void test_engine_stop_answers_waiting_requests_and_refuses_later_ones(voi
     campaign(f, late, req_for("stop-waiting", "late"));
     late_w->id = engine_watch(f->engine, "default", "stop-waiting", listener_of(late_w));
     assert_int_equal(
-        engine_confirm(f->engine, "default", "stop-waiting", "leader", 1, box_done, &lc), 0);
+        engine_confirm(f->engine, "default", "stop-waiting", "leader", 1, token, box_done, &lc), 0);
     fixture_join(f);
     assert_true(rs.done);
     assert_int_equal(rs.r.code, ENGINE_OK);
@@ -1061,6 +1129,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_foreign_takeover_supersedes_term, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_renew_failure_ends_term_by_deadline, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_retried_after_store_outage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_retried_after_apiserver_refusal, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
                                         teardown),

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "common/envelope.h"
 #include "core/loop.h"
 #include "core/metrics.h"
 #include "engine/engine.h"
@@ -415,7 +416,7 @@ static void *campaign(void *arg)
     stream_arg *a = arg;
     uint8_t env[512];
     size_t n = strlen(a->json);
-    rpc_envelope_header(0, (uint32_t)n, env);
+    kl__envelope_header(env, 0, (uint32_t)n);
     memcpy(env + 5, a->json, n);
     a->status = http(a->f->base, "/kubelease.v1.LeaseService/Campaign", "application/connect+json",
                      "tok-alice", env, n + 5, &a->b);

@@ -16,10 +16,10 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "common/envelope.h"
 #include "core/loop.h"
 #include "engine/engine.h"
 #include "http/server.h"
-#include "rpc/connect.h"
 #include "store/memory.h"
 #include "store/store.h"
 
@@ -240,7 +240,7 @@ static void *campaign_client(void *arg)
                        "\"retryPeriodSeconds\":2}";
     uint8_t env[512];
     size_t n = strlen(json);
-    rpc_envelope_header(0, (uint32_t)n, env);
+    kl__envelope_header(env, 0, (uint32_t)n);
     memcpy(env + 5, json, n);
     r->status = http(r->f, "/kubelease.v1.LeaseService/Campaign", "application/connect+json", NULL,
                      env, n + 5, &r->b);

@@ -344,34 +344,6 @@ static void test_kubeconfig_insecure_with_ca_and_token_over_http(void **state)
     kube_config_clear(&c);
 }
 
-static void b64(const char *in, int want_rc, const char *want)
-{
-    kube_blob b;
-    int rc = kube_base64_decode(in, strlen(in), &b);
-    assert_int_equal(rc, want_rc);
-    if (rc == 0) {
-        assert_int_equal(b.len, strlen(want));
-        assert_memory_equal(b.data, want, b.len);
-    }
-    kube_blob_free(&b);
-}
-
-static void test_base64(void **state)
-{
-    (void)state;
-    b64("", 0, "");
-    b64("Zg==", 0, "f");
-    b64("Zg", 0, "f");
-    b64("Zm8=", 0, "fo");
-    b64("Zm9v", 0, "foo");
-    b64("Zm9v\nYmFy", 0, "foobar");
-    b64("Z", -1, NULL);
-    b64("Zh==", -1, NULL); /* non-zero unused bits */
-    b64("Zg==Zg==", -1, NULL);
-    b64("Zg=", -1, NULL);
-    b64("Z*==", -1, NULL);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,7 +355,6 @@ int main(void)
         cmocka_unit_test(test_kubeconfig_parse_errors),
         cmocka_unit_test(test_kubeconfig_bad_base64_and_missing_file),
         cmocka_unit_test(test_kubeconfig_insecure_with_ca_and_token_over_http),
-        cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -271,6 +271,60 @@ static void test_pod_label_patch_and_decode(void **state)
     assert_int_equal(kube_pod_decode("[", 1, ip, err, sizeof err), -1);
 }
 
+/* The term nonce (docs/design.md, rule 8) is one annotation: written by
+ * create and by the merge patch when set, and only that key, so that other
+ * annotations stay as their writers left them; read back from
+ * metadata.annotations, where a value kubelease cannot have written is read
+ * as absent instead of making the Lease unreadable. */
+static void test_lease_term_nonce_annotation(void **state)
+{
+    (void)state;
+    kube_lease in = {0}, out;
+    char err[256];
+    strcpy(in.ns, "default");
+    strcpy(in.name, "demo");
+    strcpy(in.holder_identity, "replica-a");
+    strcpy(in.resource_version, "42");
+    in.lease_transitions = 3;
+    strcpy(in.term_nonce, "Zm9v-YmFy_09");
+    char *json = kube_lease_merge_patch(&in, NULL);
+    assert_non_null(json);
+    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
+                              "\"kubelease.io/term-nonce\":\"Zm9v-YmFy_09\","
+                              "\"kubelease.io/pod-label\":null}},\"spec\":{"
+                              "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":null,"
+                              "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
+    free(json);
+    json = kube_lease_encode(&in, false, NULL);
+    assert_non_null(json);
+    assert_int_equal(kube_lease_decode(json, strlen(json), &out, err, sizeof err), 0);
+    assert_string_equal(out.term_nonce, "Zm9v-YmFy_09");
+    free(json);
+    /* Only base64url text is written. */
+    strcpy(in.term_nonce, "a b");
+    assert_null(kube_lease_merge_patch(&in, NULL));
+    assert_null(kube_lease_encode(&in, false, NULL));
+
+    static const char *const ignored[] = {
+        "\"annotations\":{\"kubelease.io/term-nonce\":7}",
+        "\"annotations\":{\"kubelease.io/term-nonce\":\"not base64url!\"}",
+        "\"annotations\":{\"kubelease.io/term-nonce\":"
+        "\"0123456789012345678901234567890123456789012345678901234567890123\"}",
+        "\"annotations\":[]",
+        "\"annotations\":{\"example.com/other\":\"x\"}",
+    };
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{\"kind\":\"Lease\",\"metadata\":{\"name\":\"n\",\"namespace\":\"d\",%s},"
+                 "\"spec\":{\"holderIdentity\":\"h\"}}",
+                 ignored[i]);
+        assert_int_equal(kube_lease_decode(buf, strlen(buf), &out, err, sizeof err), 0);
+        assert_string_equal(out.holder_identity, "h");
+        assert_string_equal(out.term_nonce, "");
+    }
+}
+
 static void round_trip(const char *in, const char *want)
 {
     int64_t us;
@@ -459,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_lease_merge_patch),
         cmocka_unit_test(test_lease_pod_label_annotation),
         cmocka_unit_test(test_pod_label_patch_and_decode),
+        cmocka_unit_test(test_lease_term_nonce_annotation),
         cmocka_unit_test(test_microtime_round_trips_six_digits),
         cmocka_unit_test(test_microtime_rejects_malformed),
         cmocka_unit_test(test_status_decode_and_mapping),

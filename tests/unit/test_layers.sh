@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/check-layers.sh passes on this tree, and on a copy of it with one
 # include added it fails for every upward include (naming the file, the line
-# and both layers) and passes for downward and same-layer ones.
+# and both layers) and passes for downward and same-layer ones: the server's
+# layers with common/ at the bottom, the client library, the Go wrapper's
+# API, kubeleasectl and the examples.
 set -euo pipefail
 
 src=${KL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -15,7 +17,8 @@ out=$("$check" "$src" 2>&1) || fail "the tree itself breaks the layering:"$'\n'"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp -r "$src/server" "$src/client" "$src/include" "$tmp/"
+cp -r "$src/common" "$src/server" "$src/client" "$src/include" "$src/wrapper" "$src/ctl" \
+  "$src/examples" "$tmp/"
 
 # probe FILE INCLUDE [TARGET]: writes FILE (relative to the copy) with
 # INCLUDE on its line 3, and TARGET (the included file, relative to the copy)
@@ -44,7 +47,7 @@ upward() {
   [ "$rc" = 1 ] || fail "$1 including \"$2\" passed the check (exit $rc): $out"
   grep -qF "$1:3: " <<<"$out" || fail "$1 including \"$2\": the output does not name $1:3: $out"
   grep -qF -- "$3" <<<"$out" || fail "$1 including \"$2\": the output does not say \"$3\": $out"
-  [ "$(grep -c '^server/\|^client/' <<<"$out")" = 1 ] ||
+  [ "$(grep -c '^[a-z]*/.*:3: ' <<<"$out")" = 1 ] ||
     fail "$1 including \"$2\": more than the one include is reported: $out"
 }
 
@@ -68,6 +71,17 @@ upward server/engine/probe.c "kubelease.h" "in no known layer"
 upward server/newdir/probe.c "core/log.h" "server/newdir/ is not a layer" server/core/log.h
 upward client/probe.c "../server/core/log.h" "client/ includes core/" server/core/log.h
 upward client/probe.c "store/store.h" "in no known layer"
+upward common/probe.h "../server/core/log.h" "common/ includes core/" server/core/log.h
+upward common/probe.c "../client/util.h" "common/ includes client/" client/util.h
+upward common/probe.c "../include/kubelease.h" "common/ includes include/"
+upward common/probe.c "core/log.h" "in no known layer" server/core/log.h
+upward wrapper/probe.c "../common/buf.h" "wrapper/ includes common/" common/buf.h
+upward wrapper/probe.c "../client/util.h" "wrapper/ includes client/" client/util.h
+upward ctl/probe.c "../client/util.h" "ctl/ includes client/" client/util.h
+upward ctl/probe.c "../common/buf.h" "ctl/ includes common/" common/buf.h
+upward examples/probe.c "internal.h" "examples/ includes wrapper/" wrapper/internal.h
+upward examples/probe.cpp "../client/util.h" "examples/ includes client/" client/util.h
+upward examples/probe.c "../common/list.h" "examples/ includes common/" common/list.h
 
 downward server/engine/probe.h "store/store.h" server/store/store.h
 downward server/store/probe.c "kube/api.h" server/kube/api.h
@@ -79,6 +93,17 @@ downward server/kube/probe.c "probe_peer.h" server/kube/probe_peer.h
 downward client/probe.c "kubelease/v1/kubelease.pb-c.h"
 downward client/probe.c "kubelease.h" include/kubelease.h
 downward client/probe.c "probe_peer.h" client/probe_peer.h
+downward client/probe.c "common/buf.h" common/buf.h
+downward server/core/probe.c "common/list.h" common/list.h
+downward server/http/probe.c "common/envelope.h" common/envelope.h
+downward common/probe.c "common/buf.h" common/buf.h
+downward common/probe.h "probe_peer.h" common/probe_peer.h
+downward wrapper/probe.c "kubelease.h" include/kubelease.h
+downward wrapper/probe.c "internal.h" wrapper/internal.h
+downward ctl/probe.c "kubelease.h" include/kubelease.h
+downward ctl/probe.c "probe_peer.h" ctl/probe_peer.h
+downward examples/probe.c "kubelease.h" include/kubelease.h
+downward examples/probe.cpp "libk8s_lease_wrapper.h" wrapper/libk8s_lease_wrapper.h
 
 # The copy is clean again.
 "$check" "$tmp" >/dev/null || fail "the copy was not restored"

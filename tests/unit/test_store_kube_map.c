@@ -26,6 +26,7 @@ static void test_store_kube_map_lease_round_trip(void **state)
     in.transitions = INT32_MAX;
     in.acquire_time_us = 1795960800LL * 1000000 + 1;
     in.renew_time_us = 1795960810LL * 1000000 + 2;
+    strcpy(in.term_nonce, "q3Vx-nonce_A");
     kube_lease kl;
     assert_true(store_lease_to_kube(&in, &kl));
     assert_string_equal(kl.ns, "default");
@@ -36,6 +37,7 @@ static void test_store_kube_map_lease_round_trip(void **state)
     assert_int_equal(kl.lease_transitions, INT32_MAX);
     assert_int_equal(kl.acquire_time_us, in.acquire_time_us);
     assert_int_equal(kl.renew_time_us, in.renew_time_us);
+    assert_string_equal(kl.term_nonce, "q3Vx-nonce_A");
     store_lease_from_kube(&kl, &back);
     assert_memory_equal(&in, &back, sizeof in);
 

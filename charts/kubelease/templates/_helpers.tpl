@@ -81,6 +81,14 @@ since releases of the same name may live in several namespaces.
 {{- end }}
 
 {{/*
+The Secret holding the term key: termKey.existingSecret, or the one the chart
+makes.
+*/}}
+{{- define "kubelease.termKeySecret" -}}
+{{- .Values.termKey.existingSecret | default (printf "%s-term-key" (include "kubelease.fullname" .) | trunc 63 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
 Name of the cluster-scoped objects that let kubeleased review tokens and
 access (auth.mode kubernetes).
 */}}
@@ -92,5 +100,12 @@ access (auth.mode kubernetes).
 The Service's in-cluster URL: what replicas set as KUBELEASE_ENDPOINT.
 */}}
 {{- define "kubelease.endpoint" -}}
-{{- printf "http://%s.%s.svc:%d" (include "kubelease.fullname" .) .Release.Namespace (int .Values.service.port) }}
+{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" .Values.tls.enabled) (include "kubelease.fullname" .) .Release.Namespace (int .Values.service.port) }}
+{{- end }}
+
+{{/*
+The TLS Secret's name (tls.secretName, required when TLS is enabled).
+*/}}
+{{- define "kubelease.tlsSecret" -}}
+{{- required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
 {{- end }}

@@ -1,17 +1,21 @@
 // A Connect client nobody here wrote (@connectrpc/connect-node, HTTP/1.1)
-// drives kubeleased: a campaign with Elected, Confirm and Resign, a handoff
-// to a second candidate, and a holder watch (current state first, then each
-// change). Usage: node campaign.mjs GENERATED_PB_JS BASE_URL json|binary
+// drives kubeleased: a campaign with Elected, Confirm and Resign (with the
+// term's token; without it, Confirm, Resign and a resume are refused), a
+// handoff to a second candidate, and a holder watch (current state first,
+// then each change). Usage: node campaign.mjs GENERATED_PB_JS BASE_URL json|binary [CA_FILE]
+// (CA_FILE: an https BASE_URL's certificate must chain to it).
+import { readFileSync } from "node:fs";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
-const [pbPath, baseUrl, format] = process.argv.slice(2);
+const [pbPath, baseUrl, format, caFile] = process.argv.slice(2);
 const { LeaseService, LostReason } = await import(pbPath);
 
 const transport = createConnectTransport({
   baseUrl,
   httpVersion: "1.1",
   useBinaryFormat: format === "binary",
+  ...(caFile ? { nodeOptions: { ca: readFileSync(caFile) } } : {}),
 });
 const client = createClient(LeaseService, transport);
 
@@ -50,10 +54,31 @@ check(first.exists === false && first.holder === "", "watch: current state first
 const a = client.campaign({ namespace: ns, name, identity: "node-a", ...durations })[Symbol.asyncIterator]();
 const electedA = await nextEvent(a, (e) => e.event.case === "elected", "Elected (a)");
 const epochA = electedA.event.value.epoch;
+const tokenA = electedA.event.value.termToken;
 check(typeof epochA === "bigint" && epochA > 0n, `a elected at epoch ${epochA}`);
+check(typeof tokenA === "string" && tokenA.length >= 22, "Elected carries a term token");
+
+// Rule 8: the holder's identity and epoch are not enough.
+async function refused(what, call) {
+  try {
+    await call();
+    check(false, `${what} is refused`);
+  } catch (err) {
+    check(err.code === 7 /* PermissionDenied */, `${what}: ${err.rawMessage}`);
+  }
+}
+await refused("Confirm without the token", () =>
+  client.confirm({ namespace: ns, name, identity: "node-a", epoch: epochA }));
+await refused("Resign without the token", () =>
+  client.resign({ namespace: ns, name, identity: "node-a" }));
+await refused("a resume without the token", async () => {
+  for await (const e of client.campaign({ namespace: ns, name, identity: "node-a", ...durations, resumeEpoch: epochA })) {
+    void e;
+  }
+});
 
 const confirmSent = Date.now();
-const conf = await client.confirm({ namespace: ns, name, identity: "node-a", epoch: epochA });
+const conf = await client.confirm({ namespace: ns, name, identity: "node-a", epoch: epochA, termToken: tokenA });
 check(conf.epoch === epochA && conf.validForMs > 0n, `Confirm: valid for ${conf.validForMs} ms (rtt ${Date.now() - confirmSent} ms)`);
 
 const holder = await client.getHolder({ namespace: ns, name });
@@ -72,7 +97,7 @@ const dupLost = await nextEvent(dup, (e) => e.event.case === "lost", "Lost (dupl
 check(dupLost.event.value.reason === LostReason.EXPIRED, "a duplicate campaign is refused");
 
 const t0 = process.hrtime.bigint();
-const res = await client.resign({ namespace: ns, name, identity: "node-a" });
+const res = await client.resign({ namespace: ns, name, identity: "node-a", termToken: tokenA });
 check(res.released === true, "Resign released the lease");
 const lostA = await nextEvent(a, (e) => e.event.case === "lost", "Lost (a)");
 check(lostA.event.value.reason === LostReason.RESIGNED && lostA.event.value.epoch === epochA, "a: Lost RESIGNED");
@@ -86,13 +111,13 @@ check(electedB.event.value.epoch === epochA + 1n, `b elected at epoch ${electedB
 const w3 = await nextEvent(watch, (e) => e.holder === "node-b", "watch: node-b holds");
 check(w3.epoch === epochA + 1n, "watch: the change to node-b, in order");
 
-await client.resign({ namespace: ns, name, identity: "node-b" });
+await client.resign({ namespace: ns, name, identity: "node-b", termToken: electedB.event.value.termToken });
 const lostB = await nextEvent(b, (e) => e.event.case === "lost", "Lost (b)");
 check(lostB.event.value.reason === LostReason.RESIGNED, "b: Lost RESIGNED");
 
 // Errors come back as ConnectError with the right code.
 try {
-  await client.confirm({ namespace: ns, name, identity: "node-a", epoch: epochA });
+  await client.confirm({ namespace: ns, name, identity: "node-a", epoch: epochA, termToken: tokenA });
   check(false, "Confirm of an ended term fails");
 } catch (err) {
   check(err.code === 5 /* NotFound */ || err.code === 9 /* FailedPrecondition */, `Confirm of an ended term: ${err.rawMessage}`);
