@@ -131,6 +131,9 @@ static void el_free(struct kl__election *el)
     free(el->ns);
     free(el->name);
     free(el->identity);
+    free(el->pod_name);
+    free(el->pod_label_key);
+    free(el->pod_label_value);
     free(el);
 }
 
@@ -235,6 +238,11 @@ static void start_stream(struct kl__election *el)
         el_forget_term(el);
     req.resume_epoch = leader ? el->epoch : 0;
     req.term_token = el->term_token; /* a resume must prove the term is ours */
+    if (el->pod_name) {
+        req.pod_name = el->pod_name;
+        req.pod_label_key = el->pod_label_key;
+        req.pod_label_value = el->pod_label_value;
+    }
     x = kl__xfer_new(&el->loop->tr, &campaign_type, &req.base, 0, el);
     if (!x) {
         el_finish(el, KL_ERR_NO_MEMORY, "out of memory opening the campaign for %s", el->key);
@@ -570,6 +578,17 @@ struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const 
         return NULL;
     }
     return el;
+}
+
+int kl__election_set_pod_label(struct kl__election *el, const char *pod, const char *key,
+                               const char *value)
+{
+    if (!pod)
+        return 0;
+    if (!(el->pod_name = strdup(pod)) || !(el->pod_label_key = strdup(key)) ||
+        !(el->pod_label_value = strdup(value ? value : "")))
+        return -1;
+    return 0;
 }
 
 void kl__election_ref(struct kl__election *el)
