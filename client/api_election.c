@@ -132,6 +132,41 @@ out:
     return rc;
 }
 
+int kl_set_pod_label(kl_client *c, const char *ns, const char *lease, const char *pod_name,
+                     const char *pod_label_key, const char *pod_label_value, kl_error *err)
+{
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    kl_election_options o;
+    kl_election_options_init(&o);
+    o.pod_name = pod_name;
+    o.pod_label_key = pod_label_key;
+    o.pod_label_value = pod_label_value;
+    if (check_pod_label(&o, err) != KL_OK)
+        return KL_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&c->loop.mu);
+    struct kl__election *el = el_find(c, ns, lease);
+    int has = pod_name && pod_name[0];
+    if (!el || kl__election_over(el)) {
+        rc = kl__seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s is running", ns, lease);
+    } else if (has == (el->pod_name != NULL) &&
+               (!has ||
+                (strcmp(el->pod_name, pod_name) == 0 &&
+                 strcmp(el->pod_label_key, pod_label_key) == 0 &&
+                 strcmp(el->pod_label_value, pod_label_value ? pod_label_value : "") == 0))) {
+        rc = KL_OK; /* unchanged: the stream is left alone */
+    } else if (kl__election_set_pod_label(el, pod_name, pod_label_key, pod_label_value) != 0) {
+        rc = kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory setting the leader label");
+    } else {
+        el->relabel = 1;
+        kl__loop_wake(&c->loop);
+        rc = KL_OK;
+    }
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
+}
+
 int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error *err)
 {
     int rc = kl__check_call(c, ns, lease, err);

@@ -204,6 +204,22 @@ KL_EXPORT int kl_run_election_opts(kl_client *c, const char *ns, const char *lea
                                    const char *identity, const kl_election_options *opts,
                                    kl_error *err);
 
+/* Changes the leader label of this client's running election for ns/lease
+ * (pod_name NULL or "": no label; otherwise as kl_election_options). A
+ * leader keeps its term: the client reopens its campaign stream as a resume
+ * carrying the new label, and the service takes the old label off its Pod,
+ * records the new one in the Lease, then sets it (docs/design.md, rule 9).
+ * A candidate not yet leading sends it when its stream is next opened (at
+ * the latest when it leads: then as above). Returns KL_OK once that is
+ * under way: the label itself appears about a round trip later. A refusal
+ * by the service (a key it does not allow, a Pod not the caller's) ends the
+ * election like a refused campaign. Errors: KL_ERR_INVALID_ARGUMENT,
+ * KL_ERR_NO_ELECTION when no election for ns/lease runs (or it is over).
+ * Safe from a callback. */
+KL_EXPORT int kl_set_pod_label(kl_client *c, const char *ns, const char *lease,
+                               const char *pod_name, const char *pod_label_key,
+                               const char *pod_label_value, kl_error *err);
+
 /* Blocks until this client's election for ns/lease is elected and its term
  * confirmed by the service, then returns KL_OK with *lease_transitions (may be
  * NULL) = the term's fencing epoch (strictly larger for every new term).

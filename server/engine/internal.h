@@ -379,6 +379,8 @@ term *engine_term_of(lease_state *ls, const char *identity);
 /* Starts a term for c from a record it has just written (sent at sent_ms). */
 void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, int64_t sent_ms,
                        bool resumed);
+/* Renews the live term at once (to record a changed Pod label). */
+void engine_term_renew_now(lease_state *ls);
 /* Reattaches a resuming candidate to ls's term and tells it it leads. */
 void engine_term_reattach(lease_state *ls, candidate *c);
 /* Ends the term: tells its owner why, and releases the Lease when release is
@@ -456,8 +458,10 @@ void engine_podlabel_format(const engine_campaign_req *req, char *out, size_t n)
 bool engine_podlabel_clear(lease_state *ls);
 /* The annotation a write by ls's term carries. */
 const char *engine_podlabel_for_write(const lease_state *ls);
-/* The live term's label onto its Pod: at the start and after each renewal
- * (so a label someone removed comes back within a retry period). */
+/* The live term's label onto its Pod: at the start, on a resume, and after
+ * each renewal (so a label someone removed comes back within a retry
+ * period). When the term wants another label than the Lease records, the
+ * recorded one is removed first, then a renewal records the new one. */
 void engine_podlabel_apply(lease_state *ls);
 /* A campaign naming a Pod at the caller's address: reads the Pod, then
  * takes the campaign on or refuses it (permission_denied). */

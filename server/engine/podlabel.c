@@ -114,6 +114,8 @@ static void remove_done(void *ctx, const store_result *res)
                   ls->name, log_q(r.label), (int)(res->status == STORE_OK));
         mark_removed(ls, r.label, r.epoch);
         label_next(ls);
+        if (ls->term && !engine_term_over(ls->term))
+            engine_podlabel_apply(ls); /* a label changed during the term */
         return;
     }
     count_error("remove", res->status);
@@ -194,12 +196,21 @@ void engine_podlabel_apply(lease_state *ls)
 {
     term *t = ls->term;
     char pod[STORE_NAME_MAX], key[STORE_LABEL_KEY_MAX], value[STORE_LABEL_VAL_MAX];
-    if (!t || engine_term_over(t) || !t->label[0] || ls->label.busy ||
-        loop_timer_active(&ls->label.retry_timer))
+    if (!t || engine_term_over(t) || ls->label.busy || loop_timer_active(&ls->label.retry_timer))
         return;
+    if (strcmp(ls->record.pod_label, t->label) != 0) {
+        /* The term wants another label than the Lease records (its holder
+         * changed it on a resume): the recorded one comes off its Pod, the
+         * next renewal (at once) records the new one, and then it is set. */
+        if (ls->record.pod_label[0] && !recorded_removed(ls))
+            start_removal(ls);
+        else
+            engine_term_renew_now(ls);
+        return;
+    }
     /* Only a label the Lease records is set (whoever sees the term end can
      * clear it). */
-    if (strcmp(ls->record.pod_label, t->label) != 0 || !parse(t->label, pod, key, value))
+    if (!t->label[0] || !parse(t->label, pod, key, value))
         return;
     ls->label.removed = false;
     ls->label.busy = true;
@@ -219,8 +230,14 @@ static void verify_done(void *ctx, const store_result *res)
             continue;
         engine_event ev = {.kind = ENGINE_EVENT_REFUSED, .code = ENGINE_PERMISSION_DENIED};
         if (res->status == STORE_OK && strcmp(res->pod_ip, c->req.peer_ip) == 0) {
-            engine_campaign_set(c, CAMPAIGN_STANDBY);
-            engine_campaign_standby(ls, c);
+            if (c->req.resume_epoch) {
+                engine_campaign_set(c, CAMPAIGN_RESUMING);
+                if (ls->synced)
+                    engine_try_resume(ls, c);
+            } else {
+                engine_campaign_set(c, CAMPAIGN_STANDBY);
+                engine_campaign_standby(ls, c);
+            }
             continue;
         }
         if (res->status == STORE_OK)

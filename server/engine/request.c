@@ -88,8 +88,6 @@ static void do_campaign(cmd *k)
     c->req = k->req;
     c->listener = k->listener;
     c->state = c->req.resume_epoch != 0 ? CAMPAIGN_RESUMING : CAMPAIGN_STANDBY;
-    if (c->state == CAMPAIGN_STANDBY && c->req.pod[0] && c->req.peer_ip[0])
-        c->state = CAMPAIGN_VERIFYING; /* its Pod's address first (podlabel.c) */
     /* A resume may replace a stream the service has not yet seen break. */
     bool duplicate = false;
     if (c->state != CAMPAIGN_RESUMING)
@@ -105,13 +103,15 @@ static void do_campaign(cmd *k)
     log_event(LOG_INFO, "campaign", "ns=%s lease=%s identity=%s resume_epoch=%lld", ls->ns,
               ls->name, log_q(c->req.identity), (long long)c->req.resume_epoch);
     engine_tick_ensure(ls, c->req.retry_period_s);
+    if (c->req.pod[0] && c->req.peer_ip[0]) {
+        /* Its Pod's address first, for a resume too (podlabel.c). */
+        engine_campaign_set(c, CAMPAIGN_VERIFYING);
+        engine_podlabel_verify(ls, c);
+        return;
+    }
     if (c->state == CAMPAIGN_RESUMING) {
         if (ls->synced)
             engine_try_resume(ls, c);
-        return;
-    }
-    if (c->state == CAMPAIGN_VERIFYING) {
-        engine_podlabel_verify(ls, c);
         return;
     }
     engine_campaign_standby(ls, c);

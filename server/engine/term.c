@@ -245,7 +245,9 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     t->retry_s = c->req.retry_period_s;
     t->renewed_sent_ms = sent_ms;
     engine_copy_str(t->rv, sizeof t->rv, rec->resource_version);
-    engine_copy_str(t->label, sizeof t->label, rec->pod_label); /* what the write recorded */
+    /* The label the campaign asks for: what the acquisition recorded, or,
+     * for a resume, perhaps another one (engine_podlabel_apply moves it). */
+    engine_podlabel_format(&c->req, t->label, sizeof t->label);
     ls->term = t;
     engine_campaign_set(c, CAMPAIGN_LEADING);
     int64_t now = engine_now_ms(ls->e);
@@ -273,6 +275,7 @@ void engine_term_reattach(lease_state *ls, candidate *c)
         engine_candidate_end(t->owner, ENGINE_LOST_EXPIRED, t->epoch,
                              "replaced by a resumed campaign");
     t->owner = c;
+    engine_podlabel_format(&c->req, t->label, sizeof t->label); /* the holder may change it */
     engine_campaign_set(c, CAMPAIGN_LEADING);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
     engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
@@ -280,6 +283,18 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     log_event(LOG_INFO, "term_resumed", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch);
     engine_send_event(&c->listener, &ev);
+    /* Renewals stop while the term has no stream (renew_fire): they start
+     * again with its holder. */
+    if (t->state == TERM_LEADING && !loop_timer_active(&t->renew_timer))
+        schedule_renew(ls, engine_now_ms(ls->e));
+    engine_podlabel_apply(ls);
+}
+
+void engine_term_renew_now(lease_state *ls)
+{
+    term *t = ls->term;
+    if (t && t->state == TERM_LEADING && t->owner)
+        schedule_renew(ls, engine_now_ms(ls->e));
 }
 
 /* ---------- end and release ---------- */

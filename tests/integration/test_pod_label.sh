@@ -191,11 +191,42 @@ if transitions < rounds + 1:
 EOF
 pass "the Pod watch never shows two labelled Pods"
 
-# ---- refusals ------------------------------------------------------------------------------
 label_of() { # POD KEY
     must 200 GET "/api/v1/namespaces/$ns/pods/$app-$1"
     python3 -c 'import json,sys; print((json.load(open(sys.argv[1]))["metadata"].get("labels") or {}).get(sys.argv[2], ""))' "$OPS_TMP/k.json" "$2"
 }
+
+# ---- the wrapper: K8sPatchPodLabel after being elected, K8sRemovePodLabel after the loss -----
+# Two k8s_lease_supervisor processes (the C++ example on libk8s_lease_wrapper.h).
+wkey=other.example.com/x
+declare -A SPID
+start_supervisor() { # POD
+    KUBELEASE_ENDPOINT=$MAIN_URL KUBELEASE_TOKEN_FILE=${TOKEN_FILE[$1]} "$KL_SUPERVISOR" \
+        --namespace "$ns" --lease "$lease-w" --identity "$app-$1" --lease-duration 3 \
+        --renew-deadline 2 --retry-period 1 --pod-label "$app-$1/$wkey=leader" >>"$OPS_TMP/sup-$1.out" 2>&1 &
+    SPID[$1]=$!
+    OPS_PIDS+=($!)
+}
+only_labelled() { # POD: the only one of a and c with the wrapper's label
+    local other=a
+    [[ $1 == a ]] && other=c
+    [[ $(label_of "$1" "$wkey") == leader && -z $(label_of "$other" "$wkey") ]]
+}
+start_supervisor a
+ops_wait 30 grep -q LABELLED "$OPS_TMP/sup-a.out" || fail "the supervisor did not lead and label: $(tail -5 "$OPS_TMP/sup-a.out")"
+start_supervisor c
+ops_wait 30 only_labelled a || fail "K8sPatchPodLabel after election did not label a alone: a=$(label_of a "$wkey") c=$(label_of c "$wkey")"
+pass "K8sPatchPodLabel right after K8sLeaseWaitElected labels the leader's Pod"
+ops_sigkill "${SPID[a]}" # crash: kubeleased takes the label off, then c leads and labels c
+ops_wait 30 only_labelled c || fail "after the wrapper leader's crash: a=$(label_of a "$wkey") c=$(label_of c "$wkey")"
+pass "the crashed wrapper leader's label is gone and the new leader's Pod labelled"
+kill -TERM "${SPID[c]}" # resign: WaitLost returns, then K8sRemovePodLabel
+ops_wait 30 grep -q RESIGNED "$OPS_TMP/sup-c.out" || fail "the supervisor did not resign: $(tail -5 "$OPS_TMP/sup-c.out")"
+ops_wait 30 test -z "$(label_of c "$wkey")" || fail "the resigned leader's Pod keeps the label"
+! grep -q ERROR "$OPS_TMP/sup-c.out" || fail "K8sRemovePodLabel after the loss: $(grep ERROR "$OPS_TMP/sup-c.out")"
+pass "K8sRemovePodLabel after the loss is harmless; the label went with the term"
+
+# ---- refusals ------------------------------------------------------------------------------
 # refused POD TOKEN_POD KEY WANT: a campaign naming Pod POD with KEY, with the
 # token of TOKEN_POD's Pod, ends with a message containing WANT, and the Pod
 # stays unlabelled.

@@ -209,6 +209,45 @@ static void test_engine_pod_label_reapplied_at_renewal(void **state)
     sink_free(a);
 }
 
+/* The holder changes its label on a resume (the client library's
+ * kl_set_pod_label): the old Pod's label comes off before the new Pod's is
+ * set; a resume without a label clears it. */
+static void test_engine_pod_label_changed_on_resume(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *a2 = sink_new(), *a3 = sink_new();
+    campaign(f, a, labelled("change", "a", "pod-a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    harness_sleep_ms(10);
+    assert_string_equal(label_of(f, "pod-a", KEY), "leader");
+    engine_campaign_req r = labelled("change", "a", "pod-b");
+    r.resume_epoch = a->events[i].epoch;
+    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
+    campaign(f, a2, r);
+    int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(a2->events[j].epoch, a->events[i].epoch); /* the same term */
+    for (int k = 0; k < 50 && !label_of(f, "pod-b", KEY); k++)
+        harness_sleep_ms(10);
+    assert_null(label_of(f, "pod-a", KEY));
+    assert_string_equal(label_of(f, "pod-b", KEY), "leader");
+
+    engine_campaign_req none = req_for_ns("default", "change", "a");
+    none.resume_epoch = r.resume_epoch;
+    snprintf(none.term_token, sizeof none.term_token, "%s", a->events[i].term_token);
+    campaign(f, a3, none);
+    assert_true(wait_kind(a3, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    for (int k = 0; k < 50 && label_of(f, "pod-b", KEY); k++)
+        harness_sleep_ms(10);
+    assert_null(label_of(f, "pod-b", KEY));
+    resign(f, "change", "a");
+    assert_true(wait_closed(a3, 5000));
+    sink_free(a);
+    sink_free(a2);
+    sink_free(a3);
+}
+
 /* --auth none: the Pod must have the caller's address. */
 static void test_engine_pod_label_refused_for_another_pods_address(void **state)
 {
@@ -341,6 +380,7 @@ int main(void)
             test_engine_pod_label_of_detached_holder_removed_before_next_term, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_pod_label_reapplied_at_renewal, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_engine_pod_label_changed_on_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_pod_label_refused_for_another_pods_address,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_stale_pod_label_cleared_before_acquisition,
