@@ -160,6 +160,7 @@ typedef struct engine_lease_status {
     int32_t candidates;
     int32_t watchers;
     int32_t lease_duration_s;
+    char pod_label[STORE_POD_LABEL_MAX]; /* the Lease's recorded leader label; "" none */
 } engine_lease_status;
 
 /* The answer to a unary request; valid only during the callback. */

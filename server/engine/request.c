@@ -421,6 +421,8 @@ static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t no
     row->epoch = ls->record.transitions;
     row->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
     row->lease_duration_s = ls->record.lease_duration_s;
+    if (ls->exists)
+        engine_copy_str(row->pod_label, sizeof row->pod_label, ls->record.pod_label);
     if (ls->term && ls->term->granted_until_ms > now)
         row->valid_for_ms = ls->term->granted_until_ms - now;
     KL__LIST_FOREACH (link, &ls->candidates)

@@ -266,6 +266,7 @@ static uint8_t *list_leases_encode(rpc_codec codec, const engine_reply *r, size_
         row->candidates = l->candidates;
         row->watchers = l->watchers;
         row->lease_duration_seconds = l->lease_duration_s;
+        row->pod_label = (char *)l->pod_label;
         ptrs[i] = row;
     }
     m.n_leases = r->n_leases;

@@ -6,6 +6,7 @@
  * (engine_harness.h); the checks at Elected run inside the event callback,
  * on the loop thread, so they see the store as it was at that instant. */
 #include "support/engine_harness.h"
+#include "http/http_ops.h"
 #include "store/memory.h"
 
 #define KEY "example.com/role"
@@ -248,6 +249,47 @@ static void test_engine_pod_label_changed_on_resume(void **state)
     sink_free(a3);
 }
 
+/* The status page (and ListLeases) show each Lease's labelled Pod. */
+typedef struct page {
+    bool done;
+    char *html;
+    char label[STORE_POD_LABEL_MAX];
+} page;
+
+static void page_done(void *ctx, const engine_reply *r)
+{
+    page *p = ctx;
+    size_t len;
+    const char *ct;
+    assert_int_equal(r->n_leases, 1);
+    snprintf(p->label, sizeof p->label, "%s", r->leases[0].pod_label);
+    assert_int_equal(http_ops_status_page(r, &p->html, &len, &ct), 0);
+    p->done = true;
+}
+
+static bool page_done_yet(void *arg)
+{
+    return ((page *)arg)->done;
+}
+
+static void test_engine_pod_label_on_status_page(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new();
+    campaign(f, a, labelled("shown", "a", "pod-a"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    page p = {false, NULL, ""};
+    assert_int_equal(engine_list(f->engine, page_done, &p), 0);
+    assert_true(harness_run_until(page_done_yet, &p, 1000));
+    assert_string_equal(p.label, "pod-a " KEY "=leader");
+    assert_non_null(strstr(p.html, "<th>Leader Pod</th>"));
+    assert_non_null(strstr(p.html, "pod-a \xc2\xb7 " KEY "=leader"));
+    free(p.html);
+    resign(f, "shown", "a");
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+}
+
 /* --auth none: the Pod must have the caller's address. */
 static void test_engine_pod_label_refused_for_another_pods_address(void **state)
 {
@@ -381,6 +423,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_pod_label_reapplied_at_renewal, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_pod_label_changed_on_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_pod_label_on_status_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_pod_label_refused_for_another_pods_address,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_stale_pod_label_cleared_before_acquisition,
