@@ -148,8 +148,10 @@ void engine_try_acquire(lease_state *ls)
     if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
         return;
     candidate *c = next_in_line(ls);
-    if (!c)
+    if (!c) {
+        engine_podlabel_clear_stale(ls);
         return;
+    }
     int64_t now = engine_now_ms(ls->e);
     store_lease rec = {0};
     engine_copy_str(rec.ns, sizeof rec.ns, ls->ns);

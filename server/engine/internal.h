@@ -181,6 +181,7 @@ struct lease_state {
     /* Pod labels (podlabel.c): one Pod request at a time per Lease. */
     struct {
         bool busy;     /* a Pod patch is in flight */
+        bool writing;  /* the Lease write clearing a stale label is in flight */
         int verifying; /* Pod reads in flight for CAMPAIGN_VERIFYING candidates */
         bool removed;  /* the label the record names at removed_epoch is off its Pod */
         int64_t removed_epoch;
@@ -458,6 +459,11 @@ void engine_podlabel_format(const engine_campaign_req *req, char *out, size_t n)
 bool engine_podlabel_clear(lease_state *ls);
 /* The annotation a write by ls's term carries. */
 const char *engine_podlabel_for_write(const lease_state *ls);
+/* Nobody here campaigns for ls and no term here holds it: a label the
+ * Lease still records for a term that is over (released, or expired by
+ * observed time) comes off its Pod, then the annotation goes, so a stale
+ * label is cleared when the Lease is next seen (engine_try_acquire). */
+void engine_podlabel_clear_stale(lease_state *ls);
 /* The live term's label onto its Pod: at the start, on a resume, and after
  * each renewal (so a label someone removed comes back within a retry
  * period). When the term wants another label than the Lease records, the

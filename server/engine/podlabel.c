@@ -160,7 +160,7 @@ static void start_removal(lease_state *ls)
 
 bool engine_podlabel_clear(lease_state *ls)
 {
-    if (ls->label.busy || loop_timer_active(&ls->label.retry_timer))
+    if (ls->label.busy || ls->label.writing || loop_timer_active(&ls->label.retry_timer))
         return false;
     if (!ls->exists || !ls->record.pod_label[0] || recorded_removed(ls))
         return true;
@@ -176,6 +176,31 @@ const char *engine_podlabel_for_write(const lease_state *ls)
         (!t || strcmp(t->label, ls->record.pod_label) != 0))
         return ls->record.pod_label;
     return t ? t->label : "";
+}
+
+static void stale_written(void *ctx, const store_result *res)
+{
+    lease_state *ls = ctx;
+    ls->label.writing = false;
+    if (res->status == STORE_OK)
+        engine_adopt_record(ls, &res->lease, engine_now_ms(ls->e));
+    /* A conflict: someone wrote the Lease meanwhile; the watch brings it. */
+    engine_try_acquire(ls);
+}
+
+void engine_podlabel_clear_stale(lease_state *ls)
+{
+    if (!ls->exists || !ls->record.pod_label[0] || ls->label.writing)
+        return;
+    if (ls->record.holder[0] && !engine_record_expired(ls, engine_now_ms(ls->e)))
+        return; /* a live term (on another replica) owns its label */
+    if (!engine_podlabel_clear(ls))
+        return; /* engine_try_acquire runs again once it is off */
+    store_lease rec = ls->record;
+    rec.pod_label[0] = '\0';
+    ls->label.writing = true;
+    log_event(LOG_INFO, "pod_label_stale_cleared", "ns=%s lease=%s", ls->ns, ls->name);
+    ls->e->store->ops->update(ls->e->store, &rec, timeout_ms(ls), stale_written, ls);
 }
 
 /* ---------- set ---------- */

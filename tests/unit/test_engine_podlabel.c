@@ -383,6 +383,61 @@ static void test_engine_stale_pod_label_cleared_before_acquisition(void **state)
     sink_free(b);
 }
 
+/* The same with nobody campaigning: a Lease seen (here by a holder watch)
+ * whose term is over loses its stale label and then the annotation. */
+typedef struct rec_arg {
+    bool done;
+    store_lease lease;
+} rec_arg;
+
+static void rec_done(void *ctx, const store_result *r)
+{
+    rec_arg *a = ctx;
+    assert_int_equal(r->status, STORE_OK);
+    a->lease = r->lease;
+    a->done = true;
+}
+
+static bool rec_done_yet(void *arg)
+{
+    return ((rec_arg *)arg)->done;
+}
+
+static void test_engine_stale_pod_label_cleared_when_seen(void **state)
+{
+    fixture *f = *state;
+    create_arg c = {.lease = {.ns = "default",
+                              .name = "seen",
+                              .holder = "gone",
+                              .lease_duration_s = 1,
+                              .transitions = 2,
+                              .pod_label = "pod-a " KEY "=leader"}};
+    run_on_loop(f, create_on_loop, &c);
+    assert_true(harness_run_until(create_done_yet, &c, 1000));
+    other_label o = {"pod-a", false};
+    f->store->ops->pod_label(f->store, "default", "pod-a", KEY, "leader", 1000, other_done, &o);
+    assert_true(harness_run_until(other_done_yet, &o, 1000));
+
+    sink *w = sink_new();
+    w->id = engine_watch(f->engine, "default", "seen", listener_of(w));
+    assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 1000) >= 0);
+    harness_sleep_ms(500);
+    assert_string_equal(label_of(f, "pod-a", KEY), "leader"); /* not expired yet */
+    harness_sleep_ms(1500);
+    assert_null(label_of(f, "pod-a", KEY));
+    assert_string_equal(label_of(f, "pod-a", "app"), "kv");
+    rec_arg r;
+    memset(&r, 0, sizeof r);
+    f->store->ops->get(f->store, "default", "seen", 1000, rec_done, &r);
+    assert_true(harness_run_until(rec_done_yet, &r, 1000));
+    assert_string_equal(r.lease.pod_label, "");
+    assert_string_equal(r.lease.holder, "gone"); /* nothing else written */
+    assert_int_equal(r.lease.transitions, 2);
+    engine_unwatch(f->engine, w->id);
+    assert_true(wait_closed(w, 1000));
+    sink_free(w);
+}
+
 static void test_engine_validate_pod_label(void **state)
 {
     (void)state;
@@ -428,6 +483,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_stale_pod_label_cleared_before_acquisition,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_stale_pod_label_cleared_when_seen, setup,
+                                        teardown),
         cmocka_unit_test(test_engine_validate_pod_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
