@@ -118,8 +118,10 @@ static void op_done(void *ctx, const kube_response *r)
                       kube_verb_name(op->verb), r->http_code, log_q(have ? st.reason : ""),
                       log_q(res->message));
     }
-    if (res->status != STORE_OK)
+    if (res->status != STORE_OK && !op->pod)
         memset(&res->lease, 0, sizeof res->lease);
+    /* A Pod operation's result names its Pod (ns and name) whatever the
+     * outcome, as the store contract says. */
     op_complete(op);
 }
 

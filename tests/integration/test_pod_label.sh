@@ -241,7 +241,7 @@ refused() {
     ops_wait 20 grep -q "NOT-ELECTED" "$out" || fail "campaign for $1 with $2's token, key $3 was not refused: $(tail -3 "$out")"
     grep -q "$4" "$out" || fail "refusal without \"$4\": $(cat "$out")"
     ops_sigkill "$pid"
-    [[ $(label_of "$1" "$3") != leader || ($1 == "$holder_pod" && $3 == "$key") ]] ||
+    [[ $1 == nosuch || $(label_of "$1" "$3") != leader || ($1 == "$holder_pod" && $3 == "$key") ]] ||
         fail "a refused campaign labelled $1"
     pass "refused: $(grep -o 'NOT-ELECTED.*' "$out" | head -1)"
 }
@@ -259,6 +259,7 @@ nkey=example.com/noauth-role
 OPS_PORT=0
 ops_start noauth "${kube[@]}" --auth none --pod-label-keys "$nkey"
 refused x a "$nkey" "has the address \"10.255.0.1\", not the caller's 127.0.0.1"
+refused nosuch a "$nkey" "no pod $ns/$app-nosuch"
 KUBELEASE_TOKEN_FILE= "$KL_REPLICA" --endpoint "$OPS_URL" --namespace "$ns" --lease "$lease-n" \
     --identity "$app-b" "${durations[@]}" --pod-label "$app-b/$nkey=leader" >>"$OPS_TMP/noauth.out" 2>&1 &
 OPS_PIDS+=($!)
