@@ -11,7 +11,11 @@
  *   - removed before the Lease changes hands: before the release of a term
  *     that ended (resigned, or its last grant ran out), and before any
  *     acquisition of a Lease whose record still names a label (the holder's
- *     replica died, or an earlier run left it);
+ *     replica died, or an earlier run left it); with nobody campaigning, a
+ *     Lease seen with its term over loses a stale label, then the
+ *     annotation (engine_podlabel_clear_stale);
+ *   - moved when the holder resumes its term asking for another label: the
+ *     recorded one comes off, a renewal records the new one, then it is set;
  *   - one Pod request at a time per Lease, so a set still in flight never
  *     lands after the removal that follows it.
  *
