@@ -249,6 +249,20 @@ void engine_podlabel_apply(lease_state *ls)
 
 /* ---------- the caller's own Pod (--auth none) ---------- */
 
+/* ip is one of the Pod's space-separated addresses. */
+static bool has_address(const char *ips, const char *ip)
+{
+    size_t n = strlen(ip);
+    for (const char *p = ips; n && *p;) {
+        const char *end = strchr(p, ' ');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, ip, n) == 0)
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
 static void verify_done(void *ctx, const store_result *res)
 {
     lease_state *ls = ctx;
@@ -258,7 +272,7 @@ static void verify_done(void *ctx, const store_result *res)
         if (c->state != CAMPAIGN_VERIFYING || strcmp(c->req.pod, res->lease.name) != 0)
             continue;
         engine_event ev = {.kind = ENGINE_EVENT_REFUSED, .code = ENGINE_PERMISSION_DENIED};
-        if (res->status == STORE_OK && strcmp(res->pod_ip, c->req.peer_ip) == 0) {
+        if (res->status == STORE_OK && has_address(res->pod_ip, c->req.peer_ip)) {
             if (c->req.resume_epoch) {
                 engine_campaign_set(c, CAMPAIGN_RESUMING);
                 if (ls->synced)

@@ -350,8 +350,7 @@ static bool add_annotations(cJSON *md, const kube_lease *l, bool patch)
     return ann &&
            (!l->term_nonce[0] ||
             cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
-           add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL,
-                      patch);
+           add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL, patch);
 }
 
 /* The object (patch false) or a JSON merge patch (patch true) for l. */
@@ -483,9 +482,11 @@ done:
     return text;
 }
 
-int kube_pod_decode(const char *buf, size_t len, char ip[KUBE_IP_MAX], char *err, size_t err_len)
+int kube_pod_decode(const char *buf, size_t len, char ips[KUBE_POD_IPS_MAX], char *err,
+                    size_t err_len)
 {
-    ip[0] = 0;
+    char ip[KUBE_IP_MAX];
+    ips[0] = ip[0] = 0;
     cJSON *root = cJSON_ParseWithLength(buf, len);
     int rc = -1;
     if (!cJSON_IsObject(root)) {
@@ -501,6 +502,24 @@ int kube_pod_decode(const char *buf, size_t len, char ip[KUBE_IP_MAX], char *err
     rc = cJSON_IsObject(status)
              ? copy_str(status, "podIP", "status.podIP", ip, KUBE_IP_MAX, err, err_len)
              : 0;
+    if (rc != 0)
+        goto done;
+    snprintf(ips, KUBE_POD_IPS_MAX, "%s", ip);
+    const cJSON *list =
+        cJSON_IsObject(status) ? cJSON_GetObjectItemCaseSensitive(status, "podIPs") : NULL;
+    const cJSON *item;
+    if (!cJSON_IsArray(list))
+        list = NULL;
+    cJSON_ArrayForEach(item, list)
+    {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(item, "ip");
+        size_t used = strlen(ips);
+        if (!cJSON_IsString(v) || !v->valuestring || !v->valuestring[0] ||
+            strcmp(v->valuestring, ip) == 0 ||
+            used + 1 + strlen(v->valuestring) >= KUBE_POD_IPS_MAX)
+            continue;
+        snprintf(ips + used, KUBE_POD_IPS_MAX - used, "%s%s", used ? " " : "", v->valuestring);
+    }
 done:
     cJSON_Delete(root);
     return rc;

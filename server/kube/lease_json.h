@@ -78,8 +78,11 @@ void kube_lease_list_clear(kube_lease_list *l);
  * it when value is NULL; no other label is touched. Returns a malloc'd text
  * with *len set, or NULL when out of memory. */
 char *kube_pod_label_patch(const char *key, const char *value, size_t *len);
-/* Decodes a Pod's status.podIP into ip ("" when it has none). Returns 0, or
- * -1 with err filled when the body is not a Pod. */
-int kube_pod_decode(const char *buf, size_t len, char ip[KUBE_IP_MAX], char *err, size_t err_len);
+/* Decodes a Pod's addresses into ips: status.podIP, then the other entries
+ * of status.podIPs (dual-stack), separated by spaces ("" when it has none;
+ * entries that are not strings or do not fit are left out). Returns 0, or -1
+ * with err filled when the body is not a Pod. */
+int kube_pod_decode(const char *buf, size_t len, char ips[KUBE_POD_IPS_MAX], char *err,
+                    size_t err_len);
 
 #endif

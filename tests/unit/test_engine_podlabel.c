@@ -313,17 +313,25 @@ static void test_engine_pod_label_refused_for_another_pods_address(void **state)
     assert_true(i >= 0);
     assert_non_null(strstr(m->events[i].message, "no pod"));
 
-    engine_campaign_req rb = labelled("address", "b", "pod-b");
-    snprintf(rb.peer_ip, sizeof rb.peer_ip, "10.0.0.2");
+    /* Dual-stack: any of the Pod's addresses, whole. */
+    put_pod(f, "pod-d", "10.0.0.4 fd00::44");
+    engine_campaign_req rp = labelled("address", "p", "pod-d");
+    snprintf(rp.peer_ip, sizeof rp.peer_ip, "fd00::4");
+    sink *p = sink_new();
+    campaign(f, p, rp);
+    assert_true(wait_kind(p, ENGINE_EVENT_REFUSED, 5000) >= 0);
+    engine_campaign_req rb = labelled("address", "b", "pod-d");
+    snprintf(rb.peer_ip, sizeof rb.peer_ip, "fd00::44");
     campaign(f, b, rb);
     assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 5000) >= 0);
     harness_sleep_ms(10);
-    assert_string_equal(label_of(f, "pod-b", KEY), "leader");
+    assert_string_equal(label_of(f, "pod-d", KEY), "leader");
     resign(f, "address", "b");
     assert_true(wait_closed(b, 5000));
     sink_free(a);
     sink_free(b);
     sink_free(m);
+    sink_free(p);
 }
 
 typedef struct create_arg {

@@ -259,13 +259,17 @@ static void test_pod_label_patch_and_decode(void **state)
     json = kube_pod_label_patch("example.com/role", NULL, NULL);
     assert_string_equal(json, "{\"metadata\":{\"labels\":{\"example.com/role\":null}}}");
     free(json);
-    char ip[KUBE_IP_MAX], err[200];
+    char ip[KUBE_POD_IPS_MAX], err[200];
     const char *pod = "{\"kind\":\"Pod\",\"status\":{\"podIP\":\"10.1.2.3\"}}";
     assert_int_equal(kube_pod_decode(pod, strlen(pod), ip, err, sizeof err), 0);
     assert_string_equal(ip, "10.1.2.3");
     const char *pending = "{\"kind\":\"Pod\",\"status\":{\"phase\":\"Pending\"}}";
     assert_int_equal(kube_pod_decode(pending, strlen(pending), ip, err, sizeof err), 0);
     assert_string_equal(ip, "");
+    const char *dual = "{\"status\":{\"podIP\":\"10.1.2.3\",\"podIPs\":[{\"ip\":\"10.1.2.3\"},"
+                       "{\"ip\":\"fd00::3\"},{\"ip\":7}]}}";
+    assert_int_equal(kube_pod_decode(dual, strlen(dual), ip, err, sizeof err), 0);
+    assert_string_equal(ip, "10.1.2.3 fd00::3");
     const char *lease = "{\"kind\":\"Lease\"}";
     assert_int_equal(kube_pod_decode(lease, strlen(lease), ip, err, sizeof err), -1);
     assert_int_equal(kube_pod_decode("[", 1, ip, err, sizeof err), -1);
