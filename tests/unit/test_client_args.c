@@ -213,7 +213,11 @@ static void test_client_names_and_durations_are_validated(void **state)
     o.pod_label_value = "leader";
     assert_int_equal(kl_run_election_opts(c, "default", "x", "id", &o, &err),
                      KL_ERR_INVALID_ARGUMENT);
-    /* Nothing was started by the rejected calls. */
+    /* Nothing was started by the rejected calls, so no label can change. */
+    assert_int_equal(kl_set_pod_label(c, "default", "x", "kv-0", "role", "leader", &err),
+                     KL_ERR_NO_ELECTION);
+    assert_int_equal(kl_set_pod_label(c, "default", "x", "kv-0", NULL, "leader", &err),
+                     KL_ERR_INVALID_ARGUMENT);
     assert_int_equal(kl_wait_lost(c, "default", "x", &err), KL_ERR_NO_ELECTION);
     /* Valid: a dotted Lease name and the smallest durations. */
     assert_int_equal(kl_run_election(c, "default", "a.b-c", "id", 3, 2, 1, &err), KL_OK);
