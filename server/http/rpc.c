@@ -145,8 +145,9 @@ static rpc_code unwrap_envelope(const http_server *s, const http_req *q, uint8_t
         free(*msg);
         *msg = NULL;
         snprintf(why, why_len, "%s",
-                 flags & KL__ENVELOPE_FLAG_COMPRESSED ? "compressed requests are not supported"
-                                                      : "the request envelope has unexpected flags");
+                 flags & KL__ENVELOPE_FLAG_COMPRESSED
+                     ? "compressed requests are not supported"
+                     : "the request envelope has unexpected flags");
         return RPC_INVALID_ARGUMENT;
     }
     return RPC_OK;
