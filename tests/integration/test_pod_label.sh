@@ -7,9 +7,11 @@
 # change in the apiserver's order; over >= 20 failovers (the leader's
 # replica SIGKILLed, or told to hand over) it must never show two Pods with
 # the label, and each new leader's Pod gets it. Labels others set survive.
-# Then the refusals: a Pod that is not the caller's, a key not allowed, the
-# feature off; and with --auth none the Pod's address decides. Exits 77
-# without the control plane.
+# The wrapper's K8sPatchPodLabel / K8sRemovePodLabel through the C++
+# supervisor example, a crash included. Then the refusals: a Pod that is not the caller's, a key not allowed, the
+# feature off; and with --auth none the Pod's address decides. Last, a term
+# started through one kubeleased whose label another one clears when the
+# first dies. Exits 77 without the control plane.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/ops_lib.sh"
@@ -105,6 +107,44 @@ curl -sS -N "${ADMIN[@]}" --max-time 900 \
     >"$OPS_TMP/watch.jsonl" 2>"$OPS_TMP/watch.err" &
 OPS_PIDS+=($!)
 
+# check_watch KEY LEAST: the watch's events, in the apiserver's order, never
+# show two Pods with KEY=leader, show it appear at least LEAST times, and
+# never lose the Pods' own app label.
+cat >"$OPS_TMP/check_watch.py" <<'EOF'
+import json, sys
+path, app, key, least = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+labelled, transitions, events = {}, 0, 0
+last = None
+for line in open(path):
+    line = line.strip()
+    if not line:
+        continue
+    ev = json.loads(line)
+    obj = ev["object"]
+    if ev["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+        continue
+    events += 1
+    name = obj["metadata"]["name"]
+    labels = obj["metadata"].get("labels") or {}
+    if ev["type"] != "DELETED" and labels.get("app") != app:
+        sys.exit(f"{name} lost its app label: {labels}")
+    on = ev["type"] != "DELETED" and labels.get(key) == "leader"
+    if on and not labelled.get(name):
+        transitions += 1
+    labelled[name] = on
+    now = sorted(n for n, v in labelled.items() if v)
+    if len(now) > 1:
+        sys.exit(f"two Pods labelled at once (event {events}, rv {obj['metadata']['resourceVersion']}): {now}")
+    last = now
+print(f"watch ({key}): {events} events, {transitions} label appearances, never two labelled Pods; last: {last}")
+if transitions < least:
+    sys.exit(f"only {transitions} label appearances of {key}, want at least {least}")
+EOF
+check_watch() {
+    python3 "$OPS_TMP/check_watch.py" "$OPS_TMP/watch.jsonl" "$app" "$1" "$2" ||
+        fail "the Pod watch shows a violation for $1"
+}
+
 kube=(--kubeconfig "$KL_SA_KUBECONFIG")
 ops_start main "${kube[@]}" --pod-label-keys "other.example.com/x,$key"
 MAIN_URL=$OPS_URL
@@ -159,36 +199,7 @@ pass "$ROUNDS failovers (crashes and handoffs), now $holder at epoch $epoch"
 # Pod labelled, the label removed before the next one appears, and the
 # Pods' own label never lost.
 sleep 1 # let the watch deliver the last events (the check below does not depend on it)
-python3 - "$OPS_TMP/watch.jsonl" "$app" "$key" "$ROUNDS" <<'EOF' || fail "the Pod watch shows a violation"
-import json, sys
-path, app, key, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-labelled, transitions, events = {}, 0, 0
-last = None
-for line in open(path):
-    line = line.strip()
-    if not line:
-        continue
-    ev = json.loads(line)
-    obj = ev["object"]
-    if ev["type"] not in ("ADDED", "MODIFIED", "DELETED"):
-        continue
-    events += 1
-    name = obj["metadata"]["name"]
-    labels = obj["metadata"].get("labels") or {}
-    if ev["type"] != "DELETED" and labels.get("app") != app:
-        sys.exit(f"{name} lost its app label: {labels}")
-    on = ev["type"] != "DELETED" and labels.get(key) == "leader"
-    if on and not labelled.get(name):
-        transitions += 1
-    labelled[name] = on
-    now = sorted(n for n, v in labelled.items() if v)
-    if len(now) > 1:
-        sys.exit(f"two Pods labelled at once (event {events}, rv {obj['metadata']['resourceVersion']}): {now}")
-    last = now
-print(f"watch: {events} events, {transitions} label appearances, never two labelled Pods; last: {last}")
-if transitions < rounds + 1:
-    sys.exit(f"only {transitions} label appearances for {rounds} failovers")
-EOF
+check_watch "$key" $((ROUNDS + 1))
 pass "the Pod watch never shows two labelled Pods"
 
 label_of() { # POD KEY
@@ -266,3 +277,33 @@ OPS_PIDS+=($!)
 has_noauth_label() { [[ $(label_of b "$nkey") == leader ]]; }
 ops_wait 30 has_noauth_label || fail "--auth none: the caller's own Pod (by address) was not labelled: $(tail -3 "$OPS_TMP/noauth.out")"
 pass "--auth none: the Pod at the caller's address is labelled"
+
+# ---- a term started on another kubeleased replica --------------------------------------------
+# Pod a's replica leads through kubeleased x, Pod b's stands by on y; x is
+# SIGKILLed: y sees the term expire, takes the label off a (the Lease says
+# which Pod), and only then elects b and labels it.
+xkey=example.com/cross
+OPS_PORT=0
+ops_start x "${kube[@]}" --pod-label-keys "$xkey"
+X_URL=$OPS_URL X_PID=$OPS_PID
+OPS_PORT=0
+ops_start y "${kube[@]}" --pod-label-keys "$xkey"
+Y_URL=$OPS_URL
+cross_replica() { # POD URL
+    KUBELEASE_TOKEN_FILE=${TOKEN_FILE[$1]} "$KL_REPLICA" --endpoint "$2" --namespace "$ns" \
+        --lease "$lease-x" --identity "$app-$1" "${durations[@]}" --pod-label "$app-$1/$xkey=leader" \
+        >>"$OPS_TMP/cross-$1.out" 2>&1 &
+    OPS_PIDS+=($!)
+}
+cross_labelled() { [[ $(label_of "$1" "$xkey") == leader && -z $(label_of "$2" "$xkey") ]]; }
+cross_replica a "$X_URL"
+ops_wait 30 cross_labelled a b || fail "x did not label a: $(tail -3 "$OPS_TMP/cross-a.out")"
+cross_replica b "$Y_URL"
+ops_wait 30 grep -q STANDBY "$OPS_TMP/cross-b.out" || fail "b did not stand by on y"
+ops_sigkill "$X_PID"
+ops_wait 30 cross_labelled b a || fail "after x died: a=$(label_of a "$xkey") b=$(label_of b "$xkey")"
+pass "y cleared the label x had set, then labelled its own leader's Pod"
+sleep 1 # let the watch deliver the last events
+check_watch "$xkey" 2
+check_watch "$wkey" 2
+pass "the Pod watch never shows two labelled Pods for any key"
