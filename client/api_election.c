@@ -29,19 +29,69 @@ static void el_unlink(struct kl_client *c, struct kl__election *el)
     kl__election_unref(el);
 }
 
+void kl_election_options_init(kl_election_options *opts)
+{
+    if (opts)
+        memset(opts, 0, sizeof(*opts));
+}
+
+/* The leader label fields: both names or neither, within the service's
+ * limits (it checks their syntax and names the field). */
+static int check_pod_label(const kl_election_options *o, kl_error *err)
+{
+    int has_pod = o->pod_name && o->pod_name[0], has_key = o->pod_label_key && o->pod_label_key[0];
+    if (has_pod != has_key)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "opts: pod_name and pod_label_key go together (%s is missing)",
+                          has_pod ? "pod_label_key" : "pod_name");
+    if (has_pod && (strlen(o->pod_name) > 253 || strlen(o->pod_label_key) > 317 ||
+                    (o->pod_label_value && strlen(o->pod_label_value) > 63)))
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "opts: pod_name (253), pod_label_key (317) or pod_label_value (63) is "
+                          "too long");
+    return KL_OK;
+}
+
 int kl_run_election(kl_client *c, const char *ns, const char *lease, const char *identity,
                     int lease_duration_s, int renew_deadline_s, int retry_period_s, kl_error *err)
 {
+    kl_election_options o;
+    kl_election_options_init(&o);
+    o.lease_duration_s = lease_duration_s;
+    o.renew_deadline_s = renew_deadline_s;
+    o.retry_period_s = retry_period_s;
+    return kl_run_election_opts(c, ns, lease, identity, &o, err);
+}
+
+int kl_run_election_opts(kl_client *c, const char *ns, const char *lease, const char *identity,
+                         const kl_election_options *opts, kl_error *err)
+{
     struct kl__election *el = NULL, *old;
+    kl_election_options o;
+    kl_election_options_init(&o);
+    if (opts)
+        o = *opts;
+    if (!o.lease_duration_s && !o.renew_deadline_s && !o.retry_period_s) {
+        o.lease_duration_s = 15;
+        o.renew_deadline_s = 10;
+        o.retry_period_s = 2;
+    }
     int rc = kl__check_call(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
     if (kl__check_identity(identity, err) != KL_OK ||
-        kl__check_durations(lease_duration_s, renew_deadline_s, retry_period_s, err) != KL_OK)
+        kl__check_durations(o.lease_duration_s, o.renew_deadline_s, o.retry_period_s, err) !=
+            KL_OK ||
+        check_pod_label(&o, err) != KL_OK)
         return KL_ERR_INVALID_ARGUMENT;
 
-    el = kl__election_new(&c->loop, ns, lease, identity, lease_duration_s, renew_deadline_s,
-                          retry_period_s);
+    el = kl__election_new(&c->loop, ns, lease, identity, o.lease_duration_s, o.renew_deadline_s,
+                          o.retry_period_s);
+    if (el && o.pod_name && o.pod_name[0] &&
+        kl__election_set_pod_label(el, o.pod_name, o.pod_label_key, o.pod_label_value) != 0) {
+        kl__election_unref(el);
+        el = NULL;
+    }
     if (!el)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the election");
 
@@ -79,6 +129,41 @@ out:
     pthread_mutex_unlock(&c->loop.mu);
     if (el)
         kl__election_unref(el);
+    return rc;
+}
+
+int kl_set_pod_label(kl_client *c, const char *ns, const char *lease, const char *pod_name,
+                     const char *pod_label_key, const char *pod_label_value, kl_error *err)
+{
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    kl_election_options o;
+    kl_election_options_init(&o);
+    o.pod_name = pod_name;
+    o.pod_label_key = pod_label_key;
+    o.pod_label_value = pod_label_value;
+    if (check_pod_label(&o, err) != KL_OK)
+        return KL_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&c->loop.mu);
+    struct kl__election *el = el_find(c, ns, lease);
+    int has = pod_name && pod_name[0];
+    if (!el || kl__election_over(el)) {
+        rc = kl__seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s is running", ns, lease);
+    } else if (has == (el->pod_name != NULL) &&
+               (!has ||
+                (strcmp(el->pod_name, pod_name) == 0 &&
+                 strcmp(el->pod_label_key, pod_label_key) == 0 &&
+                 strcmp(el->pod_label_value, pod_label_value ? pod_label_value : "") == 0))) {
+        rc = KL_OK; /* unchanged: the stream is left alone */
+    } else if (kl__election_set_pod_label(el, pod_name, pod_label_key, pod_label_value) != 0) {
+        rc = kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory setting the leader label");
+    } else {
+        el->relabel = 1;
+        kl__loop_wake(&c->loop);
+        rc = KL_OK;
+    }
+    pthread_mutex_unlock(&c->loop.mu);
     return rc;
 }
 

@@ -131,6 +131,9 @@ static void el_free(struct kl__election *el)
     free(el->ns);
     free(el->name);
     free(el->identity);
+    free(el->pod_name);
+    free(el->pod_label_key);
+    free(el->pod_label_value);
     free(el);
 }
 
@@ -235,6 +238,12 @@ static void start_stream(struct kl__election *el)
         el_forget_term(el);
     req.resume_epoch = leader ? el->epoch : 0;
     req.term_token = el->term_token; /* a resume must prove the term is ours */
+    el->relabel = 0;                 /* this stream carries the current label */
+    if (el->pod_name) {
+        req.pod_name = el->pod_name;
+        req.pod_label_key = el->pod_label_key;
+        req.pod_label_value = el->pod_label_value;
+    }
     x = kl__xfer_new(&el->loop->tr, &campaign_type, &req.base, 0, el);
     if (!x) {
         el_finish(el, KL_ERR_NO_MEMORY, "out of memory opening the campaign for %s", el->key);
@@ -322,6 +331,12 @@ int64_t kl__elections_process(const struct kl__list *list, int64_t now)
         if (kl__election_over(el)) {
             next = kl__min64(next, el_wind_down(el, now));
             continue;
+        }
+        if (el->relabel && el->stream && kl__election_leader(el)) {
+            /* A new leader label: resume the term with it, at once. */
+            drop_xfer(&el->stream);
+            el_schedule_reconnect(el, now);
+            el->reconnect_at = now;
         }
         if (!el->stream) {
             if (now >= el->reconnect_at)
@@ -570,6 +585,23 @@ struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const 
         return NULL;
     }
     return el;
+}
+
+int kl__election_set_pod_label(struct kl__election *el, const char *pod, const char *key,
+                               const char *value)
+{
+    free(el->pod_name);
+    free(el->pod_label_key);
+    free(el->pod_label_value);
+    el->pod_name = el->pod_label_key = el->pod_label_value = NULL;
+    if (!pod || !pod[0])
+        return 0;
+    if (!(el->pod_name = strdup(pod)) || !(el->pod_label_key = strdup(key)) ||
+        !(el->pod_label_value = strdup(value ? value : ""))) {
+        kl__election_set_pod_label(el, NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
 }
 
 void kl__election_ref(struct kl__election *el)

@@ -46,6 +46,8 @@ struct kl__election {
     char *name;
     char *identity;
     int lease_s, renew_s, retry_s;
+    char *pod_name, *pod_label_key, *pod_label_value; /* NULL: no leader label */
+    int relabel; /* the label changed: a leader reopens its stream to resume with it */
 
     enum kl__election_state state;
     int64_t deadline_ms;                 /* leadership deadline (monotonic), while a leader */
@@ -84,6 +86,11 @@ static inline int kl__election_over(const struct kl__election *el)
  * arguments are copied. */
 struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const char *lease,
                                       const char *identity, int lease_s, int renew_s, int retry_s);
+/* Sets the leader label the campaign asks for (all three copied; pod NULL:
+ * none), replacing any. Returns 0, or -1 when out of memory (then none).
+ * The loop's mutex held once the election is listed. */
+int kl__election_set_pod_label(struct kl__election *el, const char *pod, const char *key,
+                               const char *value);
 void kl__election_ref(struct kl__election *el);
 /* Drops a reference; the last frees the election. */
 void kl__election_unref(struct kl__election *el);

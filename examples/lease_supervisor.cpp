@@ -11,6 +11,11 @@
 // leads; when nobody does, campaign and wait to be elected; lead until the
 // leadership is lost; stand by again. A watch logs every change of holder.
 // SIGINT and SIGTERM resign (a standby takes over at once) and exit 0.
+// --pod-label POD/KEY=VALUE: as the later Go wrapper's users do, right after
+// being elected K8sPatchPodLabel puts the leader label on this process's Pod
+// (kubeleased sets it, and takes it off before the next leader is elected,
+// also if this process crashes), and after the loss K8sRemovePodLabel
+// forgets it (harmless then: the label is already gone).
 // --intervals FILE appends "start|end ID PID EPOCH MONO_NS WHY" lines for the
 // tests, which check that no two leaders overlap.
 #include "libk8s_lease_wrapper.h"
@@ -38,6 +43,7 @@ struct Config {
     int renew_deadline = 10;
     int retry_period = 2;
     std::string intervals;
+    std::string pod, label_key, label_value; // --pod-label
 };
 
 Config cfg;
@@ -205,10 +211,20 @@ void one_round()
         return;
     }
     say("LEADER", "epoch=" + std::to_string(epoch));
+    if (!cfg.pod.empty()) { // route the leader Service here
+        if (K8sPatchPodLabel(c_str(cfg.ns), c_str(cfg.pod), c_str(cfg.label_key),
+                             c_str(cfg.label_value), &msg) != 0)
+            say("ERROR", take(msg));
+        else
+            say("LABELLED", cfg.pod + " " + cfg.label_key + "=" + cfg.label_value);
+    }
     // Serve as master until the leadership ends (at its deadline at the latest).
     K8sLeaseWaitLost(c_str(cfg.ns), c_str(cfg.lease), nullptr);
     stop_leading("lost");
     say(is_stopping() ? "RESIGNED" : "LOST", "epoch=" + std::to_string(epoch));
+    if (!cfg.pod.empty() &&
+        K8sRemovePodLabel(c_str(cfg.ns), c_str(cfg.pod), c_str(cfg.label_key), &msg) != 0)
+        say("ERROR", take(msg));
     K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
 }
 
@@ -246,7 +262,8 @@ void parse_args(int argc, char **argv)
         if (a == "--help") {
             std::printf("usage: k8s_lease_supervisor --lease NAME --identity ID [--namespace NS]\n"
                         "  [--lease-duration S] [--renew-deadline S] [--retry-period S]\n"
-                        "  [--intervals FILE]    (the service: $KUBELEASE_ENDPOINT)\n");
+                        "  [--intervals FILE] [--pod-label POD/KEY=VALUE]\n"
+                        "  (the service: $KUBELEASE_ENDPOINT)\n");
             std::exit(0);
         }
         if (!v) {
@@ -269,7 +286,18 @@ void parse_args(int argc, char **argv)
             cfg.retry_period = parse_int("--retry-period", v);
         else if (a == "--intervals")
             cfg.intervals = v;
-        else {
+        else if (a == "--pod-label") {
+            std::string p = v;
+            size_t slash = p.find('/'), eq = p.rfind('=');
+            if (slash == std::string::npos || eq == std::string::npos || eq < slash || slash == 0 ||
+                eq == slash + 1) {
+                std::fprintf(stderr, "k8s_lease_supervisor: --pod-label must be POD/KEY=VALUE\n");
+                std::exit(2);
+            }
+            cfg.pod = p.substr(0, slash);
+            cfg.label_key = p.substr(slash + 1, eq - slash - 1);
+            cfg.label_value = p.substr(eq + 1);
+        } else {
             std::fprintf(stderr, "k8s_lease_supervisor: unknown option %s\n", a.c_str());
             std::exit(2);
         }

@@ -37,9 +37,11 @@ struct config {
     int resign_after; /* seconds of leadership before resigning; 0 = never */
     const char *intervals;
     int track_deadline; /* poll the deadline while leading; log it at the end */
+    const char *pod;    /* --pod-label: the Pod kubeleased labels while this replica leads */
+    const char *label_key, *label_value;
 };
 
-static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL, 0};
+static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL, 0, NULL, NULL, NULL};
 static kl_client *client;
 static atomic_int stopping;
 static int intervals_fd = -1;
@@ -165,6 +167,9 @@ static void usage(FILE *out)
             "  --intervals FILE      append leadership intervals (CLOCK_MONOTONIC ns) to FILE\n"
             "  --track-deadline      while leading, poll the leadership deadline every 2 ms and\n"
             "                        append the last one seen to each \"end\" line of FILE\n"
+            "  --pod-label POD/KEY=VALUE  while leading, kubeleased puts label KEY=VALUE on\n"
+            "                        Pod POD (this replica's own) and takes it off before the\n"
+            "                        next leader is elected\n"
             "  --print-monotonic     print CLOCK_MONOTONIC in ns and exit (for test scripts)\n"
             "  --help                this text\n");
 }
@@ -181,6 +186,21 @@ static int parse_int(const char *name, const char *s, int min)
     return (int)v;
 }
 
+/* POD/KEY=VALUE: the Pod is up to the first '/', the key up to the last
+ * '=' (a key may have a prefix: POD/example.com/role=leader). */
+static void parse_pod_label(char *arg)
+{
+    char *slash = strchr(arg, '/'), *eq = strrchr(arg, '=');
+    if (!slash || !eq || eq < slash || slash == arg || eq == slash + 1) {
+        fprintf(stderr, "kl_replica: --pod-label must be POD/KEY=VALUE, not \"%s\"\n", arg);
+        exit(2);
+    }
+    *slash = *eq = '\0';
+    cfg.pod = arg;
+    cfg.label_key = slash + 1;
+    cfg.label_value = eq + 1;
+}
+
 static void parse_args(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -195,6 +215,7 @@ static void parse_args(int argc, char **argv)
         {"intervals", required_argument, NULL, 'I'},
         {"track-deadline", no_argument, NULL, 'T'},
         {"print-monotonic", no_argument, NULL, 'M'},
+        {"pod-label", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -230,6 +251,9 @@ static void parse_args(int argc, char **argv)
             break;
         case 'T':
             cfg.track_deadline = 1;
+            break;
+        case 'L':
+            parse_pod_label(optarg);
             break;
         case 'M':
             printf("%" PRId64 "\n", monotonic_ns());
@@ -299,8 +323,15 @@ static int one_term(void)
             rc == KL_NOT_FOUND ? " (no Lease yet)" : "");
     kl_free(holder);
 
-    rc = kl_run_election(client, cfg.ns, cfg.lease, cfg.identity, cfg.lease_duration,
-                         cfg.renew_deadline, cfg.retry_period, &err);
+    kl_election_options eo;
+    kl_election_options_init(&eo);
+    eo.lease_duration_s = cfg.lease_duration;
+    eo.renew_deadline_s = cfg.renew_deadline;
+    eo.retry_period_s = cfg.retry_period;
+    eo.pod_name = cfg.pod;
+    eo.pod_label_key = cfg.label_key;
+    eo.pod_label_value = cfg.label_value;
+    rc = kl_run_election_opts(client, cfg.ns, cfg.lease, cfg.identity, &eo, &err);
     if (rc != KL_OK) {
         say("ERROR", "%s", err.message);
         if (rc == KL_ERR_INVALID_ARGUMENT) {

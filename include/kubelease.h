@@ -175,6 +175,51 @@ KL_EXPORT int kl_run_election(kl_client *c, const char *ns, const char *lease, c
                               int lease_duration_s, int renew_deadline_s, int retry_period_s,
                               kl_error *err);
 
+/* Options for kl_run_election_opts. Initialise with
+ * kl_election_options_init; fields are only ever added at the end. */
+typedef struct kl_election_options {
+    /* client-go's durations, as for kl_run_election (0: 15, 10 and 2). */
+    int lease_duration_s, renew_deadline_s, retry_period_s;
+    /* The leader label: while this election leads, the service puts
+     * pod_label_key=pod_label_value on Pod pod_name (in ns, and the
+     * caller's own Pod), and takes it off before anyone else is elected, so
+     * that a Service selecting the label routes to the leader
+     * (docs/design.md, rule 9). NULL or "": no label; pod_name and
+     * pod_label_key go together; pod_label_value NULL means "". The service
+     * refuses (the election ends with KL_ERR_PERMISSION_DENIED, naming why)
+     * a key its --pod-label-keys does not allow, or a Pod that is not the
+     * caller's. The strings are copied. */
+    const char *pod_name;
+    const char *pod_label_key;
+    const char *pod_label_value;
+} kl_election_options;
+
+/* Fills *opts with zeros (= defaults, no label). */
+KL_EXPORT void kl_election_options_init(kl_election_options *opts);
+
+/* kl_run_election with options (opts NULL: the defaults): the same
+ * behaviour and errors; KL_ERR_INVALID_ARGUMENT also names a Pod label
+ * field that is too long or set without its partner. */
+KL_EXPORT int kl_run_election_opts(kl_client *c, const char *ns, const char *lease,
+                                   const char *identity, const kl_election_options *opts,
+                                   kl_error *err);
+
+/* Changes the leader label of this client's running election for ns/lease
+ * (pod_name NULL or "": no label; otherwise as kl_election_options). A
+ * leader keeps its term: the client reopens its campaign stream as a resume
+ * carrying the new label, and the service takes the old label off its Pod,
+ * records the new one in the Lease, then sets it (docs/design.md, rule 9).
+ * A candidate not yet leading sends it when its stream is next opened (at
+ * the latest when it leads: then as above). Returns KL_OK once that is
+ * under way: the label itself appears about a round trip later. A refusal
+ * by the service (a key it does not allow, a Pod not the caller's) ends the
+ * election like a refused campaign. Errors: KL_ERR_INVALID_ARGUMENT,
+ * KL_ERR_NO_ELECTION when no election for ns/lease runs (or it is over).
+ * Safe from a callback. */
+KL_EXPORT int kl_set_pod_label(kl_client *c, const char *ns, const char *lease,
+                               const char *pod_name, const char *pod_label_key,
+                               const char *pod_label_value, kl_error *err);
+
 /* Blocks until this client's election for ns/lease is elected and its term
  * confirmed by the service, then returns KL_OK with *lease_transitions (may be
  * NULL) = the term's fencing epoch (strictly larger for every new term).

@@ -115,6 +115,11 @@ starts() { grep -c '^start ' "$state/intervals" 2>/dev/null || true; }
 starts_above() { (($(starts) > $1)); }
 # last_start: "IDENTITY EPOCH MONO_NS" of the latest term.
 last_start() { awk '$1 == "start" { l = $2 " " $4 " " $5 } END { print l }' "$state/intervals"; }
+# labelled POD: ListLeases says the Lease's leader label is on POD.
+labelled() {
+    curl -s -X POST -H 'Content-Type: application/json' --data '{}' \
+        "$url/kubelease.v1.LeaseService/ListLeases" | grep -q "\"podLabel\":\"$1 "
+}
 candidates_are() {
     curl -s -X POST -H 'Content-Type: application/json' --data '{}' \
         "$url/kubelease.v1.LeaseService/ListLeases" | grep -q "\"candidates\":$1[,}]"
@@ -145,6 +150,7 @@ start_service() {
     rm -f "$state/port"
     # In a subshell: the service outlives this script and is not its job.
     ("$kubeleased" --dev --listen "127.0.0.1:$1" --port-file "$state/port" \
+        --pod-label-keys demo.kubelease.io/role \
         >>"$state/kubeleased.log" 2>&1 </dev/null &
         echo $! >"$state/kubeleased.pid")
     local pid
@@ -169,7 +175,7 @@ say "kubeleased is up at $url (pid $(cat "$state/kubeleased.pid"))."
 # ---- three replicas ------------------------------------------------------------------
 start_replica() {
     ("$replica" --endpoint "$url" --lease "$lease" --identity "$1" "${timing[@]}" \
-        --intervals "$state/intervals" >>"$state/$1.log" 2>&1 </dev/null &
+        --pod-label "$1/demo.kubelease.io/role=leader" --intervals "$state/intervals" >>"$state/$1.log" 2>&1 </dev/null &
         echo $! >"$state/$1.pid")
 }
 echo
@@ -188,6 +194,11 @@ show_replicas
 say "ELECTED: $leader leads with epoch $epoch. The epoch is the Lease's transition"
 more "count: every new term gets a larger one, so a stale leader can always be told"
 more "apart from the current one (fencing)."
+wait_until "$timeout_s" labelled "$leader" || die "the leader label is not on $leader"
+say "LABEL: kubeleased put demo.kubelease.io/role=leader on $leader's Pod (in --dev,"
+more "Pods live in memory; the status page's Leader Pod column shows it). It takes"
+more "the label off before anyone else is elected, so a Service selecting it reaches"
+more "the leader and never two Pods at once."
 
 # ---- crash failover ----------------------------------------------------------------------
 echo

@@ -79,6 +79,9 @@ static const flag flags[] = {
      "when it changes, for new connections (needs --tls-key-file)"},
     {"tls-key-file", FLAG_STRING, OPT(tls_key_file), 0, 0, "PATH", "none",
      "the certificate's private key (PEM); re-read with the certificate"},
+    {"pod-label-keys", FLAG_STRING, OPT(pod_label_keys), 0, 0, "KEY,KEY", "none",
+     "the Pod label keys a campaign may ask kubeleased to put on its own Pod while it leads "
+     "(docs/design.md, rule 9); none: campaigns naming a label are refused"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };

@@ -33,6 +33,7 @@ typedef struct options {
     const char *term_key_file;
     const char *tls_cert_file;
     const char *tls_key_file;
+    const char *pod_label_keys;
     bool help, version;
 } options;
 

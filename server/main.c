@@ -57,6 +57,31 @@ static char **split_namespaces(const char *list)
     return out;
 }
 
+/* Splits --pod-label-keys like --namespaces; each must be a label key. */
+static char **split_pod_label_keys(const char *list)
+{
+    size_t n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    char **out = calloc(1, (n + 1) * sizeof *out + strlen(list) + 1);
+    if (!out) {
+        fprintf(stderr, "kubeleased: out of memory\n");
+        return NULL;
+    }
+    char *keys = strcpy((char *)(out + n + 1), list);
+    size_t k = 0;
+    for (char *tok = strtok(keys, ","); tok; tok = strtok(NULL, ",")) {
+        char msg[256];
+        if (engine_validate_pod_label("x", tok, "", msg, sizeof msg) != 0) {
+            fprintf(stderr, "kubeleased: --pod-label-keys: %s\n", msg);
+            free(out);
+            return NULL;
+        }
+        out[k++] = tok;
+    }
+    return out;
+}
+
 #define TERM_KEY_MIN 32
 #define TERM_KEY_MAX 4096
 
@@ -125,10 +150,10 @@ static int configure_auth(const options *o, http_auth_config *cfg)
 }
 
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
- * saying what is wrong. *namespaces (free it) backs cfg's namespaces; key
- * backs cfg's term key. */
+ * saying what is wrong. *namespaces and *pod_label_keys (free them) back
+ * cfg's lists; key backs cfg's term key. */
 static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces,
-                     uint8_t key[TERM_KEY_MAX + 1])
+                     char ***pod_label_keys, uint8_t key[TERM_KEY_MAX + 1])
 {
     if (log_parse_level(o->log_level, level) != 0) {
         fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
@@ -169,6 +194,12 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         if (!*namespaces)
             return -1;
     }
+    *pod_label_keys = NULL;
+    if (o->pod_label_keys && !(*pod_label_keys = split_pod_label_keys(o->pod_label_keys))) {
+        free(*namespaces);
+        *namespaces = NULL;
+        return -1;
+    }
     *cfg = (service_config){
         .dev = o->dev,
         .kube = {.kubeconfig = o->kubeconfig,
@@ -185,6 +216,8 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_body_bytes = (size_t)o->max_body_bytes,
                  .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces,
+                 .pod_label_keys = (const char *const *)*pod_label_keys,
+                 .pod_ip_check = !o->dev,
                  .ops_listen = o->ops_listen,
                  .tls_cert_file = o->tls_cert_file,
                  .tls_key_file = o->tls_key_file},
@@ -192,6 +225,8 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
     if (configure_auth(o, &cfg->http.auth) != 0) {
         free(*namespaces);
         *namespaces = NULL;
+        free(*pod_label_keys);
+        *pod_label_keys = NULL;
         return -1;
     }
     return 0;
@@ -265,9 +300,9 @@ int main(int argc, char **argv)
     }
     service_config cfg;
     log_level level;
-    char **namespaces = NULL;
+    char **namespaces = NULL, **pod_label_keys = NULL;
     static uint8_t term_key[TERM_KEY_MAX + 1];
-    if (configure(&o, &cfg, &level, &namespaces, term_key) != 0)
+    if (configure(&o, &cfg, &level, &namespaces, &pod_label_keys, term_key) != 0)
         return EXIT_USAGE;
     log_set_level(level);
     metrics_init();
@@ -297,12 +332,13 @@ int main(int argc, char **argv)
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "
-              "identity_policy=%s tls=%s",
+              "identity_policy=%s tls=%s pod_label_keys=%s",
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
               o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
               log_q(o.token_audience), log_q(o.identity_policy),
-              o.tls_cert_file ? "true" : "false");
+              o.tls_cert_file ? "true" : "false",
+              log_q(o.pod_label_keys ? o.pod_label_keys : ""));
     if (!auth && !o.dev)
         log_event(LOG_WARN, "auth_disabled", "msg=%s",
                   log_q("--auth none against a cluster: ANY client that reaches this port may "
@@ -322,6 +358,7 @@ int main(int argc, char **argv)
 done:
     service_stop(svc); /* stops accepting, ends streams, keeps held Leases */
     free(namespaces);
+    free(pod_label_keys);
     if (rc == 0)
         log_event(LOG_INFO, "stopped", "%s", "");
     return rc;

@@ -41,8 +41,10 @@ static service_status store_start(service *svc, const service_config *cfg, char 
 {
     if (cfg->dev) {
         svc->store = store_memory_new(svc->loop);
-        if (svc->store)
+        if (svc->store) {
+            store_memory_set_auto_pods(svc->store, true); /* no Pods in --dev: labels only */
             return SERVICE_OK;
+        }
         snprintf(err, err_len, "out of memory");
         return SERVICE_FAILED;
     }

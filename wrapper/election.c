@@ -31,8 +31,20 @@ KW_EXPORT int K8sLeaseRunElection(char *ns, char *leaseName, char *identity, int
 
     if (!c)
         return -1;
-    if (kl_run_election(c, ns, leaseName, identity, leaseDurationSec, renewDeadlineSec,
-                        retryPeriodSec, &err) != KL_OK)
+    kl_election_options o;
+    kl_election_options_init(&o);
+    o.lease_duration_s = leaseDurationSec;
+    o.renew_deadline_s = renewDeadlineSec;
+    o.retry_period_s = retryPeriodSec;
+    /* The leader label recorded for ns (K8sPatchPodLabel), copied by
+     * kl_run_election_opts under the lock. */
+    kw_label_lock();
+    kw_label_options(ns, &o);
+    int rc = kl_run_election_opts(c, ns, leaseName, identity, &o, &err);
+    if (rc == KL_OK)
+        kw_label_election_started(ns, leaseName);
+    kw_label_unlock();
+    if (rc != KL_OK)
         return kw_fail(errMsg, "%s", err.message);
     return 0;
 }

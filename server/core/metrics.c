@@ -316,6 +316,12 @@ void metrics_init(void)
                     0);
     metrics_declare("kubelease_renewal_failures_total", METRICS_COUNTER,
                     "Failed lease renewals, by store status.", NULL, 0);
+    metrics_declare("kubelease_pod_label_errors_total", METRICS_COUNTER,
+                    "Failed Pod label requests (op set or remove), by store status.", NULL, 0);
+    metrics_declare("kubelease_pod_label_given_up_total", METRICS_COUNTER,
+                    "Pod label removals given up after the Lease's duration, letting the next "
+                    "term go ahead.",
+                    NULL, 0);
     metrics_declare(
         "kubelease_failover_seconds", METRICS_HISTOGRAM,
         "Leaderless time before each term this replica started: from the previous holder's "

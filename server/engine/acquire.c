@@ -136,7 +136,8 @@ static candidate *next_in_line(const lease_state *ls)
 {
     KL__LIST_FOREACH (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
-        if (c->state != CAMPAIGN_RESUMING)
+        /* resumes are handled when they arrive; a Pod to verify waits */
+        if (c->state != CAMPAIGN_RESUMING && c->state != CAMPAIGN_VERIFYING)
             return c;
     }
     return NULL;
@@ -147,8 +148,10 @@ void engine_try_acquire(lease_state *ls)
     if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
         return;
     candidate *c = next_in_line(ls);
-    if (!c)
+    if (!c) {
+        engine_podlabel_clear_stale(ls);
         return;
+    }
     int64_t now = engine_now_ms(ls->e);
     store_lease rec = {0};
     engine_copy_str(rec.ns, sizeof rec.ns, ls->ns);
@@ -156,6 +159,7 @@ void engine_try_acquire(lease_state *ls)
     engine_copy_str(rec.holder, sizeof rec.holder, c->req.identity);
     rec.lease_duration_s = c->req.lease_duration_s;
     rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
+    engine_podlabel_format(&c->req, rec.pod_label, sizeof rec.pod_label);
     if (!ls->exists) {
         acquire_absent(ls, c, &rec, now);
         return;
@@ -164,6 +168,10 @@ void engine_try_acquire(lease_state *ls)
         engine_schedule_expiry(ls);
         return;
     }
+    /* The previous term's Pod label comes off before anyone else is
+     * elected (docs/design.md, rule 9); called again once it has. */
+    if (!engine_podlabel_clear(ls))
+        return;
     /* Every new term gets a larger epoch (docs/design.md, rule 4), even for
      * the same identity. */
     rec.transitions = ls->record.transitions + 1;

@@ -101,6 +101,14 @@ typedef struct engine_campaign_req {
     int32_t lease_duration_s, renew_deadline_s, retry_period_s;
     int64_t resume_epoch;              /* 0: a new campaign */
     char term_token[ENGINE_TOKEN_MAX]; /* with resume_epoch: that term's token */
+    /* The Pod (in the Lease's namespace) that carries label_key=label_value
+     * while this campaign leads; "" for none (docs/design.md, rule 9). */
+    char pod[STORE_NAME_MAX];
+    char label_key[STORE_LABEL_KEY_MAX];
+    char label_value[STORE_LABEL_VAL_MAX];
+    /* When set (--auth none), the caller's address: the campaign is taken
+     * on only if the Pod's status.podIP is this address. */
+    char peer_ip[STORE_IP_MAX];
 } engine_campaign_req;
 
 typedef enum engine_event_kind {
@@ -152,6 +160,7 @@ typedef struct engine_lease_status {
     int32_t candidates;
     int32_t watchers;
     int32_t lease_duration_s;
+    char pod_label[STORE_POD_LABEL_MAX]; /* the Lease's recorded leader label; "" none */
 } engine_lease_status;
 
 /* The answer to a unary request; valid only during the callback. */
@@ -203,6 +212,11 @@ int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t m
 /* A term token as presented: at most ENGINE_TOKEN_MAX - 1 bytes ("" is
  * valid: no token). Never echoes the token. */
 int engine_validate_term_token(const char *token, char *msg, size_t msg_len);
+/* The Pod label fields of a campaign: all empty, or a Pod name (DNS-1123
+ * subdomain), a label key (Kubernetes syntax) and a label value (empty or
+ * Kubernetes syntax). */
+int engine_validate_pod_label(const char *pod, const char *key, const char *value, char *msg,
+                              size_t msg_len);
 
 /* Starts (or resumes) a campaign whose events go to listener. Returns a
  * campaign id > 0, or 0 when out of memory (listener untouched). A second

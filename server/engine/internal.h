@@ -14,6 +14,8 @@
  *   sweep.c     forgetting idle leases
  *   absent.c    the negative cache of Leases read and found absent
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
+ *   podlabel.c  the Pod label of a term: set, re-applied, removed before
+ *               the Lease changes hands (docs/design.md, rule 9)
  *   validate.c  request validation (pure)
  *
  * Threads: every function here runs on the engine's loop thread, and only
@@ -51,9 +53,10 @@ typedef struct pending_get pending_get;
 
 /* Where a campaign is in its life (engine_campaign_set). */
 typedef enum campaign_state {
-    CAMPAIGN_RESUMING, /* asks to resume a term; decided once the lease is synced */
-    CAMPAIGN_STANDBY,  /* waits for the lease (an acquisition may be in flight) */
-    CAMPAIGN_LEADING,  /* owns the lease's term */
+    CAMPAIGN_VERIFYING, /* names a Pod whose address must be the caller's (podlabel.c) */
+    CAMPAIGN_RESUMING,  /* asks to resume a term; decided once the lease is synced */
+    CAMPAIGN_STANDBY,   /* waits for the lease (an acquisition may be in flight) */
+    CAMPAIGN_LEADING,   /* owns the lease's term */
 } campaign_state;
 
 struct candidate {
@@ -115,6 +118,11 @@ struct term {
      * if another replica of the service took over the term (a resume there),
      * our writes fail instead of overwriting — or releasing — its term. */
     char rv[STORE_RV_MAX];
+    /* The Pod label this term wants ("<pod> <key>=<value>", "" none), and
+     * whether term_finish has run (no renewal in flight: podlabel.c may
+     * call it again once a removal has landed). */
+    char label[STORE_POD_LABEL_MAX];
+    bool finishing;
 };
 
 /* GetHolder waiting for a watch to sync, for a consistent read, or for the
@@ -170,6 +178,17 @@ struct lease_state {
     loop_timer tick_timer; /* keep-alive to standbys */
     loop_timer retry_timer;
     int64_t idle_since_ms; /* when the sweep first found it idle; 0: in use */
+    /* Pod labels (podlabel.c): one Pod request at a time per Lease. */
+    struct {
+        bool busy;     /* a Pod patch is in flight */
+        bool writing;  /* the Lease write clearing a stale label is in flight */
+        int verifying; /* Pod reads in flight for CAMPAIGN_VERIFYING candidates */
+        bool removed;  /* the label the record names at removed_epoch is off its Pod */
+        int64_t removed_epoch;
+        char removed_label[STORE_POD_LABEL_MAX];
+        int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
+        loop_timer retry_timer;
+    } label;
 };
 
 struct engine {
@@ -290,6 +309,9 @@ void engine_cmd_run(void *arg);
 /* Marks the engine stopping, ends every stream and answers every request
  * still waiting; idempotent. */
 void engine_shutdown(engine *e);
+/* Takes on a campaign standing by (new, or verified by podlabel.c): tells
+ * it the state and tries to acquire. */
+void engine_campaign_standby(lease_state *ls, candidate *c);
 
 /* --- lease.c --- */
 
@@ -358,6 +380,8 @@ term *engine_term_of(lease_state *ls, const char *identity);
 /* Starts a term for c from a record it has just written (sent at sent_ms). */
 void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, int64_t sent_ms,
                        bool resumed);
+/* Renews the live term at once (to record a changed Pod label). */
+void engine_term_renew_now(lease_state *ls);
 /* Reattaches a resuming candidate to ls's term and tells it it leads. */
 void engine_term_reattach(lease_state *ls, candidate *c);
 /* Ends the term: tells its owner why, and releases the Lease when release is
@@ -369,6 +393,9 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec);
 void engine_term_answer_resign(lease_state *ls, bool released);
 /* Frees ls's term without any callback. */
 void engine_term_free(lease_state *ls);
+/* The second half of engine_term_end once no renewal is in flight: release
+ * the Lease (after its Pod label is removed) or forget the term. */
+void engine_term_finish(lease_state *ls);
 
 /* --- acquire.c --- */
 
@@ -418,6 +445,34 @@ void engine_sweep_ensure(engine *e);
 /* Nothing depends on ls: no campaign, watch, term, acquisition or read in
  * flight. */
 bool engine_lease_idle(const lease_state *ls);
+
+/* --- podlabel.c --- */
+
+/* Formats a campaign's label as the Lease records it ("" when none). */
+void engine_podlabel_format(const engine_campaign_req *req, char *out, size_t n);
+/* True when the label the Lease records (if any) is off its Pod and no Pod
+ * request is in flight: the record may change hands. Else starts (or waits
+ * for) the removal and returns false; the caller is run again when it has
+ * landed (term_finish or engine_try_acquire). Removals that keep failing
+ * are given up after the Lease's leaseDurationSeconds (docs/design.md,
+ * rule 9). */
+bool engine_podlabel_clear(lease_state *ls);
+/* The annotation a write by ls's term carries. */
+const char *engine_podlabel_for_write(const lease_state *ls);
+/* Nobody here campaigns for ls and no term here holds it: a label the
+ * Lease still records for a term that is over (released, or expired by
+ * observed time) comes off its Pod, then the annotation goes, so a stale
+ * label is cleared when the Lease is next seen (engine_try_acquire). */
+void engine_podlabel_clear_stale(lease_state *ls);
+/* The live term's label onto its Pod: at the start, on a resume, and after
+ * each renewal (so a label someone removed comes back within a retry
+ * period). When the term wants another label than the Lease records, the
+ * recorded one is removed first, then a renewal records the new one. */
+void engine_podlabel_apply(lease_state *ls);
+/* A campaign naming a Pod at the caller's address: reads the Pod, then
+ * takes the campaign on or refuses it (permission_denied). */
+void engine_podlabel_verify(lease_state *ls, candidate *c);
+void engine_podlabel_drop(lease_state *ls);
 
 /* --- absent.c --- */
 

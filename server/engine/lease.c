@@ -85,6 +85,7 @@ lease_state *engine_lease_get(engine *e, const char *ns, const char *name)
     loop_timer_init(e->loop, &ls->expiry_timer);
     loop_timer_init(e->loop, &ls->tick_timer);
     loop_timer_init(e->loop, &ls->retry_timer);
+    loop_timer_init(e->loop, &ls->label.retry_timer);
     engine_copy_str(ls->ns, sizeof ls->ns, ns);
     engine_copy_str(ls->name, sizeof ls->name, name);
     ls->watch = e->store->ops->watch(e->store, ns, name, engine_on_watch, ls);
@@ -108,6 +109,7 @@ void engine_lease_drop(lease_state *ls)
     loop_timer_stop(&ls->expiry_timer);
     loop_timer_stop(&ls->tick_timer);
     loop_timer_stop(&ls->retry_timer);
+    engine_podlabel_drop(ls);
     e->store->ops->unwatch(e->store, ls->watch);
     free(ls);
 }
@@ -206,7 +208,7 @@ watcher **engine_watcher_slot(engine *e, uint64_t id)
 
 static const char *campaign_state_name(campaign_state s)
 {
-    static const char *const names[] = {"resuming", "standby", "leading"};
+    static const char *const names[] = {"verifying", "resuming", "standby", "leading"};
     return names[s];
 }
 

@@ -20,7 +20,7 @@ void engine_notify_standbys(lease_state *ls)
 {
     KL__LIST_FOREACH (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
-        if (c->state != CAMPAIGN_LEADING)
+        if (c->state != CAMPAIGN_LEADING && c->state != CAMPAIGN_VERIFYING)
             engine_notify_candidate(c);
     }
 }
@@ -54,7 +54,7 @@ static void tick_fire(void *arg)
     int32_t period = 0;
     KL__LIST_FOREACH (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
-        if (c->state == CAMPAIGN_LEADING)
+        if (c->state == CAMPAIGN_LEADING || c->state == CAMPAIGN_VERIFYING)
             continue;
         engine_notify_candidate(c);
         if (!period || c->req.retry_period_s < period)

@@ -103,11 +103,22 @@ static void do_campaign(cmd *k)
     log_event(LOG_INFO, "campaign", "ns=%s lease=%s identity=%s resume_epoch=%lld", ls->ns,
               ls->name, log_q(c->req.identity), (long long)c->req.resume_epoch);
     engine_tick_ensure(ls, c->req.retry_period_s);
+    if (c->req.pod[0] && c->req.peer_ip[0]) {
+        /* Its Pod's address first, for a resume too (podlabel.c). */
+        engine_campaign_set(c, CAMPAIGN_VERIFYING);
+        engine_podlabel_verify(ls, c);
+        return;
+    }
     if (c->state == CAMPAIGN_RESUMING) {
         if (ls->synced)
             engine_try_resume(ls, c);
         return;
     }
+    engine_campaign_standby(ls, c);
+}
+
+void engine_campaign_standby(lease_state *ls, candidate *c)
+{
     if (ls->synced)
         engine_notify_candidate(c);
     engine_try_acquire(ls);
@@ -410,6 +421,8 @@ static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t no
     row->epoch = ls->record.transitions;
     row->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
     row->lease_duration_s = ls->record.lease_duration_s;
+    if (ls->exists)
+        engine_copy_str(row->pod_label, sizeof row->pod_label, ls->record.pod_label);
     if (ls->term && ls->term->granted_until_ms > now)
         row->valid_for_ms = ls->term->granted_until_ms - now;
     KL__LIST_FOREACH (link, &ls->candidates)

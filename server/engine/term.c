@@ -17,7 +17,6 @@
 #include "engine/internal.h"
 
 static void term_schedule_guard(lease_state *ls);
-static void term_finish(lease_state *ls);
 
 static const char *term_state_name(term_state s)
 {
@@ -145,7 +144,7 @@ static void renew_done_ending(lease_state *ls, const store_result *r, int64_t no
     } else if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
         t->release_wanted = false;
     }
-    term_finish(ls);
+    engine_term_finish(ls);
 }
 
 static void renew_done(void *ctx, const store_result *r)
@@ -168,6 +167,7 @@ static void renew_done(void *ctx, const store_result *r)
         term_schedule_guard(ls);
         schedule_renew(ls, sent + (int64_t)t->retry_s * 1000);
         heartbeat(ls);
+        engine_podlabel_apply(ls);
         return;
     }
     if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
@@ -204,6 +204,7 @@ static void renew_fire(void *arg)
     rec.transitions = t->epoch;
     rec.renew_time_us = engine_wall_us(ls->e);
     rec.lease_duration_s = t->lease_s;
+    engine_copy_str(rec.pod_label, sizeof rec.pod_label, engine_podlabel_for_write(ls));
     ls->e->store->ops->update(ls->e->store, &rec, engine_request_timeout_ms(t->renew_s), renew_done,
                               ls);
 }
@@ -244,6 +245,9 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     t->retry_s = c->req.retry_period_s;
     t->renewed_sent_ms = sent_ms;
     engine_copy_str(t->rv, sizeof t->rv, rec->resource_version);
+    /* The label the campaign asks for: what the acquisition recorded, or,
+     * for a resume, perhaps another one (engine_podlabel_apply moves it). */
+    engine_podlabel_format(&c->req, t->label, sizeof t->label);
     ls->term = t;
     engine_campaign_set(c, CAMPAIGN_LEADING);
     int64_t now = engine_now_ms(ls->e);
@@ -261,6 +265,7 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     schedule_renew(ls, sent_ms + (int64_t)t->retry_s * 1000);
     engine_notify_standbys(ls);
     engine_notify_watchers(ls, false);
+    engine_podlabel_apply(ls); /* after the term has started (docs/design.md, rule 9) */
 }
 
 void engine_term_reattach(lease_state *ls, candidate *c)
@@ -270,6 +275,7 @@ void engine_term_reattach(lease_state *ls, candidate *c)
         engine_candidate_end(t->owner, ENGINE_LOST_EXPIRED, t->epoch,
                              "replaced by a resumed campaign");
     t->owner = c;
+    engine_podlabel_format(&c->req, t->label, sizeof t->label); /* the holder may change it */
     engine_campaign_set(c, CAMPAIGN_LEADING);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
     engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
@@ -277,6 +283,18 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     log_event(LOG_INFO, "term_resumed", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch);
     engine_send_event(&c->listener, &ev);
+    /* Renewals stop while the term has no stream (renew_fire): they start
+     * again with its holder. */
+    if (t->state == TERM_LEADING && !loop_timer_active(&t->renew_timer))
+        schedule_renew(ls, engine_now_ms(ls->e));
+    engine_podlabel_apply(ls);
+}
+
+void engine_term_renew_now(lease_state *ls)
+{
+    term *t = ls->term;
+    if (t && t->state == TERM_LEADING && t->owner)
+        schedule_renew(ls, engine_now_ms(ls->e));
 }
 
 /* ---------- end and release ---------- */
@@ -330,12 +348,12 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     term_set(ls, t, TERM_ENDING);
     t->release_wanted = release;
     if (!renewing)
-        term_finish(ls);
+        engine_term_finish(ls);
 }
 
 static void release_retry_fire(void *arg)
 {
-    term_finish(arg);
+    engine_term_finish(arg);
 }
 
 /* A release the apiserver did not take (timeout, reset, 429, 5xx, or 403
@@ -377,10 +395,13 @@ static void release_done(void *ctx, const store_result *r)
 }
 
 /* The second half of term_end, once no renewal of the term is in flight:
- * release the Lease if asked and it is still this term's, else forget it. */
-static void term_finish(lease_state *ls)
+ * release the Lease if asked and it is still this term's, else forget it.
+ * The release waits until the Pod label the Lease records is off its Pod
+ * (docs/design.md, rule 9): podlabel.c calls this again when it is. */
+void engine_term_finish(lease_state *ls)
 {
     term *t = ls->term;
+    t->finishing = true;
     if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
         ls->record.transitions != t->epoch) {
         engine_term_answer_resign(ls, false);
@@ -388,6 +409,8 @@ static void term_finish(lease_state *ls)
         engine_try_acquire(ls);
         return;
     }
+    if (!engine_podlabel_clear(ls))
+        return;
     term_set(ls, t, TERM_RELEASING);
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
     store_lease rel = ls->record;
@@ -395,6 +418,7 @@ static void term_finish(lease_state *ls)
     rel.transitions = t->epoch;
     rel.holder[0] = '\0';
     rel.lease_duration_s = 1;
+    rel.pod_label[0] = '\0'; /* off its Pod (engine_podlabel_clear) */
     rel.acquire_time_us = rel.renew_time_us = engine_wall_us(ls->e);
     ls->e->store->ops->update(ls->e->store, &rel, engine_request_timeout_ms(t->renew_s),
                               release_done, ls);
@@ -413,8 +437,9 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec)
     engine_copy_str(t->rv, sizeof t->rv, rec->resource_version);
     t->epoch = rec->transitions;
     t->renew_s = t->retry_s = t->lease_s = 2;
+    engine_copy_str(t->label, sizeof t->label, rec->pod_label);
     t->state = TERM_ENDING; /* born over */
     t->release_wanted = true;
     ls->term = t;
-    term_finish(ls);
+    engine_term_finish(ls);
 }

@@ -94,5 +94,67 @@ int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t m
                     detail);
     if (req->resume_epoch < 0)
         return fail(msg, msg_len, "resume_epoch: must not be negative%s", "");
+    return engine_validate_pod_label(req->pod, req->label_key, req->label_value, msg, msg_len);
+}
+
+static int is_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* A label name or value: at most 63 of [A-Za-z0-9-_.], alphanumeric at
+ * both ends (empty allowed only where the caller says). */
+static int label_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+            return 0;
+    return 1;
+}
+
+int engine_validate_pod_label(const char *pod, const char *key, const char *value, char *msg,
+                              size_t msg_len)
+{
+    pod = pod ? pod : "";
+    key = key ? key : "";
+    value = value ? value : "";
+    if (!*pod && !*key && !*value)
+        return 0;
+    if (!*pod)
+        return fail(msg, msg_len, "pod_name: must not be empty when pod_label_key is set%s", "");
+    if (!*key)
+        return fail(msg, msg_len, "pod_label_key: must not be empty when pod_name is set%s", "");
+    char detail[128];
+    if (engine_validate_lease_ref("x", pod, detail, sizeof detail) != 0)
+        return fail(msg, msg_len,
+                    "pod_name: \"%.80s\" is not a DNS-1123 subdomain (dot-separated lower-case "
+                    "alphanumerics and '-', at most 253)",
+                    pod);
+    const char *slash = strchr(key, '/');
+    const char *name = slash ? slash + 1 : key;
+    if (slash == key)
+        return fail(msg, msg_len, "pod_label_key: \"%.80s\" has an empty prefix", key);
+    if (slash) {
+        char prefix[256];
+        size_t n = (size_t)(slash - key);
+        if (n > 253)
+            return fail(msg, msg_len, "pod_label_key: the prefix is longer than 253 bytes%s", "");
+        snprintf(prefix, sizeof prefix, "%.*s", (int)n, key);
+        if (engine_validate_lease_ref("x", prefix, detail, sizeof detail) != 0)
+            return fail(msg, msg_len, "pod_label_key: prefix \"%.80s\" is not a DNS-1123 subdomain",
+                        prefix);
+    }
+    if (!label_name_ok(name, strlen(name)))
+        return fail(msg, msg_len,
+                    "pod_label_key: \"%.80s\" is not a label key ([prefix/]name: the name at "
+                    "most 63 of alphanumerics, '-', '_', '.', alphanumeric at both ends)",
+                    key);
+    if (*value && !label_name_ok(value, strlen(value)))
+        return fail(msg, msg_len,
+                    "pod_label_value: \"%.80s\" is not a label value (at most 63 of "
+                    "alphanumerics, '-', '_', '.', alphanumeric at both ends)",
+                    value);
     return 0;
 }

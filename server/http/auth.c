@@ -36,7 +36,7 @@ struct http_auth_ticket {
     /* the question */
     uint8_t digest[AUTH_DIGEST_LEN];
     char *token; /* secret: wiped when freed */
-    char verb[16], ns[64], name[254], identity[256];
+    char verb[16], ns[64], name[254], identity[256], pod[254];
     bool has_identity, narrow_on_deny;
     auth_subject *subject; /* loop thread: the caller, once authenticated */
     /* the answer */
@@ -128,6 +128,25 @@ int auth_policy_check(const http_auth *a, const auth_subject *s, const char *ide
     return -1;
 }
 
+int auth_pod_check(const auth_subject *s, const char *pod, char *msg, size_t msg_len)
+{
+    if (!pod)
+        return 0;
+    if (!s->pod[0]) {
+        snprintf(msg, msg_len,
+                 "pod_name: the caller's token is not bound to a pod (use a projected "
+                 "ServiceAccount token), so no Pod is its own to label");
+        return -1;
+    }
+    if (strcmp(pod, s->pod) == 0)
+        return 0;
+    snprintf(msg, msg_len,
+             "pod_name: \"%.200s\" is not the caller's pod \"%s\" (the pod claim of its "
+             "token): a campaign may label only its own Pod",
+             pod, s->pod);
+    return -1;
+}
+
 void auth_forbidden_message(const auth_subject *s, const auth_access_question *q,
                             const char *reason, char *msg, size_t msg_len)
 {
@@ -163,7 +182,8 @@ static bool refused(const http_auth *a, const auth_token_answer *t, const http_a
         deny(d, t->code, t->message);
         return true;
     }
-    if (auth_policy_check(a, t->subject, act->identity, msg, sizeof msg) != 0) {
+    if (auth_policy_check(a, t->subject, act->identity, msg, sizeof msg) != 0 ||
+        auth_pod_check(t->subject, act->pod, msg, sizeof msg) != 0) {
         deny(d, RPC_PERMISSION_DENIED, msg);
         return true;
     }
@@ -255,8 +275,9 @@ static void ticket_fail(http_auth_ticket *t, rpc_code code, const char *message)
 
 static http_auth_action ticket_action(const http_auth_ticket *t)
 {
-    return (http_auth_action){t->verb, t->ns, t->name, t->has_identity ? t->identity : NULL,
-                              t->narrow_on_deny};
+    return (http_auth_action){t->verb,           t->ns,
+                              t->name,           t->has_identity ? t->identity : NULL,
+                              t->narrow_on_deny, t->pod[0] ? t->pod : NULL};
 }
 
 static void ticket_on_access(void *ctx, const auth_access_answer *acc)
@@ -324,6 +345,7 @@ static http_auth_ticket *ticket_new(http_server *s, struct MHD_Connection *conn,
     t->has_identity = act->identity != NULL;
     snprintf(t->identity, sizeof t->identity, "%s", act->identity ? act->identity : "");
     t->narrow_on_deny = act->narrow_on_deny;
+    snprintf(t->pod, sizeof t->pod, "%s", act->pod ? act->pod : "");
     t->token = strdup(token);
     if (!t->token) {
         free(t);

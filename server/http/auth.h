@@ -34,6 +34,9 @@ typedef struct http_auth_action {
     /* A denial at the cluster scope is not the end: the answer is narrowed
      * to the namespaces the caller may list (q->scope.subject). */
     bool narrow_on_deny;
+    /* The Pod a campaign asks to label; NULL: none. It must be the pod
+     * claim of the caller's token (docs/design.md, rule 9). */
+    const char *pod;
 } http_auth_action;
 
 typedef enum http_auth_verdict {

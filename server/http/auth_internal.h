@@ -110,6 +110,9 @@ bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_a
 
 /* The identity policy for a campaign's identity. Returns 0, or -1 with the
  * reason in msg. */
+/* A campaign naming a Pod (pod not NULL) comes from that Pod: its token's
+ * pod claim names it (docs/design.md, rule 9). Returns 0, or -1 with why. */
+int auth_pod_check(const auth_subject *s, const char *pod, char *msg, size_t msg_len);
 int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity, char *msg,
                       size_t msg_len);
 /* The permission_denied message for a denied question, like kubectl's. */

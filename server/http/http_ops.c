@@ -185,7 +185,8 @@ static const char page_head[] =
 static const char table_head[] =
     "<table id=\"leases\"><thead><tr><th>Lease</th><th>Holder</th><th>Epoch</th>"
     "<th>Since last transition</th><th>Remaining validity</th><th>Lease duration</th>"
-    "<th>Candidates</th><th>Watchers</th></tr></thead><tbody id=\"rows\">\n";
+    "<th>Candidates</th><th>Watchers</th><th>Leader Pod</th></tr></thead>"
+    "<tbody id=\"rows\">\n";
 
 /* Rendering in the browser mirrors row() below; values are set with
  * textContent, never parsed as HTML. */
@@ -227,6 +228,8 @@ static const char page_script[] =
     "num(l.leaseDurationSeconds)+' s':'\\u2014';\n"
     "  cell(tr,'Candidates','badge').textContent=String(num(l.candidates));\n"
     "  cell(tr,'Watchers','badge').textContent=String(num(l.watchers));\n"
+    "  cell(tr,'Leader Pod',l.podLabel?'holder':'none').textContent=l.podLabel?"
+    "l.podLabel.replace(' ',' \\u00b7 '):'\\u2014';\n"
     "  rows.appendChild(tr);});\n"
     " table.style.display=data.length?'':'none';empty.style.display=data.length?'none':'';\n"
     " var age=lastOk?Math.round((now-lastOk)/1000):-1;\n"
@@ -279,8 +282,21 @@ static void row(struct kl__buf *o, const engine_lease_status *l)
         put_str(o, "\xe2\x80\x94");
     kl__buf_printf(o,
                    "</span></td><td data-label=\"Candidates\"><span class=\"badge\">%d</span></td>"
-                   "<td data-label=\"Watchers\"><span class=\"badge\">%d</span></td></tr>\n",
+                   "<td data-label=\"Watchers\"><span class=\"badge\">%d</span></td>",
                    (int)l->candidates, (int)l->watchers);
+    /* The leader label: "<pod> <key>=<value>" shown as "pod · key=value". */
+    const char *sp = strchr(l->pod_label, ' ');
+    if (sp) {
+        put_str(o, "<td data-label=\"Leader Pod\"><span class=\"holder\">");
+        char pod[STORE_NAME_MAX];
+        snprintf(pod, sizeof pod, "%.*s", (int)(sp - l->pod_label), l->pod_label);
+        put_esc(o, pod);
+        put_str(o, " \xc2\xb7 ");
+        put_esc(o, sp + 1);
+    } else {
+        put_str(o, "<td data-label=\"Leader Pod\"><span class=\"none\">\xe2\x80\x94");
+    }
+    put_str(o, "</span></td></tr>\n");
 }
 
 int http_ops_status_page(const engine_reply *list, char **body, size_t *len,

@@ -71,7 +71,9 @@ struct http_server {
     engine *engine;
     size_t max_body;
     unsigned user_timeout_ms;
-    char **namespaces; /* NULL-terminated; NULL: all */
+    char **namespaces;     /* NULL-terminated; NULL: all */
+    char **pod_label_keys; /* NULL-terminated; NULL: campaigns label no Pods */
+    bool pod_ip_check;     /* without auth: a campaign's Pod has the caller's address */
     uint16_t port, ops_port;
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */

@@ -179,9 +179,31 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
         return HTTP_AUTH_ALLOWED;
     rpc_method_id id = q->method->id;
     const char *ns = rpc_request_namespace(id, m), *name = rpc_request_name(id, m);
-    http_auth_action act = {verbs[id], ns ? ns : "", name ? name : "", rpc_request_identity(id, m),
-                            id == RPC_METHOD_LIST_LEASES};
+    http_auth_action act = {verbs[id],
+                            ns ? ns : "",
+                            name ? name : "",
+                            rpc_request_identity(id, m),
+                            id == RPC_METHOD_LIST_LEASES,
+                            rpc_request_pod(id, m)};
     return http_auth_authorize(s, conn, q, &act, d);
+}
+
+/* A campaign's Pod label key is one --pod-label-keys allows (docs/design.md,
+ * rule 9). Returns 0, or -1 with why. */
+static int pod_label_key_allowed(const http_server *s, const char *key, char *msg, size_t msg_len)
+{
+    if (!key)
+        return 0;
+    if (!s->pod_label_keys) {
+        snprintf(msg, msg_len,
+                 "pod_label_key: this kubeleased labels no Pods (--pod-label-keys is empty)");
+        return -1;
+    }
+    for (char **p = s->pod_label_keys; *p; p++)
+        if (strcmp(*p, key) == 0)
+            return 0;
+    snprintf(msg, msg_len, "pod_label_key: \"%.200s\" is not one of --pod-label-keys", key);
+    return -1;
 }
 
 /* A decoded request: validated, authorized, then started. */
@@ -207,6 +229,8 @@ static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, htt
         snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased", ns);
         return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);
     }
+    if (pod_label_key_allowed(s, rpc_request_pod_label_key(q->method->id, m), msg, sizeof msg))
+        return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);
     if (q->method->server_stream)
         return http_stream_start(s, conn, q, m);
     if (q->timeout_ms == 0)

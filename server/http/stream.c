@@ -15,6 +15,7 @@
  * completion), the engine thread (on_event, on_close), the timer thread and
  * the owner (shutdown). */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -321,9 +322,31 @@ static void set_socket_options(http_server *s, http_stream *st, struct MHD_Conne
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, STREAM_IDLE_TIMEOUT_S);
 }
 
+/* The caller's address as a Pod's status.podIP spells it (an IPv4 peer
+ * on an IPv6 socket without its ::ffff: prefix); "" when unknown. */
+static void peer_ip(struct MHD_Connection *conn, char *out, size_t n)
+{
+    out[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+                  (socklen_t)n);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))
+            inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)n);
+        else
+            inet_ntop(AF_INET6, a, out, (socklen_t)n);
+    }
+}
+
 /* Lists st and starts its engine side; an end frame instead if the engine
- * cannot take it. */
-static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCMessage *m)
+ * cannot take it. peer: the caller's address when the engine must check
+ * it against a campaign's Pod (docs/design.md, rule 9), else NULL. */
+static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCMessage *m,
+                               const char *peer)
 {
     stream_list(s, st);
     if (st->deadline_ms)
@@ -331,7 +354,7 @@ static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCM
     stream_ref(st);                /* the engine's, until on_close */
     st->engine_open = true;
     engine_listener l = {stream_on_event, stream_on_close, st};
-    st->engine_id = rpc_stream_start(s->engine, st->method->id, m, l);
+    st->engine_id = rpc_stream_start(s->engine, st->method->id, m, peer, l);
     if (!st->engine_id) {
         st->engine_open = false;
         stream_unref(st); /* the engine never calls on_close */
@@ -354,6 +377,15 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
     stream_ref(st); /* the response's, until stream_response_free */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rpc_content_type(q->codec, true));
     set_socket_options(s, st, conn);
+    /* Without authentication, only the Pod's address says the caller is it:
+     * "?" (no address) matches no Pod. */
+    char peer[INET6_ADDRSTRLEN] = "";
+    bool check_peer = !s->auth && s->pod_ip_check && rpc_request_pod(q->method->id, m);
+    if (check_peer) {
+        peer_ip(conn, peer, sizeof peer);
+        if (!peer[0])
+            snprintf(peer, sizeof peer, "?");
+    }
 
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
@@ -362,7 +394,7 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
         MHD_destroy_response(resp); /* the response's: frees st */
         return http_respond_stream_error(conn, q, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
     }
-    stream_open_locked(s, st, m);
+    stream_open_locked(s, st, m, check_peer ? peer : NULL);
     pthread_mutex_unlock(&s->mu);
     http_ops_stream(q->method->name, +1);
     q->stream = st;

@@ -15,6 +15,12 @@
 #define KUBE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
 #define KUBE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
 #define KUBE_RV_MAX     64
+/* The annotation kubelease writes on a Lease whose term labels a Pod:
+ * "<pod> <key>=<value>" (docs/design.md, rule 9). */
+#define KUBE_POD_LABEL_ANNOTATION "kubelease.io/pod-label"
+#define KUBE_POD_LABEL_MAX        640 /* pod 253 + key 317 + value 63 + separators */
+#define KUBE_IP_MAX               64  /* one address */
+#define KUBE_POD_IPS_MAX          128 /* a Pod's addresses (dual-stack: two), space-separated */
 #define KUBE_NONCE_MAX  64
 
 /* The annotation holding the random value of the term kubelease started on a
@@ -33,6 +39,8 @@ typedef struct kube_lease {
     int32_t lease_transitions;             /* spec.leaseTransitions; 0 when unset */
     int64_t acquire_time_us; /* spec.acquireTime: µs since the Unix epoch; 0 when unset */
     int64_t renew_time_us;   /* spec.renewTime: µs since the Unix epoch; 0 when unset */
+    /* metadata.annotations["kubelease.io/pod-label"]; "" when unset */
+    char pod_label[KUBE_POD_LABEL_MAX];
     /* metadata.annotations[KUBE_TERM_NONCE_ANNOTATION]; "" when unset (or not
      * a base64url string that fits: someone else's value is ignored) */
     char term_nonce[KUBE_NONCE_MAX];

@@ -275,6 +275,11 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
         goto fail;
     }
     get_term_nonce(md, out->term_nonce, sizeof out->term_nonce);
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    if (cJSON_IsObject(ann) && copy_str(ann, KUBE_POD_LABEL_ANNOTATION,
+                                        "metadata.annotations[\"" KUBE_POD_LABEL_ANNOTATION "\"]",
+                                        out->pod_label, sizeof out->pod_label, err, err_len))
+        goto fail;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
     if (!spec || cJSON_IsNull(spec))
         return 0;
@@ -334,13 +339,18 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
     return !nulls || cJSON_AddNullToObject(o, name) != NULL;
 }
 
-/* metadata.annotations with the term nonce, when l has one. */
-static bool add_term_nonce(cJSON *md, const kube_lease *l)
+/* metadata.annotations: the term nonce when l has one, and the pod label
+ * when set; a patch removes an unset pod label (null) and leaves every
+ * other annotation as it is. */
+static bool add_annotations(cJSON *md, const kube_lease *l, bool patch)
 {
-    if (!l->term_nonce[0])
+    if (!l->term_nonce[0] && !l->pod_label[0] && !patch)
         return true;
     cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
-    return ann && cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce);
+    return ann &&
+           (!l->term_nonce[0] ||
+            cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
+           add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL, patch);
 }
 
 /* The object (patch false) or a JSON merge patch (patch true) for l. */
@@ -352,8 +362,8 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         !bounded(l->holder_identity, sizeof l->holder_identity) ||
         !bounded(l->resource_version, sizeof l->resource_version) ||
         !bounded(l->term_nonce, sizeof l->term_nonce) || !base64url(l->term_nonce) ||
-        l->lease_transitions < 0 || l->lease_duration_seconds < 0 ||
-        (patch && !l->resource_version[0]))
+        !bounded(l->pod_label, sizeof l->pod_label) || l->lease_transitions < 0 ||
+        l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
         (l->renew_time_us && kube_microtime_format(l->renew_time_us, ren) != 0))
@@ -366,7 +376,7 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         (!patch && (!cJSON_AddStringToObject(md, "name", l->name) ||
                     !cJSON_AddStringToObject(md, "namespace", l->ns))) ||
         (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
-        !add_term_nonce(md, l) || !(spec = cJSON_AddObjectToObject(root, "spec")) ||
+        !add_annotations(md, l, patch) || !(spec = cJSON_AddObjectToObject(root, "spec")) ||
         !cJSON_AddStringToObject(spec, "holderIdentity", l->holder_identity) ||
         !add_number(spec, "leaseDurationSeconds", l->lease_duration_seconds,
                     l->lease_duration_seconds > 0, patch) ||
@@ -451,6 +461,66 @@ int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, ch
 done:
     if (rc != 0)
         kube_lease_list_clear(out);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- Pods ------------------------------------------------------------------ */
+
+char *kube_pod_label_patch(const char *key, const char *value, size_t *len)
+{
+    char *text = NULL;
+    cJSON *root = cJSON_CreateObject(), *md, *labels;
+    if (!root || !(md = cJSON_AddObjectToObject(root, "metadata")) ||
+        !(labels = cJSON_AddObjectToObject(md, "labels")) || !add_string(labels, key, value, true))
+        goto done;
+    text = cJSON_PrintUnformatted(root);
+    if (text && len)
+        *len = strlen(text);
+done:
+    cJSON_Delete(root);
+    return text;
+}
+
+int kube_pod_decode(const char *buf, size_t len, char ips[KUBE_POD_IPS_MAX], char *err,
+                    size_t err_len)
+{
+    char ip[KUBE_IP_MAX];
+    ips[0] = ip[0] = 0;
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    int rc = -1;
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, err_len, "Pod is not a JSON object");
+        goto done;
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
+    if (cJSON_IsString(kind) && kind->valuestring && strcmp(kind->valuestring, "Pod") != 0) {
+        snprintf(err, err_len, "object is a %.64s, not a Pod", kind->valuestring);
+        goto done;
+    }
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
+    rc = cJSON_IsObject(status)
+             ? copy_str(status, "podIP", "status.podIP", ip, KUBE_IP_MAX, err, err_len)
+             : 0;
+    if (rc != 0)
+        goto done;
+    snprintf(ips, KUBE_POD_IPS_MAX, "%s", ip);
+    const cJSON *list =
+        cJSON_IsObject(status) ? cJSON_GetObjectItemCaseSensitive(status, "podIPs") : NULL;
+    const cJSON *item;
+    if (!cJSON_IsArray(list))
+        list = NULL;
+    cJSON_ArrayForEach(item, list)
+    {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(item, "ip");
+        size_t used = strlen(ips);
+        if (!cJSON_IsString(v) || !v->valuestring || !v->valuestring[0] ||
+            strcmp(v->valuestring, ip) == 0 ||
+            used + 1 + strlen(v->valuestring) >= KUBE_POD_IPS_MAX)
+            continue;
+        snprintf(ips + used, KUBE_POD_IPS_MAX - used, "%s%s", used ? " " : "", v->valuestring);
+    }
+done:
     cJSON_Delete(root);
     return rc;
 }

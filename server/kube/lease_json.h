@@ -48,13 +48,14 @@ char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
 /* Encodes the JSON merge patch (RFC 7386) that makes a Lease's spec equal
  * lease's, on the condition that its resourceVersion is still
  * lease->resource_version (the apiserver answers 409 Conflict otherwise):
- * {"metadata":{"resourceVersion":...},"spec":{...}}, with unset fields
- * written as null so that they are removed, and, when lease has a term
- * nonce, that one annotation ("metadata":{"annotations":{...}}). Everything
- * else in the object (labels, other annotations, owner references, spec
- * fields this version does not know) is left as other writers set it. Returns a malloc'd
- * NUL-terminated text with *len set, or NULL when the resourceVersion is empty, a value cannot be
- * encoded, or memory runs out. */
+ * {"metadata":{"resourceVersion":...,"annotations":{...}},"spec":{...}},
+ * with unset fields written as null so that they are removed; the
+ * annotations are the term nonce, when lease has one, and the pod label
+ * (null when unset: removed). Everything else in the object (labels, other
+ * annotations, owner references, spec fields this version does not know)
+ * is left as other writers set it. Returns a malloc'd NUL-terminated text
+ * with *len set, or NULL when the resourceVersion is empty, a value cannot
+ * be encoded, or memory runs out. */
 char *kube_lease_merge_patch(const kube_lease *lease, size_t *len);
 
 /* A decoded LeaseList. Items that cannot be decoded are counted in n_bad
@@ -70,5 +71,18 @@ typedef struct kube_lease_list {
 int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, char *err,
                            size_t err_len);
 void kube_lease_list_clear(kube_lease_list *l);
+
+/* ---- Pods: one label, and the address ---- */
+
+/* The JSON merge patch that sets metadata.labels[key] to value, or removes
+ * it when value is NULL; no other label is touched. Returns a malloc'd text
+ * with *len set, or NULL when out of memory. */
+char *kube_pod_label_patch(const char *key, const char *value, size_t *len);
+/* Decodes a Pod's addresses into ips: status.podIP, then the other entries
+ * of status.podIPs (dual-stack), separated by spaces ("" when it has none;
+ * entries that are not strings or do not fit are left out). Returns 0, or -1
+ * with err filled when the body is not a Pod. */
+int kube_pod_decode(const char *buf, size_t len, char ips[KUBE_POD_IPS_MAX], char *err,
+                    size_t err_len);
 
 #endif

@@ -59,6 +59,30 @@ static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaig
     out->retry_period_s = r->retry_period_seconds;
     out->resume_epoch = r->resume_epoch;
     snprintf(out->term_token, sizeof out->term_token, "%s", r->term_token ? r->term_token : "");
+    snprintf(out->pod, sizeof out->pod, "%s", r->pod_name ? r->pod_name : "");
+    snprintf(out->label_key, sizeof out->label_key, "%s", r->pod_label_key ? r->pod_label_key : "");
+    snprintf(out->label_value, sizeof out->label_value, "%s",
+             r->pod_label_value ? r->pod_label_value : "");
+}
+
+/* The lengths of the Pod label fields, before they are copied. */
+static int pod_label_lengths(const Kubelease__V1__CampaignRequest *r, char *msg, size_t msg_len)
+{
+    const struct {
+        const char *field, *value;
+        size_t max;
+    } f[] = {
+        {"pod_name", r->pod_name, STORE_NAME_MAX - 1},
+        {"pod_label_key", r->pod_label_key, STORE_LABEL_KEY_MAX - 1},
+        {"pod_label_value", r->pod_label_value, STORE_LABEL_VAL_MAX - 1},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].value && strlen(f[i].value) > f[i].max) {
+            snprintf(msg, msg_len, "%s: longer than %zu bytes", f[i].field, f[i].max);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len)
@@ -74,7 +98,8 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         /* The lengths first, on the request's own strings: the engine's
          * form has fixed-size buffers. */
         if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
-            engine_validate_term_token(r->term_token, msg, msg_len) != 0)
+            engine_validate_term_token(r->term_token, msg, msg_len) != 0 ||
+            pod_label_lengths(r, msg, msg_len) != 0)
             return -1;
         engine_campaign_req c;
         campaign_req(r, &c);
@@ -159,6 +184,22 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
     }
 }
 
+const char *rpc_request_pod(rpc_method_id id, const ProtobufCMessage *req)
+{
+    if (id != RPC_METHOD_CAMPAIGN)
+        return NULL;
+    const char *p = ((const Kubelease__V1__CampaignRequest *)req)->pod_name;
+    return p && p[0] ? p : NULL;
+}
+
+const char *rpc_request_pod_label_key(rpc_method_id id, const ProtobufCMessage *req)
+{
+    if (id != RPC_METHOD_CAMPAIGN)
+        return NULL;
+    const char *k = ((const Kubelease__V1__CampaignRequest *)req)->pod_label_key;
+    return k && k[0] ? k : NULL;
+}
+
 const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
 {
     switch (id) {
@@ -225,6 +266,7 @@ static uint8_t *list_leases_encode(rpc_codec codec, const engine_reply *r, size_
         row->candidates = l->candidates;
         row->watchers = l->watchers;
         row->lease_duration_seconds = l->lease_duration_s;
+        row->pod_label = (char *)l->pod_label;
         ptrs[i] = row;
     }
     m.n_leases = r->n_leases;
@@ -266,12 +308,14 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
 /* ---------- streams ---------- */
 
 uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                          engine_listener listener)
+                          const char *peer_ip, engine_listener listener)
 {
     switch (id) {
     case RPC_METHOD_CAMPAIGN: {
         engine_campaign_req c;
         campaign_req((const Kubelease__V1__CampaignRequest *)req, &c);
+        if (peer_ip && c.pod[0])
+            snprintf(c.peer_ip, sizeof c.peer_ip, "%s", peer_ip);
         return engine_campaign(e, &c, listener);
     }
     case RPC_METHOD_WATCH_HOLDER: {

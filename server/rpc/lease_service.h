@@ -33,6 +33,9 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
 const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req);
 /* The campaign identity a request acts for (Campaign, Confirm, Resign), NULL
  * for the others. */
+/* A Campaign's Pod and label key, NULL for other methods or when unset. */
+const char *rpc_request_pod(rpc_method_id id, const ProtobufCMessage *req);
+const char *rpc_request_pod_label_key(rpc_method_id id, const ProtobufCMessage *req);
 const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req);
 
 /* The Connect code of an engine status code; RPC_UNKNOWN for a value the
@@ -51,10 +54,12 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, en
 uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len);
 
 /* Starts the engine side of a validated stream request (Campaign or
- * WatchHolder) whose events go to listener. Returns the engine's id (> 0),
- * or 0 when out of memory (listener untouched). */
+ * WatchHolder) whose events go to listener. peer_ip, when not NULL, is the
+ * caller's address, which a campaign naming a Pod must share with it
+ * (docs/design.md, rule 9). Returns the engine's id (> 0), or 0 when out of
+ * memory (listener untouched). */
 uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                          engine_listener listener);
+                          const char *peer_ip, engine_listener listener);
 /* The peer of stream engine_id left: a campaign is detached (not resigned:
  * the Lease is released only after the granted validity, docs/design.md,
  * rule 3), a watch is dropped. */

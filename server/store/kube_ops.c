@@ -3,7 +3,8 @@
  * of the spec, conditional on metadata.resourceVersion (a stale one gets 409
  * Conflict), so that labels, annotations and fields other writers set
  * survive (a PUT would replace them); remove a DELETE, with the
- * resourceVersion as a precondition when one is given.
+ * resourceVersion as a precondition when one is given. Pods: pod_get a GET,
+ * pod_label a JSON merge patch of the one label (other labels survive).
  *
  * Each operation is a kube_op listed in its store until it completes; a
  * failure found before any request is sent is reported from a zero-delay
@@ -24,6 +25,7 @@ struct kube_op {
     kube_request *req;
     loop_timer timer; /* delivers a failure found before any request */
     kube_verb verb;
+    bool pod; /* the answer is a Pod, not a Lease */
     store_cb cb;
     void *ctx;
     store_result res;
@@ -72,6 +74,15 @@ static void op_succeeded(kube_op *op, const kube_response *r)
     store_result *res = &op->res;
     kube_lease kl;
     char e[200];
+    if (op->pod) {
+        if (kube_pod_decode(r->body, r->body_len, res->pod_ip, e, sizeof e) == 0) {
+            res->status = STORE_OK;
+        } else {
+            res->status = STORE_INTERNAL;
+            snprintf(res->message, sizeof res->message, "apiserver: bad Pod in response: %s", e);
+        }
+        return;
+    }
     if (kube_lease_decode(r->body, r->body_len, &kl, e, sizeof e) == 0) {
         store_lease_from_kube(&kl, &res->lease);
         res->status = STORE_OK;
@@ -107,8 +118,10 @@ static void op_done(void *ctx, const kube_response *r)
                       kube_verb_name(op->verb), r->http_code, log_q(have ? st.reason : ""),
                       log_q(res->message));
     }
-    if (res->status != STORE_OK)
+    if (res->status != STORE_OK && !op->pod)
         memset(&res->lease, 0, sizeof res->lease);
+    /* A Pod operation's result names its Pod (ns and name) whatever the
+     * outcome, as the store contract says. */
     op_complete(op);
 }
 
@@ -229,6 +242,52 @@ void store_kube_remove(store *s, const char *ns, const char *name, const char *r
                      "\"preconditions\":{\"resourceVersion\":\"%s\"}}",
                      rv);
     op_start(op, "DELETE", path, body, (size_t)n, NULL, timeout_ms);
+}
+
+#define PODS_PATH "/api/v1/namespaces/%s/pods/%s"
+
+/* A Pod operation; NULL when the names are refused (the failure is on its way). */
+static kube_op *pod_op(kube_store *ks, kube_verb verb, const char *ns, const char *pod, store_cb cb,
+                       void *ctx, char *path, size_t path_len)
+{
+    kube_op *op = op_new(ks, verb, ns, pod, cb, ctx);
+    if (!op)
+        return NULL;
+    op->pod = true;
+    if (!check_names(op, ns, NULL))
+        return NULL;
+    if (!pod || kl__name_check_lease(pod) != KL__NAME_OK) { /* a DNS-1123 subdomain too */
+        op_fail(op, STORE_INVALID, "invalid pod name");
+        return NULL;
+    }
+    snprintf(path, path_len, PODS_PATH, ns, pod);
+    return op;
+}
+
+void store_kube_pod_get(store *s, const char *ns, const char *pod, int timeout_ms, store_cb cb,
+                        void *ctx)
+{
+    char path[512];
+    kube_op *op = pod_op((kube_store *)s, KUBE_VERB_GET, ns, pod, cb, ctx, path, sizeof path);
+    if (op)
+        op_start(op, "GET", path, NULL, 0, NULL, timeout_ms);
+}
+
+void store_kube_pod_label(store *s, const char *ns, const char *pod, const char *key,
+                          const char *value, int timeout_ms, store_cb cb, void *ctx)
+{
+    char path[512];
+    kube_op *op = pod_op((kube_store *)s, KUBE_VERB_PATCH, ns, pod, cb, ctx, path, sizeof path);
+    if (!op)
+        return;
+    size_t len;
+    char *body = kube_pod_label_patch(key, value, &len);
+    if (!body) {
+        op_fail(op, STORE_INTERNAL, "out of memory");
+        return;
+    }
+    op_start(op, "PATCH", path, body, len, "application/merge-patch+json", timeout_ms);
+    free(body);
 }
 
 void store_kube_ops_cancel_all(kube_store *ks)

@@ -46,6 +46,11 @@ void store_kube_create(store *s, const store_lease *lease, int timeout_ms, store
 void store_kube_update(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
 void store_kube_remove(store *s, const char *ns, const char *name, const char *rv, int timeout_ms,
                        store_cb cb, void *ctx);
+/* Pods: a GET, and a merge patch of one label (store.h). */
+void store_kube_pod_get(store *s, const char *ns, const char *pod, int timeout_ms, store_cb cb,
+                        void *ctx);
+void store_kube_pod_label(store *s, const char *ns, const char *pod, const char *key,
+                          const char *value, int timeout_ms, store_cb cb, void *ctx);
 /* Cancels every operation without callbacks (store destruction). */
 void store_kube_ops_cancel_all(kube_store *ks);
 

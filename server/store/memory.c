@@ -26,12 +26,28 @@ struct store_watch {
     bool sync_pending; /* the initial report is queued and refers to it */
 };
 
+/* A Pod: only what the store contract touches (its address and labels). */
+#define MEM_POD_LABELS 16
+typedef struct mem_pod {
+    struct kl__list link; /* in mem_store.pods */
+    char ns[STORE_NS_MAX];
+    char name[STORE_NAME_MAX];
+    char ip[STORE_IP_MAX];
+    int n_labels;
+    struct {
+        char key[STORE_LABEL_KEY_MAX];
+        char value[STORE_LABEL_VAL_MAX];
+    } labels[MEM_POD_LABELS];
+} mem_pod;
+
 typedef struct mem_op mem_op;
 
 typedef struct mem_store {
     store base;
     loop *loop;
     struct kl__list entries; /* mem_entry: the Leases */
+    struct kl__list pods;    /* mem_pod */
+    bool auto_pods;          /* a Pod named for the first time exists (--dev) */
     struct kl__list watches; /* store_watch: not yet freed (a dead one may wait for a delivery) */
     struct kl__list delayed; /* mem_op: operations and deliveries waiting on their timer */
     int64_t revision;
@@ -49,6 +65,8 @@ typedef enum mem_op_kind {
     OP_REMOVE,
     OP_WATCH_SYNC,
     OP_DELIVER, /* a watch event on its way (store_memory_set_watch_delay) */
+    OP_POD_GET,
+    OP_POD_LABEL,
 } mem_op_kind;
 
 struct mem_op {
@@ -60,8 +78,11 @@ struct mem_op {
     char rv[STORE_RV_MAX];
     store_cb cb;
     void *ctx;
-    struct store_watch *watch; /* OP_WATCH_SYNC */
-    store_event_type event;    /* OP_DELIVER */
+    struct store_watch *watch;       /* OP_WATCH_SYNC */
+    store_event_type event;          /* OP_DELIVER */
+    char key[STORE_LABEL_KEY_MAX];   /* OP_POD_LABEL */
+    char value[STORE_LABEL_VAL_MAX]; /* OP_POD_LABEL */
+    bool has_value;                  /* OP_POD_LABEL: set (else remove) */
 };
 
 static mem_entry *entry_of(const struct kl__list *link)
@@ -172,6 +193,71 @@ static void fail(store_result *r, store_status st, const char *what, const store
     snprintf(r->message, sizeof r->message, "lease %.60s/%.150s: %s", l->ns, l->name, what);
 }
 
+static mem_pod *pod_find(mem_store *m, const char *ns, const char *name)
+{
+    KL__LIST_FOREACH (link, &m->pods) {
+        mem_pod *p = KL__LIST_ENTRY(link, mem_pod, link);
+        if (strcmp(p->ns, ns) == 0 && strcmp(p->name, name) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+static mem_pod *pod_add(mem_store *m, const char *ns, const char *name, const char *ip)
+{
+    mem_pod *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    snprintf(p->ns, sizeof p->ns, "%s", ns);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    snprintf(p->ip, sizeof p->ip, "%s", ip ? ip : "");
+    kl__list_insert_tail(&m->pods, &p->link);
+    return p;
+}
+
+/* Sets or removes one label, keeping the others. Returns -1 when full. */
+static int pod_set_label(mem_pod *p, const char *key, const char *value)
+{
+    for (int i = 0; i < p->n_labels; i++) {
+        if (strcmp(p->labels[i].key, key) != 0)
+            continue;
+        if (value)
+            snprintf(p->labels[i].value, sizeof p->labels[i].value, "%s", value);
+        else
+            p->labels[i] = p->labels[--p->n_labels];
+        return 0;
+    }
+    if (!value)
+        return 0;
+    if (p->n_labels == MEM_POD_LABELS)
+        return -1;
+    snprintf(p->labels[p->n_labels].key, sizeof p->labels[0].key, "%s", key);
+    snprintf(p->labels[p->n_labels].value, sizeof p->labels[0].value, "%s", value);
+    p->n_labels++;
+    return 0;
+}
+
+static void apply_pod(mem_store *m, const mem_op *op, store_result *r)
+{
+    mem_pod *p = pod_find(m, op->lease.ns, op->lease.name);
+    if (!p && m->auto_pods)
+        p = pod_add(m, op->lease.ns, op->lease.name, NULL);
+    r->lease = op->lease;
+    if (!p) {
+        r->status = STORE_NOT_FOUND;
+        snprintf(r->message, sizeof r->message, "pod %.60s/%.150s: not found", op->lease.ns,
+                 op->lease.name);
+        return;
+    }
+    if (op->kind == OP_POD_LABEL && pod_set_label(p, op->key, op->has_value ? op->value : NULL)) {
+        r->status = STORE_INVALID;
+        snprintf(r->message, sizeof r->message, "pod %.60s/%.150s: too many labels", op->lease.ns,
+                 op->lease.name);
+        return;
+    }
+    snprintf(r->pod_ip, sizeof r->pod_ip, "%s", p->ip);
+}
+
 /* Applies a get, create, update or remove to the entries and fills *r.
  * Returns true when the entries changed (*ev: how the watches hear of it). */
 static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_type *ev)
@@ -226,6 +312,10 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
         free(e);
         *ev = STORE_EVENT_DELETE;
         return true;
+    case OP_POD_GET:
+    case OP_POD_LABEL:
+        apply_pod(m, op, r);
+        return false;
     case OP_WATCH_SYNC:
     case OP_DELIVER:
         break;
@@ -343,6 +433,53 @@ static void mem_remove(store *s, const char *ns, const char *name, const char *r
     submit((mem_store *)s, op);
 }
 
+static void mem_pod_get(store *s, const char *ns, const char *pod, int timeout_ms, store_cb cb,
+                        void *ctx)
+{
+    (void)timeout_ms;
+    mem_op *op = new_op((mem_store *)s, OP_POD_GET, ns, pod, cb, ctx);
+    if (op)
+        submit((mem_store *)s, op);
+}
+
+static void mem_pod_label(store *s, const char *ns, const char *pod, const char *key,
+                          const char *value, int timeout_ms, store_cb cb, void *ctx)
+{
+    (void)timeout_ms;
+    mem_op *op = new_op((mem_store *)s, OP_POD_LABEL, ns, pod, cb, ctx);
+    if (!op)
+        return;
+    snprintf(op->key, sizeof op->key, "%s", key);
+    snprintf(op->value, sizeof op->value, "%s", value ? value : "");
+    op->has_value = value != NULL;
+    submit((mem_store *)s, op);
+}
+
+int store_memory_pod_put(store *s, const char *ns, const char *pod, const char *ip)
+{
+    mem_store *m = (mem_store *)s;
+    mem_pod *p = pod_find(m, ns, pod);
+    if (!p)
+        p = pod_add(m, ns, pod, ip);
+    else
+        snprintf(p->ip, sizeof p->ip, "%s", ip ? ip : "");
+    return p ? 0 : -1;
+}
+
+void store_memory_set_auto_pods(store *s, bool on)
+{
+    ((mem_store *)s)->auto_pods = on;
+}
+
+const char *store_memory_pod_label(store *s, const char *ns, const char *pod, const char *key)
+{
+    const mem_pod *p = pod_find((mem_store *)s, ns, pod);
+    for (int i = 0; p && i < p->n_labels; i++)
+        if (strcmp(p->labels[i].key, key) == 0)
+            return p->labels[i].value;
+    return NULL;
+}
+
 int store_memory_watch_count(store *s)
 {
     int n = 0;
@@ -406,6 +543,8 @@ static void mem_destroy(store *s)
         free(entry_of(link));
     KL__LIST_FOREACH_SAFE (link, &m->watches)
         free(watch_of(link));
+    KL__LIST_FOREACH_SAFE (link, &m->pods)
+        free(KL__LIST_ENTRY(link, mem_pod, link));
     free(m);
 }
 
@@ -414,6 +553,8 @@ static const store_ops mem_ops = {
     .create = mem_create,
     .update = mem_update,
     .remove = mem_remove,
+    .pod_label = mem_pod_label,
+    .pod_get = mem_pod_get,
     .watch = mem_watch,
     .unwatch = mem_unwatch,
     .reachable = mem_reachable,

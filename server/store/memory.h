@@ -28,6 +28,17 @@ void store_memory_set_latency(store *s, int ms);
  * order, to model a watch that lags behind write responses. Loop thread only. */
 void store_memory_set_watch_delay(store *s, int ms);
 
+/* Pods (store.h, pod_get and pod_label). store_memory_pod_put adds Pod
+ * ns/pod with status.podIP ip (or sets its address); returns 0, or -1 when
+ * out of memory. With auto_pods on (--dev, where no Pods exist), a Pod read
+ * or labelled for the first time is added without an address. Loop thread
+ * only. */
+int store_memory_pod_put(store *s, const char *ns, const char *pod, const char *ip);
+void store_memory_set_auto_pods(store *s, bool on);
+/* Label key of Pod ns/pod; NULL when the Pod or the label is absent. Valid
+ * until the next operation. Loop thread only. */
+const char *store_memory_pod_label(store *s, const char *ns, const char *pod, const char *key);
+
 /* How many watches are open (not yet stopped). Loop thread only. */
 int store_memory_watch_count(store *s);
 

@@ -19,6 +19,13 @@
 #define STORE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
 #define STORE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
 #define STORE_RV_MAX     64
+/* A term's Pod label as the Lease records it: "<pod> <key>=<value>"
+ * (docs/design.md, rule 9). */
+#define STORE_POD_LABEL_MAX 640
+#define STORE_LABEL_KEY_MAX 320 /* [prefix (DNS subdomain, 253) '/'] name (63) */
+#define STORE_LABEL_VAL_MAX 64  /* at most 63 bytes */
+#define STORE_IP_MAX        64
+#define STORE_POD_IPS_MAX   128 /* a Pod's addresses, space-separated (dual-stack) */
 #define STORE_NONCE_MAX  64 /* a term nonce: base64url text */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
@@ -31,6 +38,9 @@ typedef struct store_lease {
     int64_t acquire_time_us;       /* wall clock, µs since the epoch; 0 when unset */
     int64_t renew_time_us;         /* wall clock, µs since the epoch; 0 when unset */
     char resource_version[STORE_RV_MAX];
+    /* The Pod label of the term (the Lease's kubelease.io/pod-label
+     * annotation); "" when none. Written by create and update like the spec. */
+    char pod_label[STORE_POD_LABEL_MAX];
     /* The random value of the term kubelease started on this Lease, from
      * which the term's token derives (docs/design.md, rule 8); "" when none.
      * Not a secret: it lives in the Lease beside the holder. */
@@ -60,9 +70,12 @@ const char *store_status_name(store_status s);
 
 typedef struct store_result {
     store_status status;
-    int http_code;     /* 0 for the memory store or transport errors */
-    char message[256]; /* why it failed, for logs; "" on success */
-    store_lease lease; /* the object after the operation, when status == STORE_OK */
+    int http_code;             /* 0 for the memory store or transport errors */
+    char message[256];         /* why it failed, for logs; "" on success */
+    store_lease lease;         /* the object after the operation, when status == STORE_OK */
+    /* pod_get, pod_label: the Pod's addresses, status.podIP first, then the
+     * rest of status.podIPs, space-separated ("" none) */
+    char pod_ip[STORE_POD_IPS_MAX];
 } store_result;
 
 /* Completion of one operation; res is valid only during the call. */
@@ -101,6 +114,15 @@ typedef struct store_ops {
     store_watch *(*watch)(store *s, const char *ns, const char *name, store_watch_cb cb, void *ctx);
     /* Stops a watch; no callback runs for it after this returns. */
     void (*unwatch)(store *s, store_watch *w);
+    /* Sets label key of Pod ns/pod to value, or removes it when value is
+     * NULL, with a merge patch of that one label: the Pod's other labels
+     * are kept. NOT_FOUND when the Pod does not exist. res->lease has only
+     * ns and name (the Pod's); res->pod_ip is set on success. */
+    void (*pod_label)(store *s, const char *ns, const char *pod, const char *key, const char *value,
+                      int timeout_ms, store_cb cb, void *ctx);
+    /* Reads Pod ns/pod: res->pod_ip on success, NOT_FOUND when absent. */
+    void (*pod_get)(store *s, const char *ns, const char *pod, int timeout_ms, store_cb cb,
+                    void *ctx);
     /* True while the store is reachable (the last request or watch worked). */
     bool (*reachable)(store *s);
     void (*destroy)(store *s);

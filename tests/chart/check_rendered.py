@@ -198,9 +198,15 @@ def check_common(docs, ns):
     docs = [d for d in docs if not is_auth(d)]
     roles = of_kind(docs, "Role") + of_kind(docs, "ClusterRole")
     expect(roles, "no Role or ClusterRole")
+    labels_on = arg_value(args, "--pod-label-keys") is not None
     for r in roles:
         rules = r["rules"]
-        expect(len(rules) == 1, f"{r['kind']}/{r['metadata']['name']} has {len(rules)} rules")
+        # With leader labels, one more rule: get and patch on pods, nothing else.
+        want = 2 if labels_on else 1
+        expect(len(rules) == want, f"{r['kind']}/{r['metadata']['name']} has {len(rules)} rules")
+        if labels_on:
+            expect(rules[1] == {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
+                   f"pod rule {rules[1]}")
         rule = rules[0]
         expect(rule["apiGroups"] == ["coordination.k8s.io"], f"apiGroups {rule['apiGroups']}")
         expect(rule["resources"] == ["leases"], f"resources {rule['resources']}")
@@ -259,6 +265,8 @@ def main():
     docs = load(path)
     dep, c, args = check_common(docs, ns)
     sm = of_kind(docs, "ServiceMonitor")
+    if case != "podlabels":
+        expect(arg_value(args, "--pod-label-keys") is None, "--pod-label-keys without podLabelKeys")
     if case == "defaults":
         expect(dep["spec"]["replicas"] == 2, f"replicas {dep['spec']['replicas']}")
         check_namespaced(docs, ns, [ns], args)
@@ -296,6 +304,10 @@ def main():
         one(lease_docs, "ClusterRole")
         one(lease_docs, "ClusterRoleBinding")
         expect(arg_value(args, "--namespaces") is None, "cluster mode restricts --namespaces")
+    elif case == "podlabels":
+        expect(arg_value(args, "--pod-label-keys") == "example.com/store-role,app/leader",
+               f"--pod-label-keys is {arg_value(args, '--pod-label-keys')!r}")
+        check_namespaced(docs, ns, [ns], args)
     elif case == "single":
         expect(dep["spec"]["replicas"] == 1, f"replicas {dep['spec']['replicas']}")
         check_pdb(docs, dep, False)

@@ -5,8 +5,9 @@
 # chart's ServiceAccount show it can do exactly the Lease verbs in its
 # namespaces, create token and access reviews (auth.mode kubernetes), and
 # nothing else — in namespaced mode and, after a helm upgrade, in
-# cluster-wide mode. The term key Secret the chart makes at install keeps
-# its key through the upgrade (docs/design.md, rule 8).
+# cluster-wide mode, then get and patch on pods with podLabelKeys (rule 9).
+# The term key Secret the chart makes at install keeps its key through the
+# upgrade (docs/design.md, rule 8).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -222,6 +223,22 @@ allow "" list
 allow "" watch
 check_common_denials
 check_review_rights
+for v in get patch; do deny "$NS_OTHER" "$v" pods ""; done # no leader labels: no pods
+
+# podLabelKeys: get and patch on pods, in the Leases' scope, and nothing else
+# on pods (docs/design.md, rule 9).
+note "helm upgrade (cluster-wide, leader labels)"
+helm_admin upgrade "$REL" "$CHART" --namespace "$RELNS" -f "$work/values/cluster.yaml" \
+  --set 'podLabelKeys[0]=example.com/store-role' >"$work/upgrade2.out" 2>&1 ||
+  { cat "$work/upgrade2.out" >&2; fail "helm upgrade with podLabelKeys failed"; }
+kapi GET "/apis/apps/v1/namespaces/$RELNS/deployments/$FULL"
+args=$(jget spec.template.spec.containers.0.args)
+grep -qF '"--pod-label-keys", "example.com/store-role"' <<<"$args" || fail "podLabelKeys not passed: $args"
+for ns in "$RELNS" "$NS_OTHER"; do
+  for v in get patch; do allow "$ns" "$v" pods ""; done
+  for v in list watch create update delete; do deny "$ns" "$v" pods ""; done
+done
+check_common_denials
 
 # 4. Uninstall removes the cluster-scoped objects too.
 helm_admin uninstall "$REL" --namespace "$RELNS" >/dev/null 2>&1 || fail "helm uninstall failed"

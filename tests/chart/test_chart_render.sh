@@ -75,7 +75,11 @@ extraEnv:
 podAntiAffinity: hard
 V
 
-for case in defaults namespaced cluster single servicemonitor tls authnone authpod custom; do
+cat >"$work/values/podlabels.yaml" <<'V'
+podLabelKeys: ["example.com/store-role", "app/leader"]
+V
+
+for case in defaults namespaced cluster single servicemonitor tls authnone authpod podlabels custom; do
   vf=$work/values/$case.yaml
   note "case $case: lint --strict"
   "$HELM" lint --strict "$CHART" -f "$vf" >"$work/lint-$case.log" 2>&1 ||
@@ -142,6 +146,7 @@ reject 'an unknown auth mode' 'mode' --set auth.mode=basic
 reject 'an unknown identity policy' 'identityPolicy' --set auth.identityPolicy=user
 reject 'an identity policy without authorization' 'identityPolicy' --set auth.mode=none --set auth.identityPolicy=pod
 reject 'an empty token audience' 'tokenAudience' --set auth.tokenAudience=
+reject 'a pod label key that is no label key' 'podLabelKeys' --set 'podLabelKeys[0]=Bad Key'
 "$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"
 
 echo "PASS: chart lints, renders the matrix and rejects bad values"

@@ -39,7 +39,7 @@ so=$(find "$libdir" -name 'libk8s_lease_wrapper.so.*.*.*')
 soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
 major=$(awk '/#define KL_VERSION_MAJOR/ {print $3}' "$KL_SOURCE_DIR/include/kubelease.h")
 [[ $soname == "libk8s_lease_wrapper.so.$major" ]] || { echo "FAIL: SONAME $soname"; exit 1; }
-others=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^K8sLease' || true)
+others=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^K8sLease\|^K8sPatchPodLabel$\|^K8sRemovePodLabel$' || true)
 [[ -z $others ]] || { echo "FAIL: exported symbols not of the Go wrapper: $others"; exit 1; }
 out=$(env -u LD_LIBRARY_PATH "$prefix/bin/k8s_lease_supervisor" --help 2>&1) ||
     { echo "FAIL: the installed supervisor does not run: $out"; exit 1; }

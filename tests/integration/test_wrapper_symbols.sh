@@ -21,7 +21,9 @@ K8sLeaseInit
 K8sLeaseRunElection
 K8sLeaseWaitElected
 K8sLeaseWaitLost
-K8sLeaseWatchHolder"
+K8sLeaseWatchHolder
+K8sPatchPodLabel
+K8sRemovePodLabel"
 got=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort)
 if [[ $got != "$want" ]]; then
     echo "FAIL: exported symbols differ from the Go wrapper's functions:"
@@ -46,6 +48,8 @@ extern int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long int* leaseTransitions, char** errMsg);
 extern int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc, char** errMsg);
 extern int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
+extern int K8sPatchPodLabel(char* ns, char* pod, char* key, char* value, char** errMsg);
+extern int K8sRemovePodLabel(char* ns, char* pod, char* key, char** errMsg);
 typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
 #ifdef __cplusplus
 }
@@ -74,7 +78,10 @@ int main(void)
         return 1;
     }
     free(holder);
+    char pod[] = "kv-0", key[] = "example.com/role", value[] = "leader";
+    K8sPatchPodLabel(ns, pod, key, value, &err);
     K8sLeaseWaitLost(ns, lease, &err);
+    K8sRemovePodLabel(ns, pod, key, &err);
     K8sLeaseCancelElection(ns, lease, &err);
     return K8sLeaseCancelWatch(ns, lease, &err);
 }

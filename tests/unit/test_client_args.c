@@ -189,7 +189,35 @@ static void test_client_names_and_durations_are_validated(void **state)
         if (!strstr(err.message, cases[i].names))
             fail_msg("case %zu: \"%s\" does not name %s", i, err.message, cases[i].names);
     }
-    /* Nothing was started by the rejected calls. */
+    /* The leader label's names go together, within the service's limits. */
+    kl_election_options o;
+    kl_election_options_init(&o);
+    o.pod_name = "kv-0";
+    assert_int_equal(kl_run_election_opts(c, "default", "x", "id", &o, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "pod_label_key"));
+    o.pod_name = NULL;
+    o.pod_label_key = "role";
+    assert_int_equal(kl_run_election_opts(c, "default", "x", "id", &o, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "pod_name"));
+    char long_value[80];
+    memset(long_value, 'v', sizeof long_value - 1);
+    long_value[sizeof long_value - 1] = '\0';
+    o.pod_name = "kv-0";
+    o.pod_label_value = long_value;
+    assert_int_equal(kl_run_election_opts(c, "default", "x", "id", &o, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "too long"));
+    o.retry_period_s = 5; /* durations set partly: checked as given */
+    o.pod_label_value = "leader";
+    assert_int_equal(kl_run_election_opts(c, "default", "x", "id", &o, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    /* Nothing was started by the rejected calls, so no label can change. */
+    assert_int_equal(kl_set_pod_label(c, "default", "x", "kv-0", "role", "leader", &err),
+                     KL_ERR_NO_ELECTION);
+    assert_int_equal(kl_set_pod_label(c, "default", "x", "kv-0", NULL, "leader", &err),
+                     KL_ERR_INVALID_ARGUMENT);
     assert_int_equal(kl_wait_lost(c, "default", "x", &err), KL_ERR_NO_ELECTION);
     /* Valid: a dotted Lease name and the smallest durations. */
     assert_int_equal(kl_run_election(c, "default", "a.b-c", "id", 3, 2, 1, &err), KL_OK);

@@ -73,8 +73,10 @@ static int setup_policy(void **state, http_identity_policy policy)
     engine_config ec = {.loop = f->l, .store = f->st};
     f->e = engine_new(&ec);
     pthread_create(&f->tid, NULL, run_engine, f->e);
+    static const char *const label_keys[] = {"example.com/role", NULL};
     http_config hc = {.listen = "127.0.0.1:0",
                       .engine = f->e,
+                      .pod_label_keys = label_keys,
                       .auth = {.mode = HTTP_AUTH_KUBERNETES,
                                .identity_policy = policy,
                                .loop = f->l,
@@ -404,6 +406,48 @@ static void test_auth_pod_identity_policy(void **state)
     assert_int_equal(rpc(f, "Confirm", confirm, "pod-alice-kv-0", &b), 403);
 }
 
+/* A campaign naming a Pod and a label (docs/design.md, rule 9): refused
+ * before the engine when the token's pod claim names another Pod, when the
+ * token is bound to none, or when the key is not in --pod-label-keys. */
+static long campaign_with_label(const fixture *f, const char *pod, const char *key,
+                                const char *token, body *b)
+{
+    char json[384];
+    uint8_t env[512];
+    snprintf(json, sizeof json,
+             "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"kv-0\","
+             "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2,"
+             "\"podName\":\"%s\",\"podLabelKey\":\"%s\",\"podLabelValue\":\"leader\"}",
+             pod, key);
+    size_t n = strlen(json);
+    kl__envelope_header(env, 0, (uint32_t)n);
+    memcpy(env + 5, json, n);
+    return http(f->base, "/kubelease.v1.LeaseService/Campaign", "application/connect+json", token,
+                env, n + 5, b);
+}
+
+/* The stream's end frame follows a 5-byte envelope header (NULs in it). */
+static bool has(const body *b, const char *text)
+{
+    return memmem(b->data, b->len, text, strlen(text)) != NULL;
+}
+
+static void test_auth_pod_label_only_on_the_callers_pod_and_allowed_keys(void **state)
+{
+    fixture *f = *state;
+    body b;
+    campaign_with_label(f, "kv-1", "example.com/role", "pod-alice-kv-0", &b);
+    assert_true(has(&b, "permission_denied"));
+    assert_true(has(&b, "is not the caller's pod \\\"kv-0\\\""));
+    campaign_with_label(f, "kv-0", "example.com/role", "tok-alice", &b);
+    assert_true(has(&b, "not bound to a pod"));
+    campaign_with_label(f, "kv-0", "example.com/other", "pod-alice-kv-0", &b);
+    assert_true(has(&b, "is not one of --pod-label-keys"));
+    /* Nothing reached the engine: the Lease was never created. */
+    assert_int_equal(
+        rpc(f, "GetHolder", "{\"namespace\":\"team\",\"name\":\"x\"}", "tok-alice", &b), 404);
+}
+
 typedef struct stream_arg {
     const fixture *f;
     char json[256];
@@ -537,6 +581,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_auth_serviceaccount_identity_policy, setup_sa,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_auth_pod_identity_policy, setup_pod, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_auth_pod_label_only_on_the_callers_pod_and_allowed_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_auth_list_and_status_page_show_only_what_the_caller_may_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_review_in_flight_at_shutdown_ends_the_call, setup,

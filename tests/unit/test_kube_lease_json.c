@@ -168,8 +168,9 @@ static void test_lease_encode_round_trip(void **state)
     assert_null(kube_lease_encode(&in, false, NULL));
 }
 
-/* The update is a merge patch: only resourceVersion and spec, with unset
- * fields as null (removed), so labels and annotations are never touched. */
+/* The update is a merge patch: only resourceVersion, the pod-label
+ * annotation and spec, with unset fields as null (removed), so labels and
+ * other annotations are never touched. */
 static void test_lease_merge_patch(void **state)
 {
     (void)state;
@@ -186,7 +187,8 @@ static void test_lease_merge_patch(void **state)
     char *json = kube_lease_merge_patch(&in, &len);
     assert_non_null(json);
     assert_int_equal(len, strlen(json));
-    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\"},\"spec\":{"
+    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
+                              "\"kubelease.io/pod-label\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":15,"
                               "\"leaseTransitions\":3,"
                               "\"acquireTime\":\"2026-11-29T14:00:00.500000Z\","
@@ -199,7 +201,8 @@ static void test_lease_merge_patch(void **state)
     in.acquire_time_us = in.renew_time_us = 0;
     json = kube_lease_merge_patch(&in, NULL);
     assert_non_null(json);
-    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\"},\"spec\":{"
+    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
+                              "\"kubelease.io/pod-label\":null}},\"spec\":{"
                               "\"holderIdentity\":\"\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -210,6 +213,66 @@ static void test_lease_merge_patch(void **state)
     strcpy(in.resource_version, "42");
     in.lease_transitions = -1;
     assert_null(kube_lease_merge_patch(&in, NULL));
+}
+
+/* A term's Pod label travels in one annotation: written by create and
+ * patch, read back, other annotations left alone. */
+static void test_lease_pod_label_annotation(void **state)
+{
+    (void)state;
+    kube_lease in = {0}, out;
+    strcpy(in.ns, "default");
+    strcpy(in.name, "demo");
+    strcpy(in.holder_identity, "a");
+    strcpy(in.resource_version, "7");
+    strcpy(in.pod_label, "kv-0 example.com/role=leader");
+    char *json = kube_lease_merge_patch(&in, NULL);
+    assert_non_null(json);
+    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"7\",\"annotations\":{"
+                              "\"kubelease.io/pod-label\":\"kv-0 example.com/role=leader\"}},"
+                              "\"spec\":{\"holderIdentity\":\"a\",\"leaseDurationSeconds\":null,"
+                              "\"leaseTransitions\":0,\"acquireTime\":null,\"renewTime\":null}}");
+    free(json);
+    json = kube_lease_encode(&in, false, NULL);
+    assert_non_null(json);
+    char err[200];
+    assert_int_equal(kube_lease_decode(json, strlen(json), &out, err, sizeof err), 0);
+    assert_string_equal(out.pod_label, "kv-0 example.com/role=leader");
+    free(json);
+    const char *other = "{\"metadata\":{\"name\":\"n\",\"namespace\":\"d\",\"annotations\":{"
+                        "\"x\":\"y\"}}}";
+    assert_int_equal(kube_lease_decode(other, strlen(other), &out, err, sizeof err), 0);
+    assert_string_equal(out.pod_label, "");
+    const char *bad = "{\"metadata\":{\"name\":\"n\",\"namespace\":\"d\",\"annotations\":{"
+                      "\"kubelease.io/pod-label\":5}}}";
+    assert_int_equal(kube_lease_decode(bad, strlen(bad), &out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "kubelease.io/pod-label"));
+}
+
+/* A Pod label patch names one label; a removal sets it to null. */
+static void test_pod_label_patch_and_decode(void **state)
+{
+    (void)state;
+    char *json = kube_pod_label_patch("example.com/role", "leader", NULL);
+    assert_string_equal(json, "{\"metadata\":{\"labels\":{\"example.com/role\":\"leader\"}}}");
+    free(json);
+    json = kube_pod_label_patch("example.com/role", NULL, NULL);
+    assert_string_equal(json, "{\"metadata\":{\"labels\":{\"example.com/role\":null}}}");
+    free(json);
+    char ip[KUBE_POD_IPS_MAX], err[200];
+    const char *pod = "{\"kind\":\"Pod\",\"status\":{\"podIP\":\"10.1.2.3\"}}";
+    assert_int_equal(kube_pod_decode(pod, strlen(pod), ip, err, sizeof err), 0);
+    assert_string_equal(ip, "10.1.2.3");
+    const char *pending = "{\"kind\":\"Pod\",\"status\":{\"phase\":\"Pending\"}}";
+    assert_int_equal(kube_pod_decode(pending, strlen(pending), ip, err, sizeof err), 0);
+    assert_string_equal(ip, "");
+    const char *dual = "{\"status\":{\"podIP\":\"10.1.2.3\",\"podIPs\":[{\"ip\":\"10.1.2.3\"},"
+                       "{\"ip\":\"fd00::3\"},{\"ip\":7}]}}";
+    assert_int_equal(kube_pod_decode(dual, strlen(dual), ip, err, sizeof err), 0);
+    assert_string_equal(ip, "10.1.2.3 fd00::3");
+    const char *lease = "{\"kind\":\"Lease\"}";
+    assert_int_equal(kube_pod_decode(lease, strlen(lease), ip, err, sizeof err), -1);
+    assert_int_equal(kube_pod_decode("[", 1, ip, err, sizeof err), -1);
 }
 
 /* The term nonce (docs/design.md, rule 8) is one annotation: written by
@@ -231,7 +294,8 @@ static void test_lease_term_nonce_annotation(void **state)
     char *json = kube_lease_merge_patch(&in, NULL);
     assert_non_null(json);
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
-                              "\"kubelease.io/term-nonce\":\"Zm9v-YmFy_09\"}},\"spec\":{"
+                              "\"kubelease.io/term-nonce\":\"Zm9v-YmFy_09\","
+                              "\"kubelease.io/pod-label\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -451,6 +515,8 @@ int main(void)
         cmocka_unit_test(test_lease_decode_rejects_bad_input),
         cmocka_unit_test(test_lease_encode_round_trip),
         cmocka_unit_test(test_lease_merge_patch),
+        cmocka_unit_test(test_lease_pod_label_annotation),
+        cmocka_unit_test(test_pod_label_patch_and_decode),
         cmocka_unit_test(test_lease_term_nonce_annotation),
         cmocka_unit_test(test_microtime_round_trips_six_digits),
         cmocka_unit_test(test_microtime_rejects_malformed),

@@ -72,6 +72,23 @@ static const struct {
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"
      "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2,\"resumeEpoch\":\"-1\"}",
      "resume_epoch: must not be negative"},
+#define POD_CAMPAIGN(fields)                                                                       \
+    "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"leaseDurationSeconds\":15,"        \
+    "\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2," fields "}"
+    {RPC_METHOD_CAMPAIGN,
+     POD_CAMPAIGN("\"podName\":\"kv-0\",\"podLabelKey\":\"example.com/role\","
+                  "\"podLabelValue\":\"leader\""),
+     ""},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"podName\":\"kv-0\",\"podLabelKey\":\"role\""), ""},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"podName\":\"kv-0\""), "pod_label_key: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"podLabelKey\":\"role\""), "pod_name: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"podName\":\"Kv_0\",\"podLabelKey\":\"role\""),
+     "pod_name: \"Kv_0\" is not a DNS-1123 subdomain"},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"podName\":\"kv-0\",\"podLabelKey\":\"a/b/c\""),
+     "pod_label_key"},
+    {RPC_METHOD_CAMPAIGN,
+     POD_CAMPAIGN("\"podName\":\"kv-0\",\"podLabelKey\":\"role\",\"podLabelValue\":\"a=b\""),
+     "pod_label_value: \"a=b\" is not a label value"},
     {RPC_METHOD_CONFIRM,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":\"3\"}", ""},
     {RPC_METHOD_CONFIRM, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}", "epoch: 0"},
@@ -146,6 +163,17 @@ static void test_rpc_validate_long_values(void **state)
     assert_non_null(strstr(msg, "namespace"));
     ns64[63] = '\0';
     assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), 0);
+    /* The Pod label fields, too. */
+    static char long_key[400];
+    memset(long_key, 'k', 330);
+    c.pod_name = "kv-0";
+    c.pod_label_key = long_key;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "pod_label_key: longer than 319 bytes"));
+    c.pod_label_key = "role";
+    c.pod_label_value = long_key;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "pod_label_value: longer than 63 bytes"));
 }
 
 static void test_rpc_request_namespace_and_wrong_type(void **state)

@@ -236,6 +236,47 @@ static void test_lease_lifecycle(void **state)
     assert_int_equal(he, eb);
 }
 
+/* K8sPatchPodLabel and K8sRemovePodLabel: arguments checked with a message;
+ * without an election they only record (and forget) the label; the label
+ * goes with the next K8sLeaseRunElection in that namespace, and this
+ * kubeleased (no --pod-label-keys) refuses it, which WaitElected reports. */
+static void test_pod_label_functions(void **state)
+{
+    (void)state;
+    char *msg = NULL;
+    assert_int_equal(K8sPatchPodLabel("default", NULL, "role", "leader", &msg), -1);
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "K8sPatchPodLabel"));
+    free(msg);
+    msg = NULL;
+    assert_int_equal(K8sRemovePodLabel("default", "kv-0", "", &msg), -1);
+    assert_non_null(msg);
+    free(msg);
+    msg = NULL;
+    /* Nothing runs: recorded, then forgotten; after a loss there is nothing to do. */
+    assert_int_equal(K8sPatchPodLabel("default", "kv-0", "example.com/role", "leader", &msg), 0);
+    assert_int_equal(K8sRemovePodLabel("default", "kv-0", "example.com/role", &msg), 0);
+    assert_int_equal(K8sRemovePodLabel("default", "kv-0", "example.com/role", &msg), 0);
+    assert_null(msg);
+
+    assert_int_equal(K8sPatchPodLabel("default", "kv-0", "example.com/role", "leader", &msg), 0);
+    assert_int_equal(K8sLeaseRunElection("default", "w-labelled", "kv-0", 15, 10, 2, &msg), 0);
+    long long epoch = 0;
+    assert_int_equal(K8sLeaseWaitElected("default", "w-labelled", 10, &epoch, &msg), -1);
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "labels no Pods"));
+    free(msg);
+    msg = NULL;
+    assert_int_equal(K8sLeaseWaitLost("default", "w-labelled", &msg), 0);
+    assert_int_equal(K8sRemovePodLabel("default", "kv-0", "example.com/role", &msg), 0);
+    /* Without the label the next election is taken on. */
+    assert_int_equal(K8sLeaseRunElection("default", "w-labelled", "kv-0", 15, 10, 2, &msg), 0);
+    assert_int_equal(K8sLeaseWaitElected("default", "w-labelled", 10, &epoch, &msg), 0);
+    assert_int_equal(K8sLeaseCancelElection("default", "w-labelled", &msg), 0);
+    assert_int_equal(K8sLeaseWaitLost("default", "w-labelled", &msg), 0);
+    assert_null(msg);
+}
+
 struct reader {
     long long want;
     int bad;
@@ -617,6 +658,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_init_reports_a_bad_endpoint_and_is_idempotent),
         cmocka_unit_test(test_get_holder_returns_holder_and_transitions),
         cmocka_unit_test(test_get_holder_of_missing_lease_returns_1),
+        cmocka_unit_test(test_pod_label_functions),
         cmocka_unit_test(test_get_holder_of_released_lease_is_null),
         cmocka_unit_test(test_get_holder_of_expired_lease_is_null),
         cmocka_unit_test(test_get_holder_of_active_lease_is_the_holder),
