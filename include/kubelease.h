@@ -245,6 +245,27 @@ KL_EXPORT int kl_is_leader(kl_client *c, const char *ns, const char *lease, int6
 KL_EXPORT int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
                             int64_t *lease_transitions, kl_error *err);
 
+/* The fencing check of a downstream server (a storage node, a worker that
+ * takes a leader's writes): is epoch the epoch of the live term of ns/lease?
+ * The leader sends its epoch (from kl_wait_elected) with every write; the
+ * server remembers the highest epoch it has accepted and rejects lower ones,
+ * calls kl_check_epoch on first contact with an epoch and whenever in doubt,
+ * and rejects the write when *current is 0. Served from the service's
+ * watch-fed cache: cheap, but it may lag the apiserver by the watch's delay
+ * (a term that just ended may still read as current for that long; an epoch
+ * larger than the one cached reads as not current).
+ * One CheckEpoch request on the calling thread (bounded by
+ * request_timeout_ms). epoch must be positive.
+ * Returns KL_OK with *current (must not be NULL) = 1 when a live term has
+ * exactly epoch, else 0, and *lease_transitions (may be NULL) = the Lease's
+ * current epoch (0 when the Lease does not exist: not current, and not an
+ * error). Negative on error, *current 0: e.g. KL_ERR_INVALID_ARGUMENT,
+ * KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT, KL_ERR_PERMISSION_DENIED (the caller
+ * needs the verb get on the election). Allowed from a callback, with the
+ * same delay as kl_get_holder. */
+KL_EXPORT int kl_check_epoch(kl_client *c, const char *ns, const char *lease, int64_t epoch,
+                             int *current, int64_t *lease_transitions, kl_error *err);
+
 /* One Lease as the service replica answering sees it (kl_get_lease,
  * kl_list_leases). Plain data: the strings are NUL-terminated and live in the
  * struct, so it needs no freeing of its own. Its size is part of the ABI:

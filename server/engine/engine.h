@@ -163,6 +163,7 @@ typedef struct engine_reply {
     int64_t since_transition_ms;
     bool released;
     bool exists;
+    bool current; /* CheckEpoch: a live term has the epoch asked about */
     char holder[STORE_HOLDER_MAX];
     size_t n_leases;
     const engine_lease_status *leases;
@@ -236,6 +237,12 @@ int engine_resign(engine *e, const char *ns, const char *name, const char *ident
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
                       engine_done done, void *ctx);
 int engine_list(engine *e, engine_done done, void *ctx);
+/* CheckEpoch (check.c): a GetHolder from the cache, answered as
+ * reply.current (a live term has exactly epoch) and reply.epoch (the
+ * Lease's); a Lease that does not exist answers ENGINE_OK, not current,
+ * epoch 0. Costs what a cached read costs (docs/design.md, rule 4). */
+int engine_check_epoch(engine *e, const char *ns, const char *name, int64_t epoch, engine_done done,
+                       void *ctx);
 
 /* Holder watch: the current state first, then every change (or
  * ENGINE_EVENT_REFUSED at max_leases). Returns an id > 0 or 0 when out of

@@ -145,8 +145,9 @@ static rpc_code unwrap_envelope(const http_server *s, const http_req *q, uint8_t
         free(*msg);
         *msg = NULL;
         snprintf(why, why_len, "%s",
-                 flags & KL__ENVELOPE_FLAG_COMPRESSED ? "compressed requests are not supported"
-                                                      : "the request envelope has unexpected flags");
+                 flags & KL__ENVELOPE_FLAG_COMPRESSED
+                     ? "compressed requests are not supported"
+                     : "the request envelope has unexpected flags");
         return RPC_INVALID_ARGUMENT;
     }
     return RPC_OK;
@@ -173,6 +174,7 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
         [RPC_METHOD_CAMPAIGN] = "campaign",  [RPC_METHOD_CONFIRM] = "campaign",
         [RPC_METHOD_RESIGN] = "campaign",    [RPC_METHOD_GET_HOLDER] = "get",
         [RPC_METHOD_WATCH_HOLDER] = "watch", [RPC_METHOD_LIST_LEASES] = "list",
+        [RPC_METHOD_CHECK_EPOCH] = "get",
     };
     if (!s->auth)
         return HTTP_AUTH_ALLOWED;

@@ -47,6 +47,14 @@ static int lease_ref_identity(const char *ns, const char *name, const char *iden
     return engine_validate_identity(identity, msg, msg_len);
 }
 
+static int positive_epoch(int64_t epoch, char *msg, size_t msg_len)
+{
+    if (epoch > 0)
+        return 0;
+    snprintf(msg, msg_len, "epoch: %lld, must be the positive epoch of a term", (long long)epoch);
+    return -1;
+}
+
 /* A CampaignRequest in the engine's form. */
 static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaign_req *out)
 {
@@ -85,12 +93,7 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
             engine_validate_term_token(r->term_token, msg, msg_len) != 0)
             return -1;
-        if (r->epoch <= 0) {
-            snprintf(msg, msg_len, "epoch: %lld, must be the positive epoch of a term",
-                     (long long)r->epoch);
-            return -1;
-        }
-        return 0;
+        return positive_epoch(r->epoch, msg, msg_len);
     }
     case RPC_METHOD_RESIGN: {
         const Kubelease__V1__ResignRequest *r = (const void *)req;
@@ -111,6 +114,12 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         if (!r->namespace_ || !r->namespace_[0])
             return 0;
         return lease_ref(r->namespace_, "x", msg, msg_len); /* the namespace alone */
+    }
+    case RPC_METHOD_CHECK_EPOCH: {
+        const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
+        if (lease_ref(r->namespace_, r->name, msg, msg_len) != 0)
+            return -1;
+        return positive_epoch(r->epoch, msg, msg_len);
     }
     case RPC_METHOD_COUNT:
         break;
@@ -136,6 +145,8 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
         const char *ns = ((const Kubelease__V1__ListLeasesRequest *)req)->namespace_;
         return ns && ns[0] ? ns : NULL;
     }
+    case RPC_METHOD_CHECK_EPOCH:
+        return ((const Kubelease__V1__CheckEpochRequest *)req)->namespace_;
     default:
         return NULL;
     }
@@ -154,6 +165,8 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__GetHolderRequest *)req)->name;
     case RPC_METHOD_WATCH_HOLDER:
         return ((const Kubelease__V1__WatchHolderRequest *)req)->name;
+    case RPC_METHOD_CHECK_EPOCH:
+        return ((const Kubelease__V1__CheckEpochRequest *)req)->name;
     default:
         return NULL;
     }
@@ -194,6 +207,10 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, en
     }
     case RPC_METHOD_LIST_LEASES:
         return engine_list(e, done, ctx);
+    case RPC_METHOD_CHECK_EPOCH: {
+        const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
+        return engine_check_epoch(e, r->namespace_, r->name, r->epoch, done, ctx);
+    }
     default:
         return -1;
     }
@@ -258,6 +275,12 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
     }
     case RPC_METHOD_LIST_LEASES:
         return list_leases_encode(codec, r, len);
+    case RPC_METHOD_CHECK_EPOCH: {
+        Kubelease__V1__CheckEpochResponse m = KUBELEASE__V1__CHECK_EPOCH_RESPONSE__INIT;
+        m.current = r->current;
+        m.epoch = r->epoch;
+        return rpc_message_encode(codec, &m.base, len);
+    }
     default:
         return NULL;
     }

@@ -205,6 +205,10 @@ static void test_invalid_names_and_durations(void **state)
         {"Resign", "{\"namespace\":\"default\",\"name\":\"db\"}", "identity"},
         {"Confirm", "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":0}",
          "epoch"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\"}", "epoch"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\",\"epoch\":\"-1\"}", "epoch"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"DB\",\"epoch\":1}", "name"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\",\"epoch\":true}", "epoch"},
     };
     response r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

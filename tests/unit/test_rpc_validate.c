@@ -85,6 +85,10 @@ static const struct {
     {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
     {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"\"}", "name: must not be empty"},
     {RPC_METHOD_LIST_LEASES, "{}", ""},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\",\"epoch\":\"7\"}", ""},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\"}", "epoch: 0"},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\",\"epoch\":-3}", "epoch: -3"},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"epoch\":1}", "name: must not be empty"},
 };
 
 static void test_rpc_validate_table(void **state)

@@ -1,0 +1,122 @@
+/* Leadership that follows the application, through libkubelease against a
+ * real kubeleased (--dev, or on the test control plane): the fencing check
+ * (kl_check_epoch). Durations 5/4/1 s. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "client_harness.h"
+#include "kubelease.h"
+
+static struct server srv;
+
+#define LD 5
+#define RD 4
+#define RP 1
+
+static int group_setup(void **state)
+{
+    (void)state;
+    h_require_server();
+    h_server_start(&srv, 0);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    h_server_cleanup(&srv);
+    return 0;
+}
+
+static kl_client *new_client(void)
+{
+    kl_error err;
+    kl_client *c = kl_client_new(srv.endpoint, &err);
+    if (!c)
+        fail_msg("kl_client_new: %s", err.message);
+    return c;
+}
+
+static void campaign(kl_client *c, const char *lease, const char *id)
+{
+    kl_error err;
+    if (kl_run_election(c, h_ns, lease, id, LD, RD, RP, &err) != KL_OK)
+        fail_msg("kl_run_election(%s): %s", id, err.message);
+}
+
+/* kl_check_epoch's answer: 1 current, 0 not; *lease_epoch the Lease's. */
+static int check(kl_client *c, const char *lease, int64_t epoch, int64_t *lease_epoch)
+{
+    kl_error err;
+    int current = -1;
+    int rc = kl_check_epoch(c, h_ns, lease, epoch, &current, lease_epoch, &err);
+    if (rc != KL_OK)
+        fail_msg("kl_check_epoch(%s, %lld): %d %s", lease, (long long)epoch, rc, err.message);
+    return current;
+}
+
+/* Current only for the live term's epoch: not before, not after, not for
+ * a Lease that does not exist, not once the next term has begun. */
+static void test_check_epoch_follows_the_live_term(void **state)
+{
+    (void)state;
+    kl_client *a = new_client(), *b = new_client(), *storage = new_client();
+    kl_error err;
+    int64_t e1 = 0, e2 = 0, seen = -1;
+    assert_int_equal(check(storage, "fence-never-created", 1, &seen), 0);
+    assert_int_equal(seen, 0);
+
+    campaign(a, "fence", "fence-a:8080");
+    assert_int_equal(kl_wait_elected(a, h_ns, "fence", 15, &e1, &err), KL_OK);
+    campaign(b, "fence", "fence-b:8080");
+    assert_int_equal(check(storage, "fence", e1, &seen), 1);
+    assert_int_equal(seen, e1);
+    assert_int_equal(check(storage, "fence", e1 + 1, &seen), 0);
+    if (e1 > 1)
+        assert_int_equal(check(storage, "fence", e1 - 1, NULL), 0);
+
+    /* a hands over by resigning; b's term makes e1 stale. */
+    assert_int_equal(kl_cancel_election(a, h_ns, "fence", &err), KL_OK);
+    assert_int_equal(kl_wait_elected(b, h_ns, "fence", 15, &e2, &err), KL_OK);
+    assert_true(e2 > e1);
+    assert_int_equal(check(storage, "fence", e2, &seen), 1);
+    assert_int_equal(seen, e2);
+    assert_int_equal(check(storage, "fence", e1, &seen), 0);
+    assert_int_equal(seen, e2);
+    kl_client_free(a);
+    kl_client_free(b);
+    kl_client_free(storage);
+}
+
+/* Bad arguments are refused before any request, naming what is wrong. */
+static void test_check_epoch_bad_arguments(void **state)
+{
+    (void)state;
+    kl_client *c = new_client();
+    kl_error err;
+    int current = 7;
+    assert_int_equal(kl_check_epoch(c, h_ns, "fence", 0, &current, NULL, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "epoch"));
+    assert_int_equal(current, 0);
+    assert_int_equal(kl_check_epoch(c, h_ns, "Fence", 1, &current, NULL, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "lease"));
+    assert_int_equal(kl_check_epoch(c, h_ns, "fence", 1, NULL, NULL, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "current"));
+    kl_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_epoch_follows_the_live_term),
+        cmocka_unit_test(test_check_epoch_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,93 @@
+/* Leadership that follows the application, in the engine: the fencing
+ * check (CheckEpoch). The engine runs on a manual clock over the memory
+ * store (engine_harness.h). */
+#include "support/engine_harness.h"
+#include "store/memory.h"
+
+static void count_watches(fixture *f, void *arg)
+{
+    *(int *)arg = store_memory_watch_count(f->store);
+}
+
+static int watches_of(fixture *f)
+{
+    int n = -1;
+    run_on_loop(f, count_watches, &n);
+    return n;
+}
+
+static engine_reply check_epoch(fixture *f, const char *lease, int64_t epoch)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_check_epoch(f->engine, f->ns, lease, epoch, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+/* Current only while the live term has exactly that epoch: not an older
+ * one, not a newer one, not once the term has ended. */
+static void test_engine_check_epoch_current_only_for_the_live_term(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for_ns("default", "fenced", "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t e1 = a->events[i].epoch;
+    engine_reply r = check_epoch(f, "fenced", e1);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_true(r.current);
+    assert_int_equal(r.epoch, e1);
+    r = check_epoch(f, "fenced", e1 + 1);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_false(r.current);
+    assert_int_equal(r.epoch, e1);
+    /* The next term: the old epoch is no longer current. */
+    campaign(f, b, req_for_ns("default", "fenced", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_int_equal(resign(f, "fenced", "a").code, ENGINE_OK);
+    i = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t e2 = b->events[i].epoch;
+    assert_true(e2 > e1);
+    r = check_epoch(f, "fenced", e1);
+    assert_false(r.current);
+    assert_int_equal(r.epoch, e2);
+    assert_true(check_epoch(f, "fenced", e2).current);
+    /* No term at all once b resigns. */
+    assert_int_equal(resign(f, "fenced", "b").code, ENGINE_OK);
+    r = check_epoch(f, "fenced", e2);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_false(r.current);
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+/* Checks of Leases that do not exist answer "not current, epoch 0", follow
+ * nothing and go to the negative cache, as reads do. */
+static void test_engine_check_epoch_of_absent_leases_follows_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    for (int i = 0; i < 1000; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "absent-%d", i % 100);
+        engine_reply r = check_epoch(f, name, 1 + i);
+        assert_int_equal(r.code, ENGINE_OK);
+        assert_false(r.current);
+        assert_int_equal(r.epoch, 0);
+    }
+    assert_int_equal(watches_of(f), 0);
+    fixture_stop(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_check_epoch_current_only_for_the_live_term),
+        cmocka_unit_test(test_engine_check_epoch_of_absent_leases_follows_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
