@@ -12,8 +12,6 @@
 #define CTL_VERSION                                                                                \
     CTL_STR(KL_VERSION_MAJOR) "." CTL_STR(KL_VERSION_MINOR) "." CTL_STR(KL_VERSION_PATCH)
 
-/* `candidates NS/NAME` and `handoff NS/NAME [IDENTITY]` join this table once
- * the service has the CandidatesList and Handoff RPCs. */
 static const struct ctl_command commands[] = {
     {"get", "NAMESPACE/NAME [-o json|table]", "Show who holds a Lease and for how long",
      "Prints the holder (<none> when nobody holds the Lease), the fencing epoch,\n"
@@ -43,6 +41,17 @@ static const struct ctl_command commands[] = {
      "                        one object per line: {\"time\", \"namespace\", \"name\",\n"
      "                        \"holder\" (null when none), \"epoch\"}\n",
      ctl_watch},
+    {"candidates", "NAMESPACE/NAME [-o json|table]", "List the candidates for a Lease",
+     "Lists the campaigns for the Lease in line order: the leader first, then the\n"
+     "standbys in the order they would be elected, with how long each has been\n"
+     "campaigning (WAITING) and the kubeleased replica holding its campaign\n"
+     "(REPLICA; - for a leader campaigning through another replica). A service\n"
+     "replica lists the campaigns it holds, and the leader from the Lease.\n\n"
+     "Options:\n"
+     "  -o, --output FORMAT   table (default) or json: {\"namespace\", \"name\",\n"
+     "                        \"candidates\": [{\"identity\", \"leader\",\n"
+     "                        \"campaigningForMs\", \"replica\" (null when elsewhere)}]}\n",
+     ctl_candidates},
     {"elect", "NAMESPACE/NAME --identity ID [options] -- COMMAND [ARGS...]",
      "Run a command while leading a Lease",
      "Campaigns for the Lease; when elected, starts COMMAND with KUBELEASE_EPOCH,\n"

@@ -266,6 +266,38 @@ KL_EXPORT int kl_get_holder(kl_client *c, const char *ns, const char *lease, cha
 KL_EXPORT int kl_check_epoch(kl_client *c, const char *ns, const char *lease, int64_t epoch,
                              int *current, int64_t *lease_transitions, kl_error *err);
 
+/* One candidate of kl_list_candidates. Plain data, as kl_lease_info; its
+ * size is part of the ABI.
+ *   identity            the candidate's identity
+ *   campaigning_for_ms  how long ago its campaign started, as the replica
+ *                       holding it observed (for a leader campaigning
+ *                       through another replica: how long ago its term
+ *                       began)
+ *   leader              1 for the live holder, else 0
+ *   replica             the kubeleased replica holding its campaign (its
+ *                       host name: the pod's on a cluster); "" when that is
+ *                       another replica than the one answering */
+typedef struct kl_candidate_info {
+    char identity[256];
+    int64_t campaigning_for_ms;
+    int32_t leader;
+    char replica[64];
+} kl_candidate_info;
+
+/* Lists the candidates for ns/lease in line order: the leader first, then
+ * the standbys in the order they would be elected. A service replica knows
+ * the campaigns it holds: the list has those of the replica answering, and
+ * the live holder when it campaigns through another one. A Lease that
+ * replica does not follow is not read: the list is empty. One
+ * ListCandidates request on the calling thread, bounded by
+ * request_timeout_ms. Returns KL_OK with *out = a malloc'd array of *n
+ * entries that the caller frees with kl_free (NULL when *n is 0). Negative
+ * on error, with *out NULL and *n 0 (e.g. KL_ERR_PERMISSION_DENIED: the
+ * caller needs the verb get on the election). out and n must not be NULL.
+ * Allowed from a callback, with the same delay as kl_get_holder. */
+KL_EXPORT int kl_list_candidates(kl_client *c, const char *ns, const char *lease,
+                                 kl_candidate_info **out, size_t *n, kl_error *err);
+
 /* One Lease as the service replica answering sees it (kl_get_lease,
  * kl_list_leases). Plain data: the strings are NUL-terminated and live in the
  * struct, so it needs no freeing of its own. Its size is part of the ABI:
@@ -344,7 +376,7 @@ KL_EXPORT int kl_watch_holder(kl_client *c, const char *ns, const char *lease, k
 KL_EXPORT int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err);
 
 /* Frees memory returned by the library (the holder of kl_get_holder, the
- * array of kl_list_leases). NULL is a no-op. */
+ * arrays of kl_list_leases and kl_list_candidates). NULL is a no-op. */
 KL_EXPORT void kl_free(void *p);
 
 #ifdef __cplusplus

@@ -83,7 +83,14 @@ typedef struct engine_config {
      * NULL (or term_key_len 0): a random key of this engine's own. */
     const uint8_t *term_key;
     size_t term_key_len;
+    /* This replica's name in ListCandidates; NULL: the host name (the pod's
+     * name on a cluster). Copied. */
+    const char *replica_name;
 } engine_config;
+
+/* A replica's name (its host name: the pod's name on a cluster), NUL
+ * included; longer names are cut. */
+#define ENGINE_REPLICA_MAX 64
 
 #define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
 #define ENGINE_MAX_LEASES_DEFAULT     10000
@@ -154,6 +161,14 @@ typedef struct engine_lease_status {
     int32_t lease_duration_s;
 } engine_lease_status;
 
+/* One row of ListCandidates. */
+typedef struct engine_candidate_status {
+    char identity[STORE_HOLDER_MAX];
+    int64_t campaigning_for_ms;
+    bool leader;
+    char replica[ENGINE_REPLICA_MAX]; /* "": campaigns through another replica */
+} engine_candidate_status;
+
 /* The answer to a unary request; valid only during the callback. */
 typedef struct engine_reply {
     engine_code code;
@@ -167,6 +182,9 @@ typedef struct engine_reply {
     char holder[STORE_HOLDER_MAX];
     size_t n_leases;
     const engine_lease_status *leases;
+    size_t n_candidates; /* ListCandidates, in line order */
+    const engine_candidate_status *candidates;
+    char replica[ENGINE_REPLICA_MAX]; /* ListCandidates: this replica's name */
 } engine_reply;
 
 typedef void (*engine_done)(void *ctx, const engine_reply *reply);
@@ -237,6 +255,11 @@ int engine_resign(engine *e, const char *ns, const char *name, const char *ident
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
                       engine_done done, void *ctx);
 int engine_list(engine *e, engine_done done, void *ctx);
+/* ListCandidates (candidates.c): the campaigns held here for ns/name in
+ * line order, and the live holder when it campaigns elsewhere. A Lease not
+ * followed is not read: the answer is empty. */
+int engine_list_candidates(engine *e, const char *ns, const char *name, engine_done done,
+                           void *ctx);
 /* CheckEpoch (check.c): a GetHolder from the cache, answered as
  * reply.current (a live term has exactly epoch) and reply.epoch (the
  * Lease's); a Lease that does not exist answers ENGINE_OK, not current,

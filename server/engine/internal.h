@@ -13,6 +13,8 @@
  *   watch.c     the store's watch events
  *   sweep.c     forgetting idle leases
  *   absent.c    the negative cache of Leases read and found absent
+ *   check.c     CheckEpoch, a cached read answered as a fencing check
+ *   candidates.c ListCandidates
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   validate.c  request validation (pure)
  *
@@ -64,6 +66,7 @@ struct candidate {
     campaign_state state;
     engine_campaign_req req;
     engine_listener listener;
+    int64_t since_ms; /* when it started campaigning here */
 };
 
 struct watcher {
@@ -201,7 +204,8 @@ struct engine {
         char name[STORE_NAME_MAX];
         int64_t until_ms; /* 0: a free slot */
     } absent[ENGINE_ABSENT_MAX];
-    unsigned absent_next; /* the slot taken next when none is free */
+    unsigned absent_next;             /* the slot taken next when none is free */
+    char replica[ENGINE_REPLICA_MAX]; /* this replica's name (ListCandidates) */
 };
 
 /* The owners of list links. */
@@ -228,6 +232,7 @@ typedef enum cmd_kind {
     CMD_RESIGN,
     CMD_GET,
     CMD_LIST,
+    CMD_CANDIDATES,
     CMD_WATCH,
     CMD_UNWATCH,
     CMD_STOP,
@@ -290,6 +295,8 @@ void engine_cmd_run(void *arg);
 /* Marks the engine stopping, ends every stream and answers every request
  * still waiting; idempotent. */
 void engine_shutdown(engine *e);
+/* ListCandidates, on the engine thread (candidates.c). */
+void engine_candidates_list(cmd *k);
 
 /* --- lease.c --- */
 

@@ -230,6 +230,7 @@ void engine_candidate_add(lease_state *ls, candidate *c)
     if (kl__list_empty(&ls->candidates))
         e->n_elections++;
     kl__list_insert_tail(&ls->candidates, &c->link);
+    c->since_ms = engine_now_ms(e);
     e->n_candidates++;
     gauges_update(e);
 }

@@ -488,6 +488,7 @@ static void refuse(cmd *k)
     case CMD_RESIGN:
     case CMD_GET:
     case CMD_LIST:
+    case CMD_CANDIDATES:
         reply_code(k->done, k->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
         break;
     case CMD_DETACH:
@@ -530,6 +531,9 @@ void engine_cmd_run(void *arg)
         break;
     case CMD_LIST:
         do_list(k);
+        break;
+    case CMD_CANDIDATES:
+        engine_candidates_list(k);
         break;
     case CMD_WATCH:
         do_watch(k);

@@ -174,7 +174,7 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
         [RPC_METHOD_CAMPAIGN] = "campaign",  [RPC_METHOD_CONFIRM] = "campaign",
         [RPC_METHOD_RESIGN] = "campaign",    [RPC_METHOD_GET_HOLDER] = "get",
         [RPC_METHOD_WATCH_HOLDER] = "watch", [RPC_METHOD_LIST_LEASES] = "list",
-        [RPC_METHOD_CHECK_EPOCH] = "get",
+        [RPC_METHOD_CHECK_EPOCH] = "get",    [RPC_METHOD_LIST_CANDIDATES] = "get",
     };
     if (!s->auth)
         return HTTP_AUTH_ALLOWED;

@@ -121,6 +121,10 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
             return -1;
         return positive_epoch(r->epoch, msg, msg_len);
     }
+    case RPC_METHOD_LIST_CANDIDATES: {
+        const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
+        return lease_ref(r->namespace_, r->name, msg, msg_len);
+    }
     case RPC_METHOD_COUNT:
         break;
     }
@@ -147,6 +151,8 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
     }
     case RPC_METHOD_CHECK_EPOCH:
         return ((const Kubelease__V1__CheckEpochRequest *)req)->namespace_;
+    case RPC_METHOD_LIST_CANDIDATES:
+        return ((const Kubelease__V1__ListCandidatesRequest *)req)->namespace_;
     default:
         return NULL;
     }
@@ -167,6 +173,8 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__WatchHolderRequest *)req)->name;
     case RPC_METHOD_CHECK_EPOCH:
         return ((const Kubelease__V1__CheckEpochRequest *)req)->name;
+    case RPC_METHOD_LIST_CANDIDATES:
+        return ((const Kubelease__V1__ListCandidatesRequest *)req)->name;
     default:
         return NULL;
     }
@@ -211,6 +219,10 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, en
         const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
         return engine_check_epoch(e, r->namespace_, r->name, r->epoch, done, ctx);
     }
+    case RPC_METHOD_LIST_CANDIDATES: {
+        const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
+        return engine_list_candidates(e, r->namespace_, r->name, done, ctx);
+    }
     default:
         return -1;
     }
@@ -252,6 +264,38 @@ static uint8_t *list_leases_encode(rpc_codec codec, const engine_reply *r, size_
     return out;
 }
 
+static uint8_t *list_candidates_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__ListCandidatesResponse m = KUBELEASE__V1__LIST_CANDIDATES_RESPONSE__INIT;
+    Kubelease__V1__CandidateStatus *rows = NULL, **ptrs = NULL;
+    if (r->n_candidates) {
+        rows = calloc(r->n_candidates, sizeof *rows);
+        ptrs = calloc(r->n_candidates, sizeof *ptrs);
+        if (!rows || !ptrs) {
+            free(rows);
+            free(ptrs);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < r->n_candidates; i++) {
+        const engine_candidate_status *c = &r->candidates[i];
+        kubelease__v1__candidate_status__init(&rows[i]);
+        rows[i].identity = (char *)c->identity;
+        rows[i].campaigning_for_ms = c->campaigning_for_ms;
+        rows[i].leader = c->leader;
+        rows[i].replica = (char *)c->replica;
+        ptrs[i] = &rows[i];
+    }
+    m.n_candidates = r->n_candidates;
+    m.candidates = ptrs;
+    m.replica = (char *)r->replica;
+    m.epoch = r->epoch;
+    uint8_t *out = rpc_message_encode(codec, &m.base, len);
+    free(rows);
+    free(ptrs);
+    return out;
+}
+
 uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len)
 {
     switch (id) {
@@ -281,6 +325,8 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
         m.epoch = r->epoch;
         return rpc_message_encode(codec, &m.base, len);
     }
+    case RPC_METHOD_LIST_CANDIDATES:
+        return list_candidates_encode(codec, r, len);
     default:
         return NULL;
     }

@@ -40,7 +40,7 @@ const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req);
 rpc_code rpc_code_of_engine(engine_code c);
 
 /* Sends a validated unary request (Confirm, Resign, GetHolder, ListLeases,
- * CheckEpoch) to the engine; done runs once on the engine thread with its
+ * CheckEpoch, ListCandidates) to the engine; done runs once on the engine thread with its
  * reply.
  * Returns 0, or -1 when out of memory or id is not a unary method (done is
  * then never called). */

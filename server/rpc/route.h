@@ -19,6 +19,7 @@ typedef enum rpc_method_id {
     RPC_METHOD_WATCH_HOLDER,
     RPC_METHOD_LIST_LEASES,
     RPC_METHOD_CHECK_EPOCH,
+    RPC_METHOD_LIST_CANDIDATES,
     RPC_METHOD_COUNT
 } rpc_method_id;
 

@@ -190,21 +190,22 @@ request() { # METHOD IDENTITY (the leader's: a Campaign resumes its term)
         Resign) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"identity\":\"$2\"}" ;;
         GetHolder | WatchHolder) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\"}" ;;
         ListLeases) echo "{\"namespace\":\"$ns\"}" ;;
+        ListCandidates) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\"}" ;;
         CheckEpoch) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"epoch\":\"$epoch\"}" ;;
     esac
 }
-methods=(Campaign Confirm Resign GetHolder WatchHolder ListLeases CheckEpoch)
+methods=(Campaign Confirm Resign GetHolder WatchHolder ListLeases CheckEpoch ListCandidates)
 # expect WHO: the code of each method, in the order of $methods ("stream" for
 # a stream that was answered and kept open; "done" for a call that got past
 # authorization, whatever the engine said).
 declare -A EXPECT=(
-    [campaigner]="stream done ok ok stream permission_denied ok"
-    [reader]="permission_denied permission_denied permission_denied ok permission_denied permission_denied ok"
-    [nobody]="permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied"
-    [wrongaud]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [expired]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [gone]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [none]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [campaigner]="stream done ok ok stream permission_denied ok ok"
+    [reader]="permission_denied permission_denied permission_denied ok permission_denied permission_denied ok ok"
+    [nobody]="permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied"
+    [wrongaud]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [expired]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [gone]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [none]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
 )
 declare -A WORDS=([wrongaud]="audience is" [expired]="the token expired at" [gone]="the token is invalid"
     [none]="no credentials" [nobody]="cannot" [reader]="cannot" [campaigner]="cannot list resource")

@@ -1,6 +1,7 @@
 /* Leadership that follows the application, through libkubelease against a
  * real kubeleased (--dev, or on the test control plane): the fencing check
- * (kl_check_epoch). Durations 5/4/1 s. */
+ * (kl_check_epoch) and the candidates (kl_list_candidates). Durations
+ * 5/4/1 s. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,11 +113,75 @@ static void test_check_epoch_bad_arguments(void **state)
     kl_client_free(c);
 }
 
+/* Waits (5 s at most) until the service lists n candidates for lease. */
+static kl_candidate_info *wait_candidates(kl_client *c, const char *lease, size_t n)
+{
+    int64_t until = h_now_ms() + 5000;
+    for (;;) {
+        kl_candidate_info *rows = NULL;
+        size_t got = 0;
+        kl_error err;
+        if (kl_list_candidates(c, h_ns, lease, &rows, &got, &err) != KL_OK)
+            fail_msg("kl_list_candidates(%s): %s", lease, err.message);
+        if (got == n)
+            return rows;
+        kl_free(rows);
+        if (h_now_ms() > until)
+            fail_msg("%s has %zu candidates, want %zu", lease, got, n);
+        h_sleep_ms(20);
+    }
+}
+
+/* The leader first, then the standbys in line order; after the leader
+ * resigns, the first standby leads and the order follows. */
+static void test_list_candidates_in_line_order(void **state)
+{
+    (void)state;
+    kl_client *a = new_client(), *b = new_client(), *c = new_client(), *reader = new_client();
+    kl_error err;
+    kl_candidate_info *rows = NULL;
+    size_t n = 7;
+    assert_int_equal(kl_list_candidates(reader, h_ns, "line-never", &rows, &n, &err), KL_OK);
+    assert_int_equal(n, 0);
+    assert_null(rows);
+
+    campaign(a, "line", "line-a:8080");
+    assert_int_equal(kl_wait_elected(a, h_ns, "line", 15, NULL, &err), KL_OK);
+    campaign(b, "line", "line-b:8080");
+    wait_candidates(reader, "line", 2);
+    campaign(c, "line", "line-c:8080");
+    rows = wait_candidates(reader, "line", 3);
+    assert_string_equal(rows[0].identity, "line-a:8080");
+    assert_int_equal(rows[0].leader, 1);
+    assert_string_equal(rows[1].identity, "line-b:8080");
+    assert_int_equal(rows[1].leader, 0);
+    assert_string_equal(rows[2].identity, "line-c:8080");
+    assert_true(rows[1].campaigning_for_ms >= rows[2].campaigning_for_ms);
+    for (int i = 0; i < 3; i++)
+        assert_true(rows[i].replica[0] != '\0');
+    kl_free(rows);
+
+    assert_int_equal(kl_cancel_election(a, h_ns, "line", &err), KL_OK);
+    assert_int_equal(kl_wait_elected(b, h_ns, "line", 15, NULL, &err), KL_OK);
+    rows = wait_candidates(reader, "line", 2);
+    assert_string_equal(rows[0].identity, "line-b:8080");
+    assert_int_equal(rows[0].leader, 1);
+    assert_string_equal(rows[1].identity, "line-c:8080");
+    kl_free(rows);
+    assert_int_equal(kl_list_candidates(reader, h_ns, "line", NULL, &n, &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    kl_client_free(a);
+    kl_client_free(b);
+    kl_client_free(c);
+    kl_client_free(reader);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_epoch_follows_the_live_term),
         cmocka_unit_test(test_check_epoch_bad_arguments),
+        cmocka_unit_test(test_list_candidates_in_line_order),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

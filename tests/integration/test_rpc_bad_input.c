@@ -209,6 +209,9 @@ static void test_invalid_names_and_durations(void **state)
         {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\",\"epoch\":\"-1\"}", "epoch"},
         {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"DB\",\"epoch\":1}", "name"},
         {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\",\"epoch\":true}", "epoch"},
+        {"ListCandidates", "{\"namespace\":\"default\"}", "name"},
+        {"ListCandidates", "{\"namespace\":\"de fault\",\"name\":\"db\"}", "namespace"},
+        {"ListCandidates", "{\"namespace\":\"default\",\"name\":[\"db\"]}", "name"},
     };
     response r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -82,6 +82,16 @@ bufc CheckEpoch "{$LEASE,\"epoch\":\"$((EPOCH + 1))\"}"
 has "\"epoch\": \"$EPOCH\"" "CheckEpoch of a later epoch"
 pass "CheckEpoch: $EPOCH current, $((EPOCH + 1)) not"
 
+bufc ListCandidates "{$LEASE}"
+[ "$rc" = 0 ] || fail "ListCandidates: $(cat "$KL_TMP/out")"
+has '"identity": "replica-a"' "ListCandidates"
+has '"leader": true' "ListCandidates"
+has '"replica": "' "ListCandidates"
+bufc ListCandidates '{"namespace":"default","name":"never-followed"}'
+[ "$rc" = 0 ] || fail "ListCandidates of a Lease not followed: $(cat "$KL_TMP/out")"
+grep -q '"identity"' "$KL_TMP/out" && fail "ListCandidates of a Lease not followed: $(cat "$KL_TMP/out")"
+pass "ListCandidates: replica-a leads; a Lease not followed: none"
+
 bufc ListLeases '{}'
 has '"name": "db"' "ListLeases"
 has '"candidates": 1' "ListLeases"

@@ -1,6 +1,6 @@
 /* Leadership that follows the application, in the engine: the fencing
- * check (CheckEpoch). The engine runs on a manual clock over the memory
- * store (engine_harness.h). */
+ * check (CheckEpoch) and the candidates (ListCandidates). The engine runs on a manual clock over
+ * the memory store (engine_harness.h). */
 #include "support/engine_harness.h"
 #include "store/memory.h"
 
@@ -83,11 +83,105 @@ static void test_engine_check_epoch_of_absent_leases_follows_nothing(void **stat
     fixture_stop(f);
 }
 
+typedef struct cand_box {
+    reply_box box;
+    engine_candidate_status rows[8];
+    size_t n;
+} cand_box;
+
+static void cand_done(void *ctx, const engine_reply *r)
+{
+    cand_box *b = ctx;
+    b->n = r->n_candidates < 8 ? r->n_candidates : 8;
+    memcpy(b->rows, r->candidates, b->n * sizeof b->rows[0]);
+    box_done(&b->box, r);
+}
+
+static cand_box *list_candidates(fixture *f, const char *lease)
+{
+    static cand_box b;
+    memset(&b, 0, sizeof b);
+    b.box = (reply_box)BOX_INIT;
+    assert_int_equal(engine_list_candidates(f->engine, f->ns, lease, cand_done, &b), 0);
+    box_wait(&b.box);
+    assert_int_equal(b.box.r.code, ENGINE_OK);
+    assert_string_equal(b.box.r.replica, "replica-0");
+    return &b;
+}
+
+/* The leader first, then the standbys in the order they would be elected,
+ * each with how long it has campaigned and the replica holding it; the
+ * order is the one a resignation follows. */
+static void test_engine_list_candidates_in_line_order(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){.replica_name = "replica-0"});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for_ns("default", "line", "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    campaign(f, b, req_for_ns("default", "line", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    /* Time passes; a keeps confirming its term (grants last 2 s). */
+    int64_t e1 = a->events[i].epoch;
+    manual_clock_advance(&f->clock, 1000);
+    assert_int_equal(confirm(f, "line", "a", e1).code, ENGINE_OK);
+    manual_clock_advance(&f->clock, 500);
+    campaign(f, c, req_for_ns("default", "line", "c"));
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    manual_clock_advance(&f->clock, 500);
+    assert_int_equal(confirm(f, "line", "a", e1).code, ENGINE_OK);
+    cand_box *l = list_candidates(f, "line");
+    assert_int_equal(l->n, 3);
+    assert_int_equal(l->box.r.epoch, a->events[i].epoch);
+    assert_string_equal(l->rows[0].identity, "a");
+    assert_true(l->rows[0].leader);
+    assert_string_equal(l->rows[1].identity, "b");
+    assert_false(l->rows[1].leader);
+    assert_int_equal(l->rows[1].campaigning_for_ms, 2000);
+    assert_string_equal(l->rows[2].identity, "c");
+    assert_int_equal(l->rows[2].campaigning_for_ms, 500);
+    for (size_t k = 0; k < 3; k++)
+        assert_string_equal(l->rows[k].replica, "replica-0");
+    /* a resigns: b, the first in line, leads; c is next. */
+    resign(f, "line", "a");
+    assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    l = list_candidates(f, "line");
+    assert_int_equal(l->n, 2);
+    assert_string_equal(l->rows[0].identity, "b");
+    assert_true(l->rows[0].leader);
+    assert_string_equal(l->rows[1].identity, "c");
+    resign(f, "line", "b");
+    resign(f, "line", "c");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+}
+
+/* A Lease not followed here is not read: an empty list, nothing followed. */
+static void test_engine_list_candidates_of_unfollowed_lease_reads_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){.replica_name = "replica-0"});
+    for (int i = 0; i < 100; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "unknown-%d", i);
+        cand_box *l = list_candidates(f, name);
+        assert_int_equal(l->n, 0);
+        assert_int_equal(l->box.r.epoch, 0);
+    }
+    assert_int_equal(watches_of(f), 0);
+    fixture_stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_check_epoch_current_only_for_the_live_term),
         cmocka_unit_test(test_engine_check_epoch_of_absent_leases_follows_nothing),
+        cmocka_unit_test(test_engine_list_candidates_in_line_order),
+        cmocka_unit_test(test_engine_list_candidates_of_unfollowed_lease_reads_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,6 +89,9 @@ static const struct {
     {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\"}", "epoch: 0"},
     {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\",\"epoch\":-3}", "epoch: -3"},
     {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"epoch\":1}", "name: must not be empty"},
+    {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
+    {RPC_METHOD_LIST_CANDIDATES, "{\"name\":\"db\"}", "namespace: must not be empty"},
+    {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"-db\"}", "name: \"-db\""},
 };
 
 static void test_rpc_validate_table(void **state)
