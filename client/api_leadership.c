@@ -1,12 +1,14 @@
 /* Leadership that follows the application: kl_check_epoch (one CheckEpoch
- * call, for servers that fence a leader's writes by its epoch) and
- * kl_list_candidates (one ListCandidates call). Both run on the calling
- * thread and take no lock: they read only the client's immutable transport
- * fields. */
+ * call, for servers that fence a leader's writes by its epoch),
+ * kl_list_candidates (one ListCandidates call) and kl_handoff. The calls
+ * run on the calling thread and take no lock for the request: they read
+ * only the client's immutable transport fields; kl_handoff takes the
+ * loop's mutex to find a leading election of this client first. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "client.h"
+#include "election.h"
 #include "kubelease/v1/kubelease.pb-c.h"
 #include "status.h"
 #include "transport.h"
@@ -103,4 +105,48 @@ int kl_list_candidates(kl_client *c, const char *ns, const char *lease, kl_candi
     *n = r->n_candidates;
     kubelease__v1__list_candidates_response__free_unpacked(r, NULL);
     return KL_OK;
+}
+
+/* Hands this client's own term off; KL_OK when it led ns/lease (the I/O
+ * thread sends the Handoff), 1 when it does not lead it. */
+static int handoff_own(struct kl_client *c, const char *ns, const char *lease, const char *to)
+{
+    int rc = 1;
+    pthread_mutex_lock(&c->loop.mu);
+    KL__LIST_FOREACH (link, &c->elections) {
+        struct kl__election *el = kl__election_of(link);
+        if (kl__key_is(el->key, ns, lease) && kl__election_handoff(el, to) == 0) {
+            rc = KL_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
+}
+
+int kl_handoff(kl_client *c, const char *ns, const char *lease, const char *to_identity,
+               kl_error *err)
+{
+    Kubelease__V1__HandoffRequest req = KUBELEASE__V1__HANDOFF_REQUEST__INIT;
+    struct kl__buf out = {0};
+
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    kl_error why;
+    if (to_identity && to_identity[0] && kl__check_identity(to_identity, &why) != KL_OK)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "to_identity: %s", why.message);
+    if (handoff_own(c, ns, lease, to_identity) == KL_OK)
+        return KL_OK;
+    req.namespace_ = (char *)ns;
+    req.name = (char *)lease;
+    req.to_identity = (char *)(to_identity ? to_identity : "");
+    rc = kl__unary_call(&c->loop.tr, "Handoff", &req.base, c->loop.opts.request_timeout_ms,
+                        KL__MAX_MESSAGE, &out, err);
+    kl__buf_free(&out);
+    if (rc > 0)
+        return kl__seterr(err, KL_ERR_PROTOCOL,
+                          "kubelease service at %s answered Handoff with not_found",
+                          c->loop.tr.endpoint);
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* The leadership subcommands: `candidates NS/NAME` (kl_list_candidates), as
- * a table or as JSON. Main thread only. */
+ * a table or as JSON, and `handoff NS/NAME [IDENTITY]` (kl_handoff). Main
+ * thread only. */
 #include <getopt.h>
 #include <string.h>
 
@@ -69,5 +70,29 @@ int ctl_candidates(const struct ctl_command *cmd, int argc, char **argv, struct 
     else
         print_candidates_table(stdout, rows, n);
     kl_free(rows);
+    return CTL_EXIT_OK;
+}
+
+int ctl_handoff(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o)
+{
+    kl_error err;
+    char ns[64], name[254];
+    int rc = ctl_parse_common(cmd, argc, argv, o);
+    if (rc >= 0)
+        return rc;
+    if (argc - optind != 1 && argc - optind != 2)
+        return ctl_usage_error(cmd, "expects NAMESPACE/NAME and an optional IDENTITY");
+    if (ctl_parse_ref(cmd, argv[optind], ns, sizeof(ns), name, sizeof(name)) != 0)
+        return CTL_EXIT_USAGE;
+    const char *to = argc - optind == 2 ? argv[optind + 1] : NULL;
+    kl_client *c = ctl_client_new(o, &rc);
+    if (!c)
+        return rc;
+    rc = kl_handoff(c, ns, name, to, &err);
+    kl_client_free(c);
+    if (rc != KL_OK)
+        return ctl_fail(rc, &err);
+    fprintf(stderr, "kubeleasectl: %s/%s handed off to %s\n", ns, name,
+            to ? to : "the next in line");
     return CTL_EXIT_OK;
 }

@@ -52,6 +52,17 @@ static const struct ctl_command commands[] = {
      "                        \"candidates\": [{\"identity\", \"leader\",\n"
      "                        \"campaigningForMs\", \"replica\" (null when elsewhere)}]}\n",
      ctl_candidates},
+    {"handoff", "NAMESPACE/NAME [IDENTITY]", "Hand the leadership of a Lease to a candidate",
+     "Ends the current term and has IDENTITY (a standby campaigning through the\n"
+     "same kubeleased replica as the leader; without it, the next in line) elected\n"
+     "next, in one write: no other candidate can take the Lease in between. The\n"
+     "leader learns it lost (\"handed off\") and the next term starts once its\n"
+     "library acknowledges, in milliseconds, or at the latest when the validity\n"
+     "granted to it has passed. Needs the verb handoff on the election\n"
+     "(elections.kubelease.io) when the service authenticates callers. Exits 16\n"
+     "when nobody holds the Lease through that replica or IDENTITY is no standby\n"
+     "there (the message says which), 17 when not allowed.\n",
+     ctl_handoff},
     {"elect", "NAMESPACE/NAME --identity ID [options] -- COMMAND [ARGS...]",
      "Run a command while leading a Lease",
      "Campaigns for the Lease; when elected, starts COMMAND with KUBELEASE_EPOCH,\n"

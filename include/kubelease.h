@@ -298,6 +298,29 @@ typedef struct kl_candidate_info {
 KL_EXPORT int kl_list_candidates(kl_client *c, const char *ns, const char *lease,
                                  kl_candidate_info **out, size_t *n, kl_error *err);
 
+/* Planned handoff: ends the term of ns/lease and has to_identity (a
+ * standby campaigning through the same service replica; NULL or "": the
+ * next in line) elected next, in milliseconds and without a race.
+ * - When this client leads ns/lease, it hands its own term off: as
+ *   kl_cancel_election, it marks the election not-leader at once (waiters
+ *   return before this returns), then the I/O thread sends the handoff
+ *   with the term's token; kl_wait_ended waits for it. If the service
+ *   refuses (no such standby), the I/O thread resigns instead. Returns
+ *   KL_OK without waiting for the service.
+ * - Otherwise (an operator's tool) one Handoff request on the calling
+ *   thread, bounded by request_timeout_ms; the service needs the caller to
+ *   be allowed the verb handoff on the election. The holder's library
+ *   learns it lost (kl_wait_lost returns KL_ERR_LOST, "handed off") and
+ *   acknowledges; the next term starts then, or at the latest once the
+ *   validity granted to the holder has passed. Errors:
+ *   KL_ERR_PERMISSION_DENIED; KL_ERR_LOST (the service's
+ *   failed_precondition, the message says which) when nobody holds the
+ *   Lease through that service replica or to_identity is not a standby
+ *   there; KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT.
+ * Negative on bad arguments (KL_ERR_INVALID_ARGUMENT naming them). */
+KL_EXPORT int kl_handoff(kl_client *c, const char *ns, const char *lease, const char *to_identity,
+                         kl_error *err);
+
 /* One Lease as the service replica answering sees it (kl_get_lease,
  * kl_list_leases). Plain data: the strings are NUL-terminated and live in the
  * struct, so it needs no freeing of its own. Its size is part of the ABI:

@@ -211,6 +211,17 @@ int engine_list_candidates(engine *e, const char *ns, const char *name, engine_d
     return k ? cmd_post(k) : -1;
 }
 
+int engine_handoff(engine *e, const char *ns, const char *name, const char *identity,
+                   const char *term_token, const char *to, engine_done done, void *ctx)
+{
+    cmd *k = unary_cmd(e, CMD_HANDOFF, ns, name, identity, done, ctx);
+    if (!k)
+        return -1;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
+    engine_copy_str(k->to, sizeof k->to, to);
+    return cmd_post(k);
+}
+
 uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener)
 {
     return post_stream(e, cmd_new(e, CMD_WATCH, ns, name, ""), listener);

@@ -49,6 +49,7 @@ typedef enum engine_lost_reason {
     ENGINE_LOST_RESUME_FAILED = 5,
     ENGINE_LOST_SHUTDOWN = 6,
     ENGINE_LOST_EXPIRED = 7,
+    ENGINE_LOST_HANDED_OFF = 8,
 } engine_lost_reason;
 
 typedef struct engine_config {
@@ -260,6 +261,17 @@ int engine_list(engine *e, engine_done done, void *ctx);
  * followed is not read: the answer is empty. */
 int engine_list_candidates(engine *e, const char *ns, const char *name, engine_done done,
                            void *ctx);
+/* Handoff (handoff.c): ends ns/name's term, held through this replica,
+ * with ENGINE_LOST_HANDED_OFF and elects to (a standby campaigning here;
+ * "" or NULL: the next in line) in one compare-and-swap write. identity
+ * and term_token: the holder's own handoff (rule 8), which takes effect at
+ * once; both "" (or NULL): someone else's, which takes effect when the
+ * holder acknowledges with Resign or its granted validity has passed
+ * (docs/design.md, rules 2 and 3). The reply: epoch (the term handed off)
+ * and holder (the candidate elected next), or FAILED_PRECONDITION /
+ * PERMISSION_DENIED. */
+int engine_handoff(engine *e, const char *ns, const char *name, const char *identity,
+                   const char *term_token, const char *to, engine_done done, void *ctx);
 /* CheckEpoch (check.c): a GetHolder from the cache, answered as
  * reply.current (a live term has exactly epoch) and reply.epoch (the
  * Lease's); a Lease that does not exist answers ENGINE_OK, not current,

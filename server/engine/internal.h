@@ -15,6 +15,7 @@
  *   absent.c    the negative cache of Leases read and found absent
  *   check.c     CheckEpoch, a cached read answered as a fencing check
  *   candidates.c ListCandidates
+ *   handoff.c   Handoff: a term handed to a standby in one write
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   validate.c  request validation (pure)
  *
@@ -113,6 +114,11 @@ struct term {
     int64_t renew_sent_ms;   /* send time of the renewal in flight */
     engine_done resign_done; /* a Resign waiting for the release to land */
     void *resign_ctx;
+    /* Over, but not released (nor handed off) before this time: a handoff
+     * not asked by the holder waits for its granted validity, or for its
+     * acknowledgement (handoff.c). 0: at once. */
+    int64_t finish_at_ms;
+    bool finish_pending; /* the guard timer will finish it at finish_at_ms */
     /* The resourceVersion of this term's last successful write. Renewals and
      * the release are compare-and-swap on it, not on the latest record seen:
      * if another replica of the service took over the term (a resume there),
@@ -173,6 +179,7 @@ struct lease_state {
     loop_timer tick_timer; /* keep-alive to standbys */
     loop_timer retry_timer;
     int64_t idle_since_ms; /* when the sweep first found it idle; 0: in use */
+    uint64_t handoff_id;   /* the standby the ending term goes to (handoff.c); 0: none */
 };
 
 struct engine {
@@ -233,6 +240,7 @@ typedef enum cmd_kind {
     CMD_GET,
     CMD_LIST,
     CMD_CANDIDATES,
+    CMD_HANDOFF,
     CMD_WATCH,
     CMD_UNWATCH,
     CMD_STOP,
@@ -246,6 +254,7 @@ typedef struct cmd {
                                 campaign, confirm and resign */
     int64_t epoch;
     bool consistent;
+    char to[STORE_HOLDER_MAX]; /* Handoff: the candidate to elect next */
     engine_listener listener;
     engine_done done;
     void *ctx;
@@ -298,6 +307,29 @@ void engine_shutdown(engine *e);
 /* ListCandidates, on the engine thread (candidates.c). */
 void engine_candidates_list(cmd *k);
 
+/* --- handoff.c --- */
+
+void engine_handoff_run(cmd *k);
+/* A Resign by the holder of a term waiting for its acknowledgement of a
+ * handoff: finishes the handoff now and answers; true when it was one. */
+bool engine_handoff_acknowledged(lease_state *ls, cmd *k);
+/* At the release of a term handed off: writes the standby's term instead,
+ * in one compare-and-swap on the term's last write. True when it did (the
+ * term is then freed and any Resign answered); false: release as usual. */
+bool engine_handoff_transfer(lease_state *ls);
+
+/* --- term.c, for handoff.c --- */
+
+/* Finishes an ended term (release or transfer) now if its finish_at_ms has
+ * come and no renewal is in flight; else when they allow. */
+void engine_term_finish_when_due(lease_state *ls);
+
+/* --- acquire.c, for handoff.c --- */
+
+/* Writes c's new term at epoch over the Lease version rv (the term handed
+ * off), as an acquisition. */
+void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int64_t epoch);
+
 /* --- lease.c --- */
 
 lease_state *engine_lease_find(engine *e, const char *ns, const char *name);
@@ -339,7 +371,7 @@ const char *engine_lost_reason_name(engine_lost_reason r);
 void engine_lease_labels(const lease_state *ls, char *out, size_t n);
 /* The labels of kubelease_terms_lost_total: the lease's and the reason. */
 void engine_lost_labels(const char *lease_labels, engine_lost_reason r, char *out, size_t n);
-#define ENGINE_N_LOST_REASONS (ENGINE_LOST_EXPIRED + 1)
+#define ENGINE_N_LOST_REASONS (ENGINE_LOST_HANDED_OFF + 1)
 
 /* --- notify.c --- */
 

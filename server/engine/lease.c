@@ -31,8 +31,8 @@ static void gauges_update(const engine *e)
 /* ---------- names and labels ---------- */
 
 static const char *const lost_reasons[ENGINE_N_LOST_REASONS] = {
-    "unspecified", "resigned",      "renew_failed", "superseded",
-    "deleted",     "resume_failed", "shutdown",     "expired"};
+    "unspecified",   "resigned", "renew_failed", "superseded", "deleted",
+    "resume_failed", "shutdown", "expired",      "handed_off"};
 
 const char *engine_lost_reason_name(engine_lost_reason r)
 {

@@ -145,7 +145,7 @@ static void renew_done_ending(lease_state *ls, const store_result *r, int64_t no
     } else if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
         t->release_wanted = false;
     }
-    term_finish(ls);
+    engine_term_finish_when_due(ls);
 }
 
 static void renew_done(void *ctx, const store_result *r)
@@ -330,7 +330,27 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     term_set(ls, t, TERM_ENDING);
     t->release_wanted = release;
     if (!renewing)
-        term_finish(ls);
+        engine_term_finish_when_due(ls);
+}
+
+static void finish_fire(void *arg)
+{
+    lease_state *ls = arg;
+    ls->term->finish_pending = false;
+    term_finish(ls);
+}
+
+void engine_term_finish_when_due(lease_state *ls)
+{
+    term *t = ls->term;
+    if (t->finish_at_ms > engine_now_ms(ls->e)) {
+        t->finish_pending = true;
+        loop_timer_start(&t->guard_timer, t->finish_at_ms, finish_fire, ls);
+        return;
+    }
+    t->finish_pending = false;
+    loop_timer_stop(&t->guard_timer);
+    term_finish(ls);
 }
 
 static void release_retry_fire(void *arg)
@@ -388,6 +408,8 @@ static void term_finish(lease_state *ls)
         engine_try_acquire(ls);
         return;
     }
+    if (engine_handoff_transfer(ls))
+        return;
     term_set(ls, t, TERM_RELEASING);
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
     store_lease rel = ls->record;

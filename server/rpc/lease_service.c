@@ -55,6 +55,33 @@ static int positive_epoch(int64_t epoch, char *msg, size_t msg_len)
     return -1;
 }
 
+/* Handoff: by the holder (identity and term_token, both) or by someone
+ * else (neither); to_identity empty or a valid identity. */
+static int validate_handoff(const Kubelease__V1__HandoffRequest *r, char *msg, size_t msg_len)
+{
+    if (lease_ref(r->namespace_, r->name, msg, msg_len) != 0 ||
+        engine_validate_term_token(r->term_token, msg, msg_len) != 0)
+        return -1;
+    bool has_identity = r->identity && r->identity[0],
+         has_token = r->term_token && r->term_token[0];
+    if (has_identity != has_token) {
+        snprintf(msg, msg_len, "%s",
+                 has_identity ? "term_token: required with identity (the holder's handoff)"
+                              : "identity: required with term_token (the holder's handoff)");
+        return -1;
+    }
+    if (has_identity && engine_validate_identity(r->identity, msg, msg_len) != 0)
+        return -1;
+    if (r->to_identity && r->to_identity[0] &&
+        engine_validate_identity(r->to_identity, msg, msg_len) != 0) {
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s", msg);
+        snprintf(msg, msg_len, "to_%s", inner); /* "identity: ..." -> "to_identity: ..." */
+        return -1;
+    }
+    return 0;
+}
+
 /* A CampaignRequest in the engine's form. */
 static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaign_req *out)
 {
@@ -125,6 +152,8 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
         return lease_ref(r->namespace_, r->name, msg, msg_len);
     }
+    case RPC_METHOD_HANDOFF:
+        return validate_handoff((const void *)req, msg, msg_len);
     case RPC_METHOD_COUNT:
         break;
     }
@@ -153,6 +182,8 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__CheckEpochRequest *)req)->namespace_;
     case RPC_METHOD_LIST_CANDIDATES:
         return ((const Kubelease__V1__ListCandidatesRequest *)req)->namespace_;
+    case RPC_METHOD_HANDOFF:
+        return ((const Kubelease__V1__HandoffRequest *)req)->namespace_;
     default:
         return NULL;
     }
@@ -175,6 +206,8 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__CheckEpochRequest *)req)->name;
     case RPC_METHOD_LIST_CANDIDATES:
         return ((const Kubelease__V1__ListCandidatesRequest *)req)->name;
+    case RPC_METHOD_HANDOFF:
+        return ((const Kubelease__V1__HandoffRequest *)req)->name;
     default:
         return NULL;
     }
@@ -189,6 +222,10 @@ const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__ConfirmRequest *)req)->identity;
     case RPC_METHOD_RESIGN:
         return ((const Kubelease__V1__ResignRequest *)req)->identity;
+    case RPC_METHOD_HANDOFF: {
+        const char *who = ((const Kubelease__V1__HandoffRequest *)req)->identity;
+        return who && who[0] ? who : NULL; /* the holder's own handoff */
+    }
     default:
         return NULL;
     }
@@ -222,6 +259,11 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, en
     case RPC_METHOD_LIST_CANDIDATES: {
         const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
         return engine_list_candidates(e, r->namespace_, r->name, done, ctx);
+    }
+    case RPC_METHOD_HANDOFF: {
+        const Kubelease__V1__HandoffRequest *r = (const void *)req;
+        return engine_handoff(e, r->namespace_, r->name, r->identity, r->term_token, r->to_identity,
+                              done, ctx);
     }
     default:
         return -1;
@@ -327,6 +369,12 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
     }
     case RPC_METHOD_LIST_CANDIDATES:
         return list_candidates_encode(codec, r, len);
+    case RPC_METHOD_HANDOFF: {
+        Kubelease__V1__HandoffResponse m = KUBELEASE__V1__HANDOFF_RESPONSE__INIT;
+        m.epoch = r->epoch;
+        m.to_identity = (char *)r->holder;
+        return rpc_message_encode(codec, &m.base, len);
+    }
     default:
         return NULL;
     }

@@ -20,6 +20,7 @@ typedef enum rpc_method_id {
     RPC_METHOD_LIST_LEASES,
     RPC_METHOD_CHECK_EPOCH,
     RPC_METHOD_LIST_CANDIDATES,
+    RPC_METHOD_HANDOFF,
     RPC_METHOD_COUNT
 } rpc_method_id;
 

@@ -1,7 +1,9 @@
 /* Leadership that follows the application, through libkubelease against a
  * real kubeleased (--dev, or on the test control plane): the fencing check
- * (kl_check_epoch) and the candidates (kl_list_candidates). Durations
- * 5/4/1 s. */
+ * (kl_check_epoch), the candidates (kl_list_candidates) and planned
+ * handoff (kl_handoff). Durations 5/4/1 s. On the control plane the test
+ * replica's ServiceAccount may campaign but not hand off others' terms
+ * (verb handoff): there an operator's handoff is refused. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -176,12 +178,82 @@ static void test_list_candidates_in_line_order(void **state)
     kl_client_free(reader);
 }
 
+/* The leader hands its term to a named standby: it stops leading before
+ * kl_handoff returns, that standby (not the first in line) leads next with
+ * the next epoch, in milliseconds. */
+static void test_handoff_by_the_leader(void **state)
+{
+    (void)state;
+    kl_client *a = new_client(), *b = new_client(), *c = new_client();
+    kl_error err;
+    int64_t e1 = 0, e2 = 0;
+    campaign(a, "handoff", "handoff-a:8080");
+    assert_int_equal(kl_wait_elected(a, h_ns, "handoff", 15, &e1, &err), KL_OK);
+    campaign(b, "handoff", "handoff-b:8080");
+    campaign(c, "handoff", "handoff-c:8080");
+    kl_free(wait_candidates(c, "handoff", 3));
+    int64_t t0 = h_now_ms();
+    assert_int_equal(kl_handoff(a, h_ns, "handoff", "handoff-c:8080", &err), KL_OK);
+    assert_int_equal(kl_is_leader(a, h_ns, "handoff", NULL, &err), 0);
+    assert_int_equal(kl_wait_elected(c, h_ns, "handoff", 15, &e2, &err), KL_OK);
+    int64_t ms = h_now_ms() - t0;
+    printf("handoff by the leader: epoch %lld -> %lld in %lld ms\n", (long long)e1, (long long)e2,
+           (long long)ms);
+    assert_int_equal(e2, e1 + 1);
+    assert_int_equal(kl_wait_ended(a, h_ns, "handoff", 5000, &err), KL_OK);
+    assert_int_equal(kl_is_leader(b, h_ns, "handoff", NULL, &err), 0);
+    kl_client_free(a);
+    kl_client_free(b);
+    kl_client_free(c);
+}
+
+/* Someone else hands the term off (--dev: no authorization): the leader
+ * learns it lost ("handed off"), and the next in line leads. On the
+ * control plane the caller lacks the verb handoff: refused, nothing
+ * changes. */
+static void test_handoff_by_an_operator(void **state)
+{
+    (void)state;
+    kl_client *a = new_client(), *b = new_client(), *op = new_client();
+    kl_error err;
+    int64_t e1 = 0, e2 = 0;
+    assert_int_equal(kl_handoff(op, h_ns, "handoff-op", NULL, &err), KL_ERR_LOST);
+    assert_non_null(strstr(err.message, "nobody holds"));
+    campaign(a, "handoff-op", "handoff-op-a:8080");
+    assert_int_equal(kl_wait_elected(a, h_ns, "handoff-op", 15, &e1, &err), KL_OK);
+    campaign(b, "handoff-op", "handoff-op-b:8080");
+    kl_free(wait_candidates(op, "handoff-op", 2));
+    assert_int_equal(kl_handoff(op, h_ns, "handoff-op", "nobody:1", &err), KL_ERR_LOST);
+    assert_non_null(strstr(err.message, "to_identity"));
+    assert_int_equal(kl_handoff(op, h_ns, "handoff-op", "Bad Identity\n", &err),
+                     KL_ERR_INVALID_ARGUMENT);
+    if (h_kubeconfig[0]) {
+        assert_int_equal(kl_handoff(op, h_ns, "handoff-op", NULL, &err), KL_ERR_PERMISSION_DENIED);
+        assert_non_null(strstr(err.message, "handoff"));
+        assert_int_equal(kl_is_leader(a, h_ns, "handoff-op", NULL, &err), 1);
+    } else {
+        int64_t t0 = h_now_ms();
+        assert_int_equal(kl_handoff(op, h_ns, "handoff-op", NULL, &err), KL_OK);
+        assert_int_equal(kl_wait_lost(a, h_ns, "handoff-op", &err), KL_ERR_LOST);
+        assert_non_null(strstr(err.message, "handed off"));
+        assert_int_equal(kl_wait_elected(b, h_ns, "handoff-op", 15, &e2, &err), KL_OK);
+        printf("handoff by an operator: epoch %lld -> %lld in %lld ms\n", (long long)e1,
+               (long long)e2, (long long)(h_now_ms() - t0));
+        assert_int_equal(e2, e1 + 1);
+    }
+    kl_client_free(a);
+    kl_client_free(b);
+    kl_client_free(op);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_epoch_follows_the_live_term),
         cmocka_unit_test(test_check_epoch_bad_arguments),
         cmocka_unit_test(test_list_candidates_in_line_order),
+        cmocka_unit_test(test_handoff_by_the_leader),
+        cmocka_unit_test(test_handoff_by_an_operator),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # kubeleasectl candidates: the table and -o json (parsed by python3) of a
-# Lease with a leader and a standby, usage errors. Against kubeleased --dev,
-# then the real apiserver of the test control plane (skipped, 77, without
-# it).
+# Lease with a leader and a standby, usage errors; kubeleasectl handoff: the
+# standby leads next (--dev), or, on the control plane where the test
+# replica's ServiceAccount lacks the verb handoff, exit 17 and nothing
+# changes. Against kubeleased --dev, then the real apiserver of the test
+# control plane (skipped, 77, without it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/client_lib.sh"
@@ -14,7 +16,10 @@ grep -q "^Usage: kubeleasectl candidates " "$KL_TMP/out" || fail "candidates --h
 expect_rc 2 "$KUBELEASECTL" candidates
 expect_rc 2 "$KUBELEASECTL" candidates default/x extra
 expect_rc 12 "$KUBELEASECTL" --endpoint http://127.0.0.1:1 candidates default/x
-echo "ok: candidates usage errors"
+expect_rc 0 "$KUBELEASECTL" handoff --help
+expect_rc 2 "$KUBELEASECTL" handoff
+expect_rc 2 "$KUBELEASECTL" handoff default/x a b
+echo "ok: candidates and handoff usage errors"
 
 checks() {
     local lease=ctl-lead
@@ -33,6 +38,18 @@ checks() {
     sed -n 2p "$KL_TMP/out" | grep -q '^c1  *leader ' || fail "candidates: row 1 $(sed -n 2p "$KL_TMP/out")"
     sed -n 3p "$KL_TMP/out" | grep -q '^c2  *standby ' || fail "candidates: row 2 $(sed -n 3p "$KL_TMP/out")"
     echo "ok: candidates (table and json)"
+    expect_rc 16 ctl handoff "$KL_NS/$lease" nobody
+    grep -q 'to_identity' "$KL_TMP/err" || fail "handoff to nobody: $(cat "$KL_TMP/err")"
+    if [[ -n ${KUBELEASE_TOKEN_FILE:-} ]]; then
+        expect_rc 17 ctl handoff "$KL_NS/$lease" c2
+        grep -q 'handoff' "$KL_TMP/err" || fail "handoff refused: $(cat "$KL_TMP/err")"
+        [[ $(ctl_holder "$lease") == c1 ]] || fail "a refused handoff changed the holder"
+        echo "ok: handoff without the verb handoff: 17, c1 still leads"
+    else
+        expect_rc 0 ctl handoff "$KL_NS/$lease" c2
+        kl_wait_for '[[ $(ctl_holder "$lease") == c2 ]]' 5 || fail "c2 does not lead after the handoff"
+        echo "ok: handoff to c2"
+    fi
     kill -TERM "$c1" "$c2"
     wait "$c1" "$c2" || true
 }

@@ -92,6 +92,15 @@ bufc ListCandidates '{"namespace":"default","name":"never-followed"}'
 grep -q '"identity"' "$KL_TMP/out" && fail "ListCandidates of a Lease not followed: $(cat "$KL_TMP/out")"
 pass "ListCandidates: replica-a leads; a Lease not followed: none"
 
+bufc Handoff "{$LEASE}"
+has '"failed_precondition"' "Handoff without a standby"
+has 'no standby' "Handoff without a standby"
+bufc Handoff "{$LEASE,\"identity\":\"replica-a\",\"termToken\":\"$OTHER\"}"
+has '"permission_denied"' "Handoff with another token"
+bufc GetHolder "{$LEASE}"
+has '"holder": "replica-a"' "GetHolder after refused Handoffs"
+pass "Handoff: failed_precondition without a standby, permission_denied with another token"
+
 bufc ListLeases '{}'
 has '"name": "db"' "ListLeases"
 has '"candidates": 1' "ListLeases"

@@ -1,5 +1,6 @@
 /* Leadership that follows the application, in the engine: the fencing
- * check (CheckEpoch) and the candidates (ListCandidates). The engine runs on a manual clock over
+ * check (CheckEpoch), the candidates (ListCandidates) and planned handoff
+ * (Handoff; docs/design.md, rules 2, 3 and 8). The engine runs on a manual clock over
  * the memory store (engine_harness.h). */
 #include "support/engine_harness.h"
 #include "store/memory.h"
@@ -175,6 +176,166 @@ static void test_engine_list_candidates_of_unfollowed_lease_reads_nothing(void *
     fixture_stop(f);
 }
 
+/* A Handoff as the holder (its token) or, with by_holder false, as an
+ * operator (no identity, no token). */
+static engine_reply handoff(fixture *f, const char *lease, const char *holder, bool by_holder,
+                            const char *to)
+{
+    reply_box b = BOX_INIT;
+    char token[ENGINE_TOKEN_MAX] = "";
+    if (by_holder)
+        harness_token_get(token, f->ns, lease, holder, 0);
+    assert_int_equal(
+        engine_handoff(f->engine, f->ns, lease, by_holder ? holder : "", token, to, box_done, &b),
+        0);
+    box_wait(&b);
+    return b.r;
+}
+
+static engine_reply resign_with(fixture *f, const char *lease, const char *identity,
+                                const char *token)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_resign(f->engine, f->ns, lease, identity, token, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+static int64_t elected_epoch(sink *s)
+{
+    int i = wait_kind(s, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    return s->events[i].epoch;
+}
+
+static bool lost_handed_off(sink *s)
+{
+    int i = wait_kind(s, ENGINE_EVENT_LOST, 5000);
+    return i >= 0 && s->events[i].reason == ENGINE_LOST_HANDED_OFF;
+}
+
+/* The holder hands off to a named standby: its term ends (Lost HANDED_OFF)
+ * and that standby, not the first in line, leads at once (no time passes)
+ * with the next epoch. */
+static void test_engine_handoff_by_holder_elects_the_named_standby_at_once(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for_ns("default", "ho", "a"));
+    int64_t e1 = elected_epoch(a);
+    campaign(f, b, req_for_ns("default", "ho", "b"));
+    campaign(f, c, req_for_ns("default", "ho", "c"));
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    engine_reply r = handoff(f, "ho", "a", true, "c");
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_int_equal(r.epoch, e1);
+    assert_string_equal(r.holder, "c");
+    assert_true(lost_handed_off(a));
+    assert_int_equal(elected_epoch(c), e1 + 1);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    assert_true(check_epoch(f, "ho", e1 + 1).current);
+    /* Empty to_identity: the next in line (b). */
+    r = handoff(f, "ho", "c", true, "");
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_string_equal(r.holder, "b");
+    assert_int_equal(elected_epoch(b), e1 + 2);
+    resign(f, "ho", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+}
+
+/* Someone else hands off: the holder is told at once and no longer
+ * confirmed, but the standby is elected only when the holder acknowledges
+ * (a Resign with its token), never before (rules 2 and 3). */
+static void test_engine_handoff_by_operator_waits_for_the_holder(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for_ns("default", "ho-op", "a"));
+    int64_t e1 = elected_epoch(a);
+    assert_int_equal(confirm(f, "ho-op", "a", e1).code, ENGINE_OK);
+    campaign(f, b, req_for_ns("default", "ho-op", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, "default", "ho-op", "a", e1);
+    engine_reply r = handoff(f, "ho-op", "a", false, "b");
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_true(lost_handed_off(a));
+    assert_int_not_equal(confirm(f, "ho-op", "a", e1).code, ENGINE_OK);
+    manual_clock_advance(&f->clock, 1000); /* within a's grant (2 s) */
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    engine_reply ack = resign_with(f, "ho-op", "a", token);
+    assert_int_equal(ack.code, ENGINE_OK);
+    assert_true(ack.released);
+    assert_int_equal(elected_epoch(b), e1 + 1);
+    resign(f, "ho-op", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+/* Without the holder's acknowledgement (dead, cut off), the standby is
+ * elected when the holder's last grant has passed, not before. */
+static void test_engine_handoff_by_operator_without_ack_waits_the_grant(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for_ns("default", "ho-dead", "a"));
+    int64_t e1 = elected_epoch(a);
+    assert_int_equal(confirm(f, "ho-dead", "a", e1).code, ENGINE_OK); /* grants 2 s */
+    campaign(f, b, req_for_ns("default", "ho-dead", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_int_equal(handoff(f, "ho-dead", "a", false, "").code, ENGINE_OK);
+    manual_clock_advance(&f->clock, 1999);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    manual_clock_advance(&f->clock, 1);
+    assert_int_equal(elected_epoch(b), e1 + 1);
+    resign(f, "ho-dead", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+/* Refusals change nothing: another token, an unknown standby, no standby,
+ * nobody holding the Lease. */
+static void test_engine_handoff_refusals_change_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    assert_int_equal(handoff(f, "ho-no", "a", false, "").code, ENGINE_FAILED_PRECONDITION);
+    campaign(f, a, req_for_ns("default", "ho-no", "a"));
+    int64_t e1 = elected_epoch(a);
+    engine_reply r = handoff(f, "ho-no", "a", false, "");
+    assert_int_equal(r.code, ENGINE_FAILED_PRECONDITION);
+    assert_non_null(strstr(r.message, "no standby"));
+    campaign(f, b, req_for_ns("default", "ho-no", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    r = handoff(f, "ho-no", "a", false, "zed");
+    assert_int_equal(r.code, ENGINE_FAILED_PRECONDITION);
+    assert_non_null(strstr(r.message, "to_identity: zed"));
+    reply_box bx = BOX_INIT;
+    assert_int_equal(
+        engine_handoff(f->engine, f->ns, "ho-no", "a", "not-the-token", "b", box_done, &bx), 0);
+    box_wait(&bx);
+    assert_int_equal(bx.r.code, ENGINE_PERMISSION_DENIED);
+    /* a still leads and is confirmed; b still stands by. */
+    assert_int_equal(confirm(f, "ho-no", "a", e1).code, ENGINE_OK);
+    assert_int_equal(take_kind(a, ENGINE_EVENT_LOST), -1);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    resign(f, "ho-no", "a");
+    assert_int_equal(elected_epoch(b), e1 + 1);
+    resign(f, "ho-no", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +343,10 @@ int main(void)
         cmocka_unit_test(test_engine_check_epoch_of_absent_leases_follows_nothing),
         cmocka_unit_test(test_engine_list_candidates_in_line_order),
         cmocka_unit_test(test_engine_list_candidates_of_unfollowed_lease_reads_nothing),
+        cmocka_unit_test(test_engine_handoff_by_holder_elects_the_named_standby_at_once),
+        cmocka_unit_test(test_engine_handoff_by_operator_waits_for_the_holder),
+        cmocka_unit_test(test_engine_handoff_by_operator_without_ack_waits_the_grant),
+        cmocka_unit_test(test_engine_handoff_refusals_change_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,6 +92,17 @@ static const struct {
     {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
     {RPC_METHOD_LIST_CANDIDATES, "{\"name\":\"db\"}", "namespace: must not be empty"},
     {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"-db\"}", "name: \"-db\""},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
+    {RPC_METHOD_HANDOFF,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"toIdentity\":\"b\",\"identity\":\"a\",\"termToken\":"
+     "\"t\"}",
+     ""},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}",
+     "term_token: required"},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\",\"termToken\":\"t\"}",
+     "identity: required"},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\",\"toIdentity\":\"a\\tb\"}",
+     "to_identity:"},
 };
 
 static void test_rpc_validate_table(void **state)
