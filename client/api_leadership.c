@@ -150,3 +150,14 @@ int kl_handoff(kl_client *c, const char *ns, const char *lease, const char *to_i
                           c->loop.tr.endpoint);
     return rc;
 }
+
+void kl_health_ok(kl_client *c)
+{
+    if (!c || c->loop.opts.health_deadline_ms <= 0)
+        return;
+    int64_t now = kl__now_ms();
+    pthread_mutex_lock(&c->loop.mu);
+    if (now > c->loop.health_ok_ms)
+        c->loop.health_ok_ms = now;
+    pthread_mutex_unlock(&c->loop.mu);
+}

@@ -343,12 +343,32 @@ static int64_t el_wind_down(struct kl__election *el, int64_t now)
     return INT64_MAX;
 }
 
+/* Health-gated leadership: a leader whose application has not reported
+ * health within the deadline gives its term up (not-leader at once, then a
+ * Resign with its token: docs/design.md, rule 2). Returns when to look
+ * again. */
+static int64_t check_health(struct kl__election *el, int64_t now)
+{
+    int deadline = el->loop->opts.health_deadline_ms;
+    if (deadline <= 0 || !kl__election_leader(el))
+        return INT64_MAX;
+    int64_t due = el->loop->health_ok_ms + deadline;
+    if (now < due)
+        return due;
+    el_finish(el, KL_ERR_LOST,
+              "leadership of %s (epoch %lld) given up: unhealthy, the application reported no "
+              "health (kl_health_ok) for %lld ms (health_deadline_ms %d)",
+              el->key, (long long)el->epoch, (long long)(now - el->loop->health_ok_ms), deadline);
+    return INT64_MAX;
+}
+
 int64_t kl__elections_process(const struct kl__list *list, int64_t now)
 {
     int64_t next = INT64_MAX;
     KL__LIST_FOREACH (link, list) {
         struct kl__election *el = kl__election_of(link);
         kl__election_check_deadline(el, now);
+        next = kl__min64(next, check_health(el, now));
         if (kl__election_over(el)) {
             next = kl__min64(next, el_wind_down(el, now));
             continue;

@@ -125,6 +125,14 @@ typedef struct kl_client_options {
      * client is created, and is read again for new connections (a CA bundle
      * replaced in place is used within a minute). Ignored for http://. */
     const char *ca_file;
+    /* Health-gated leadership (see kl_health_ok); 0 (the default): off.
+     * When > 0, every election of this client leads only while the
+     * application reported health (kl_health_ok) within this many
+     * milliseconds: past that, the library stops reporting leadership (as
+     * for any loss: kl_wait_lost returns KL_ERR_LOST, "unhealthy") and
+     * resigns, so a standby leads milliseconds later. The clock starts when
+     * the client is created. Negative is an invalid argument. */
+    int health_deadline_ms;
 } kl_client_options;
 
 /* Fills *opts with zeros (= defaults). */
@@ -397,6 +405,17 @@ KL_EXPORT int kl_watch_holder(kl_client *c, const char *ns, const char *lease, k
  * called from a callback of this client, where it returns at once and the
  * running callback is the last. Idempotent (KL_OK when no watch runs). */
 KL_EXPORT int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err);
+
+/* The application's heartbeat for health-gated leadership
+ * (kl_client_options.health_deadline_ms): call it from the code whose
+ * progress proves the application healthy (its main loop, a worker),
+ * more often than the deadline. A wedged application stops calling it
+ * and loses its leadership within the deadline (plus the time the library
+ * takes to notice, at most a few milliseconds); the library's own I/O
+ * thread, which keeps confirming, proves nothing about the application.
+ * Cheap (takes the client's mutex, no I/O); any thread; safe from a
+ * callback; a no-op when the gate is off or c is NULL. */
+KL_EXPORT void kl_health_ok(kl_client *c);
 
 /* Frees memory returned by the library (the holder of kl_get_holder, the
  * arrays of kl_list_leases and kl_list_candidates). NULL is a no-op. */

@@ -1,11 +1,13 @@
 /* Leadership that follows the application, through libkubelease against a
  * real kubeleased (--dev, or on the test control plane): the fencing check
- * (kl_check_epoch), the candidates (kl_list_candidates) and planned
- * handoff (kl_handoff). Durations 5/4/1 s. On the control plane the test
- * replica's ServiceAccount may campaign but not hand off others' terms
- * (verb handoff): there an operator's handoff is refused. */
+ * (kl_check_epoch), the candidates (kl_list_candidates), planned handoff
+ * (kl_handoff) and health-gated leadership (kl_health_ok). Durations 5/4/1 s. On the control plane
+ * the test replica's ServiceAccount may campaign but not hand off others' terms (verb handoff):
+ * there an operator's handoff is refused. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 
@@ -246,6 +248,69 @@ static void test_handoff_by_an_operator(void **state)
     kl_client_free(op);
 }
 
+/* The application's heartbeat, until it "wedges" (stop set). */
+struct beat {
+    kl_client *c;
+    atomic_int stop;
+    _Atomic int64_t last_ms;
+};
+
+static void *beat_thread(void *arg)
+{
+    struct beat *b = arg;
+    while (!atomic_load(&b->stop)) {
+        kl_health_ok(b->c);
+        atomic_store(&b->last_ms, h_now_ms());
+        h_sleep_ms(20);
+    }
+    return NULL;
+}
+
+/* A leader whose application keeps reporting health keeps leading past its
+ * health deadline; once it wedges, it stops leading within the deadline
+ * (plus a few ms) and a standby leads next, milliseconds later. */
+static void test_health_gated_leader_steps_down_when_wedged(void **state)
+{
+    (void)state;
+    kl_client_options o;
+    kl_client_options_init(&o);
+    o.health_deadline_ms = 400;
+    kl_error err;
+    kl_client *a = kl_client_new_opts(srv.endpoint, &o, &err), *b = new_client();
+    assert_non_null(a);
+    struct beat beat = {.c = a};
+    pthread_t t;
+    kl_health_ok(a);
+    assert_int_equal(pthread_create(&t, NULL, beat_thread, &beat), 0);
+    int64_t e1 = 0, e2 = 0;
+    campaign(a, "health", "health-a:8080");
+    assert_int_equal(kl_wait_elected(a, h_ns, "health", 15, &e1, &err), KL_OK);
+    campaign(b, "health", "health-b:8080");
+    /* Three deadlines of healthy leadership. */
+    assert_int_equal(kl_wait_lost_timeout(a, h_ns, "health", 1200, &err), KL_ERR_TIMEOUT);
+    assert_int_equal(kl_is_leader(a, h_ns, "health", NULL, &err), 1);
+    atomic_store(&beat.stop, 1);
+    pthread_join(t, NULL);
+    int64_t hang = atomic_load(&beat.last_ms);
+    assert_int_equal(kl_wait_lost(a, h_ns, "health", &err), KL_ERR_LOST);
+    int64_t lost = h_now_ms();
+    assert_non_null(strstr(err.message, "unhealthy"));
+    assert_int_equal(kl_wait_elected(b, h_ns, "health", 15, &e2, &err), KL_OK);
+    int64_t elected = h_now_ms();
+    printf("health-gated failover: hang -> lost %lld ms, hang -> standby elected %lld ms "
+           "(deadline 400 ms)\n",
+           (long long)(lost - hang), (long long)(elected - hang));
+    assert_true(lost - hang >= 400 - 25); /* not before the deadline (one beat of slack) */
+    assert_true(e2 > e1);
+    kl_client_free(a);
+    kl_client_free(b);
+    kl_client_options_init(&o);
+    o.health_deadline_ms = -1;
+    assert_null(kl_client_new_opts(srv.endpoint, &o, &err));
+    assert_int_equal(err.code, KL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "health_deadline_ms"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_list_candidates_in_line_order),
         cmocka_unit_test(test_handoff_by_the_leader),
         cmocka_unit_test(test_handoff_by_an_operator),
+        cmocka_unit_test(test_health_gated_leader_steps_down_when_wedged),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
