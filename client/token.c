@@ -9,22 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/secret.h"
 #include "kubelease.h"
 #include "util.h"
 
-static void wipe_free(char *s)
-{
-    if (!s)
-        return;
-    volatile char *p = s;
-    while (*p)
-        *p++ = 0;
-    free(s);
-}
-
 static void set_header(struct kl__token *t, char *header, const char *problem)
 {
-    wipe_free(t->header);
+    kl__secret_free(t->header);
     t->header = header;
     snprintf(t->problem, sizeof(t->problem), "%s", problem);
 }
@@ -67,13 +58,13 @@ static char *read_header(int fd, const struct stat *st, char *why, size_t why_le
     tok[n - start] = 0;
     for (size_t i = 0; tok[i]; i++) {
         if (tok[i] <= ' ' || tok[i] >= 0x7f) {
-            wipe_free(h);
+            kl__secret_free(h);
             snprintf(why, why_len, "holds a character no token has");
             return NULL;
         }
     }
     if (!tok[0]) {
-        wipe_free(h);
+        kl__secret_free(h);
         snprintf(why, why_len, "is empty");
         return NULL;
     }
@@ -128,7 +119,7 @@ int kl__token_init(struct kl__token *t, const char *path)
 
 void kl__token_cleanup(struct kl__token *t)
 {
-    wipe_free(t->header);
+    kl__secret_free(t->header);
     free(t->path);
     pthread_mutex_destroy(&t->mu);
     memset(t, 0, sizeof(*t));

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/secret.h"
 #include "core/loop.h"
 #include "http/auth_internal.h"
 
@@ -196,12 +197,7 @@ static void ticket_unref(http_auth_ticket *t)
 {
     if (--t->refs > 0)
         return;
-    if (t->token) {
-        volatile char *p = t->token;
-        while (*p)
-            *p++ = 0;
-        free(t->token);
-    }
+    kl__secret_free(t->token);
     auth_subject_unref(t->subject);
     auth_subject_unref(t->narrow);
     free(t);
@@ -478,10 +474,7 @@ http_auth_verdict http_auth_authorize(http_server *s, struct MHD_Connection *con
     if (!copy)
         return deny(d, RPC_INTERNAL, "out of memory");
     v = ticket_start(s, conn, q, act, digest, copy, d);
-    volatile char *p = copy;
-    while (*p)
-        *p++ = 0;
-    free(copy);
+    kl__secret_free(copy);
     return v;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/secret.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "http/auth_internal.h"
@@ -56,16 +57,6 @@ static auth_review *find_review(http_auth *a, review_kind kind, const uint8_t *k
     return NULL;
 }
 
-static void wipe_free(char *s)
-{
-    if (!s)
-        return;
-    volatile char *p = s;
-    while (*p)
-        *p++ = 0;
-    free(s);
-}
-
 static void review_unlink(http_auth *a, auth_review *r)
 {
     kl__list_remove(&r->link);
@@ -78,7 +69,7 @@ static void review_free(auth_review *r)
         next = w->next;
         free(w);
     }
-    wipe_free(r->token);
+    kl__secret_free(r->token);
     auth_subject_unref(r->subject);
     free(r);
 }

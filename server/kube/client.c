@@ -12,6 +12,7 @@
 
 #include "common/buf.h"
 #include "common/list.h"
+#include "common/secret.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -69,19 +70,9 @@ struct kube_client {
     char *auth_header; /* "Authorization: Bearer ..." (secret) */
 };
 
-static void wipe_free(char *s)
-{
-    if (!s)
-        return;
-    volatile char *p = s;
-    while (*p)
-        *p++ = 0;
-    free(s);
-}
-
 static int set_auth_header(kube_client *c)
 {
-    wipe_free(c->auth_header);
+    kl__secret_free(c->auth_header);
     c->auth_header = NULL;
     if (!c->cfg.token)
         return 0;
@@ -180,7 +171,7 @@ static void req_free(kube_request *r)
     if (r->easy)
         curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
-    wipe_free(r->body_copy); /* a TokenReview's holds a bearer token */
+    kl__secret_free(r->body_copy); /* a TokenReview's holds a bearer token */
     kl__buf_free(&r->buf);
     free(r);
 }
@@ -195,7 +186,7 @@ static int buf_append(kube_request *r, const char *data, size_t n)
 
 static void client_release(kube_client *c)
 {
-    wipe_free(c->auth_header);
+    kl__secret_free(c->auth_header);
     kube_config_clear(&c->cfg);
     free(c);
 }

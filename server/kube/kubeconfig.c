@@ -10,6 +10,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "common/secret.h"
 #include "core/base64.h"
 
 typedef struct doc {
@@ -134,12 +135,7 @@ void kube_kubeconfig_sel_clear(kube_kubeconfig_sel *s)
                        &s->ca_data,  &s->ca_file, &s->cert_data, &s->cert_file, &s->key_data,
                        &s->key_file, &s->token,   &s->token_file};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (*fields[i]) {
-            volatile char *p = *fields[i];
-            while (*p)
-                *p++ = 0;
-        }
-        free(*fields[i]);
+        kl__secret_free(*fields[i]);
     }
     memset(s, 0, sizeof *s);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/secret.h"
 #include "core/base64.h"
 #include "kube/config.h"
 
@@ -127,12 +128,7 @@ static int user_of(const cJSON *j, kube_user *u)
 
 void kube_review_body_free(char *body)
 {
-    if (!body)
-        return;
-    volatile char *p = body;
-    while (*p)
-        *p++ = 0;
-    free(body);
+    kl__secret_free(body);
 }
 
 /* Prints j without formatting and deletes it; NULL when out of memory. */

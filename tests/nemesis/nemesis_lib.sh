@@ -182,7 +182,10 @@ nm_rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 nm_replica_start() {
     local i=$1 env
     mapfile -t env < <(nm_clock_env "r$i" "$KL_REPLICA")
-    env "${env[@]}" "$KL_REPLICA" --endpoint "http://127.0.0.1:${R_LINK[$i]}" --namespace "$KL_TEST_NAMESPACE" \
+    # The control plane's kubeleased authenticates callers (docs/design.md,
+    # rule 7): each replica presents the test replica's token.
+    env "${env[@]}" KUBELEASE_TOKEN_FILE="$KL_REPLICA_TOKEN_FILE" \
+        "$KL_REPLICA" --endpoint "http://127.0.0.1:${R_LINK[$i]}" --namespace "$KL_TEST_NAMESPACE" \
         --lease "$NM_LEASE" --identity "r$i" --lease-duration "$NM_LEASE_S" --renew-deadline "$NM_RENEW_S" \
         --retry-period "$NM_RETRY_S" --intervals "$NM_IV" --track-deadline >>"$NM_DIR/r$i.log" 2>&1 &
     R_PID[$i]=$!

@@ -53,6 +53,13 @@ NM_LEASE=nemesis-$NM_SEED-$$
 NM_DIR=$(mktemp -d)
 NM_KEEP=${KL_NEMESIS_KEEP:-}
 NM_IV=$NM_DIR/intervals NM_EV=$NM_DIR/events
+# Both kubeleased share one term key, as a deployment's replicas do, so that
+# terms move between them (docs/design.md, rules 5 and 8). ctest gives its
+# own; by hand, one for this run.
+if [[ -z ${KUBELEASED_TERM_KEY_FILE:-} ]]; then
+    head -c 48 /dev/urandom | base64 >"$NM_DIR/term.key"
+    export KUBELEASED_TERM_KEY_FILE=$NM_DIR/term.key
+fi
 : >"$NM_IV"
 : >"$NM_EV"
 NM_ASAN=
