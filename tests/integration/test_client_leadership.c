@@ -152,7 +152,7 @@ static void test_list_candidates_in_line_order(void **state)
     campaign(a, "line", "line-a:8080");
     assert_int_equal(kl_wait_elected(a, h_ns, "line", 15, NULL, &err), KL_OK);
     campaign(b, "line", "line-b:8080");
-    wait_candidates(reader, "line", 2);
+    kl_free(wait_candidates(reader, "line", 2));
     campaign(c, "line", "line-c:8080");
     rows = wait_candidates(reader, "line", 3);
     assert_string_equal(rows[0].identity, "line-a:8080");
