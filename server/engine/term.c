@@ -403,6 +403,7 @@ static void term_finish(lease_state *ls)
     term *t = ls->term;
     if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
         ls->record.transitions != t->epoch) {
+        ls->handoff_id = 0; /* a handoff of this term, if any, goes with it */
         engine_term_answer_resign(ls, false);
         engine_term_free(ls);
         engine_try_acquire(ls);
