@@ -336,6 +336,64 @@ static void test_engine_handoff_refusals_change_nothing(void **state)
     sink_free(b);
 }
 
+typedef struct remove_arg {
+    store_result res;
+    atomic_bool done;
+} remove_arg;
+
+static void remove_cb(void *ctx, const store_result *r)
+{
+    remove_arg *a = ctx;
+    a->res = *r;
+    atomic_store(&a->done, true);
+}
+
+static void remove_on_loop(fixture *f, void *arg)
+{
+    f->store->ops->remove(f->store, "default", "ho-gone", NULL, 1000, remove_cb, arg);
+}
+
+static void noop_on_loop(fixture *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+}
+
+/* A handoff whose term ends without a release (the Lease was deleted
+ * meanwhile) is dropped with it: the next term's release goes to the next
+ * in line, not to the standby that handoff named. */
+static void test_engine_handoff_is_dropped_with_a_term_that_was_not_released(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new(), *d = sink_new();
+    campaign(f, a, req_for_ns("default", "ho-gone", "a"));
+    int64_t e1 = elected_epoch(a);
+    assert_int_equal(confirm(f, "ho-gone", "a", e1).code, ENGINE_OK);
+    campaign(f, b, req_for_ns("default", "ho-gone", "b"));
+    campaign(f, c, req_for_ns("default", "ho-gone", "c"));
+    campaign(f, d, req_for_ns("default", "ho-gone", "d"));
+    assert_true(wait_kind(d, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_int_equal(handoff(f, "ho-gone", "a", false, "d").code, ENGINE_OK);
+    remove_arg rm = {0};
+    run_on_loop(f, remove_on_loop, &rm);
+    for (int spins = 0; !atomic_load(&rm.done) && spins < 100; spins++)
+        run_on_loop(f, noop_on_loop, NULL);
+    assert_int_equal(rm.res.status, STORE_OK);
+    manual_clock_advance(&f->clock, 2000); /* a's grant: the term ends, not released */
+    elected_epoch(b);                      /* the first in line creates the Lease again */
+    resign(f, "ho-gone", "b");
+    elected_epoch(c);
+    assert_int_equal(take_kind(d, ENGINE_EVENT_ELECTED), -1);
+    resign(f, "ho-gone", "c");
+    resign(f, "ho-gone", "d");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+    sink_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_engine_handoff_by_operator_waits_for_the_holder),
         cmocka_unit_test(test_engine_handoff_by_operator_without_ack_waits_the_grant),
         cmocka_unit_test(test_engine_handoff_refusals_change_nothing),
+        cmocka_unit_test(test_engine_handoff_is_dropped_with_a_term_that_was_not_released),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
