@@ -80,6 +80,9 @@ static int client_options(const kl_client_options *in, kl_client_options *out, k
             in->max_backoff_ms < 0)
             return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
                               "opts: timeouts must be >= 0 milliseconds (0 = default)");
+        if (in->health_deadline_ms < 0)
+            return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                              "opts: health_deadline_ms must be >= 0 milliseconds (0 = off)");
         *out = *in;
     }
     if (out->connect_timeout_ms == 0)

@@ -49,6 +49,8 @@ static const char *lost_reason_name(int reason)
         return "the service is shutting down";
     case KUBELEASE__V1__LOST_REASON__LOST_REASON_EXPIRED:
         return "the campaign expired or was replaced";
+    case KUBELEASE__V1__LOST_REASON__LOST_REASON_HANDED_OFF:
+        return "handed off";
     default:
         return "unspecified reason";
     }
@@ -58,11 +60,13 @@ static int campaign_on_message(struct kl__xfer *x, const uint8_t *msg, size_t le
 static void campaign_done(struct kl__xfer *x, CURLcode rc);
 static void confirm_done(struct kl__xfer *x, CURLcode rc);
 static void resign_done(struct kl__xfer *x, CURLcode rc);
+static void handoff_done(struct kl__xfer *x, CURLcode rc);
 
 static const struct kl__xfer_type campaign_type = {"Campaign", 1, campaign_on_message,
                                                    campaign_done};
 static const struct kl__xfer_type confirm_type = {"Confirm", 0, NULL, confirm_done};
 static const struct kl__xfer_type resign_type = {"Resign", 0, NULL, resign_done};
+static const struct kl__xfer_type handoff_type = {"Handoff", 0, NULL, handoff_done};
 
 /* --- state ---------------------------------------------------------------- */
 
@@ -173,6 +177,17 @@ static void el_finish_by_service(struct kl__election *el, const char *fmt, ...)
     va_end(ap);
 }
 
+int kl__election_handoff(struct kl__election *el, const char *to)
+{
+    if (!kl__election_leader(el))
+        return -1;
+    el->handing_off = 1;
+    snprintf(el->handoff_to, sizeof(el->handoff_to), "%s", to ? to : "");
+    kl__election_cancel(el, "leadership of %s (epoch %lld) handed off", el->key,
+                        (long long)el->epoch);
+    return 0;
+}
+
 void kl__election_cancel(struct kl__election *el, const char *fmt, ...)
 {
     va_list ap;
@@ -281,6 +296,19 @@ static void start_confirm(struct kl__election *el, int64_t now)
     el->next_confirm = 0;
 }
 
+/* The leader's kl_handoff: a Handoff with its token, in place of the
+ * Resign (leadership is no longer reported: docs/design.md, rule 2). */
+static struct kl__xfer *handoff_xfer(struct kl__election *el, long timeout)
+{
+    Kubelease__V1__HandoffRequest req = KUBELEASE__V1__HANDOFF_REQUEST__INIT;
+    req.namespace_ = el->ns;
+    req.name = el->name;
+    req.identity = el->identity;
+    req.term_token = el->term_token;
+    req.to_identity = el->handoff_to;
+    return kl__xfer_new(&el->loop->tr, &handoff_type, &req.base, timeout, el);
+}
+
 static void start_resign(struct kl__election *el, int64_t now)
 {
     Kubelease__V1__ResignRequest req = KUBELEASE__V1__RESIGN_REQUEST__INIT;
@@ -291,7 +319,9 @@ static void start_resign(struct kl__election *el, int64_t now)
     req.name = el->name;
     req.identity = el->identity;
     req.term_token = el->term_token; /* empty for a candidate: ends its campaign only */
-    x = kl__xfer_new(&el->loop->tr, &resign_type, &req.base, timeout, el);
+    x = el->handing_off && el->term_token[0]
+            ? handoff_xfer(el, timeout)
+            : kl__xfer_new(&el->loop->tr, &resign_type, &req.base, timeout, el);
     if (!x || kl__xfer_start(x) != KL_OK) {
         kl__xfer_drop(x);
         el_set_state(el, KL__EL_CLOSING);
@@ -322,12 +352,32 @@ static int64_t el_wind_down(struct kl__election *el, int64_t now)
     return INT64_MAX;
 }
 
+/* Health-gated leadership: a leader whose application has not reported
+ * health within the deadline gives its term up (not-leader at once, then a
+ * Resign with its token: docs/design.md, rule 2). Returns when to look
+ * again. */
+static int64_t check_health(struct kl__election *el, int64_t now)
+{
+    int deadline = el->loop->opts.health_deadline_ms;
+    if (deadline <= 0 || !kl__election_leader(el))
+        return INT64_MAX;
+    int64_t due = el->loop->health_ok_ms + deadline;
+    if (now < due)
+        return due;
+    el_finish(el, KL_ERR_LOST,
+              "leadership of %s (epoch %lld) given up: unhealthy, the application reported no "
+              "health (kl_health_ok) for %lld ms (health_deadline_ms %d)",
+              el->key, (long long)el->epoch, (long long)(now - el->loop->health_ok_ms), deadline);
+    return INT64_MAX;
+}
+
 int64_t kl__elections_process(const struct kl__list *list, int64_t now)
 {
     int64_t next = INT64_MAX;
     KL__LIST_FOREACH (link, list) {
         struct kl__election *el = kl__election_of(link);
         kl__election_check_deadline(el, now);
+        next = kl__min64(next, check_health(el, now));
         if (kl__election_over(el)) {
             next = kl__min64(next, el_wind_down(el, now));
             continue;
@@ -453,6 +503,21 @@ static void resign_done(struct kl__xfer *x, CURLcode rc)
     el_set_state(el, KL__EL_CLOSING);
 }
 
+/* A Handoff the service refused (no such standby, the term held through
+ * another replica): resign instead, so that the Lease is not left to run
+ * out its validity. */
+static void handoff_done(struct kl__xfer *x, CURLcode rc)
+{
+    struct kl__election *el = x->data;
+    kl_error e;
+    el->resign = NULL;
+    el->handing_off = 0;
+    if (kl__xfer_result(x, rc, &e) == KL_OK)
+        el_set_state(el, KL__EL_CLOSING);
+    else
+        set_problem(el, e.message); /* still RESIGNING: the wind-down resigns */
+}
+
 static void campaign_done(struct kl__xfer *x, CURLcode rc)
 {
     struct kl__election *el = x->data;
@@ -529,7 +594,13 @@ static void on_lost(struct kl__election *el, const Kubelease__V1__Lost *l)
         set_problem(el, why);
         return; /* the stream ends next; its completion reconnects */
     }
-    if (leader)
+    if (leader && l->reason == KUBELEASE__V1__LOST_REASON__LOST_REASON_HANDED_OFF)
+        /* Someone handed the term off: the service waits for our
+         * acknowledgement, a Resign with the token, sent once leadership is
+         * no longer reported (docs/design.md, rules 2 and 3). */
+        el_finish(el, KL_ERR_LOST, "leadership of %s (epoch %lld) lost: %s%s%s", el->key,
+                  (long long)el->epoch, lost_reason_name(l->reason), sep, text);
+    else if (leader)
         el_finish_by_service(el, "leadership of %s (epoch %lld) lost: %s%s%s", el->key,
                              (long long)el->epoch, lost_reason_name(l->reason), sep, text);
     else

@@ -66,7 +66,17 @@ struct kl__election {
     int64_t backoff_ms;   /* current reconnection backoff */
     int64_t next_confirm; /* when to confirm next; 0 = not scheduled */
     int64_t resign_until; /* give up resigning at this time */
+    /* kl_handoff by the leader: the Resign is a Handoff to this candidate
+     * ("" with handing_off: the next in line). */
+    int handing_off;
+    char handoff_to[256];
 };
+
+/* Ends a leading election as kl__election_cancel does, but the I/O thread
+ * hands the term off to `to` ("": the next in line) instead of resigning
+ * (falling back to a Resign if the service refuses). Returns 0, or -1 when
+ * the election does not lead (nothing done). Mutex held. */
+int kl__election_handoff(struct kl__election *el, const char *to);
 
 /* 1 while the election holds a confirmed term whose deadline the last check
  * did not see pass. */

@@ -15,6 +15,7 @@ int kl__loop_init(struct kl__loop *l, const char *endpoint, const kl_client_opti
 
     memset(l, 0, sizeof(*l));
     l->opts = *opts;
+    l->health_ok_ms = kl__now_ms(); /* the health deadline runs from the start */
     if (pthread_mutex_init(&l->mu, NULL) != 0)
         return KL_ERR_NO_MEMORY;
     pthread_condattr_init(&ca);

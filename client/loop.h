@@ -32,6 +32,7 @@ struct kl__loop {
     pthread_cond_t cv; /* on CLOCK_MONOTONIC */
     pthread_t thread;
     kl_client_options opts; /* with the defaults filled in */
+    int64_t health_ok_ms;   /* the last kl_health_ok (monotonic), under mu */
     struct kl__transport tr;
     kl__loop_run_fn run;
     kl__loop_exit_fn on_exit;

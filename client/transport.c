@@ -310,6 +310,10 @@ int kl__xfer_result(struct kl__xfer *x, CURLcode rc, kl_error *err)
                               : "malformed or oversized response (is it a kubelease service?)");
     if (rc != CURLE_OK)
         return curl_failure(x, rc, err);
+    /* An answer without a body (a protobuf message with every field at its
+     * default) never reached on_write. */
+    if (!x->checked)
+        check_response(x);
     if (x->http != 200) {
         char why[200] = "";
         if (x->http == 401)

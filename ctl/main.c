@@ -12,8 +12,6 @@
 #define CTL_VERSION                                                                                \
     CTL_STR(KL_VERSION_MAJOR) "." CTL_STR(KL_VERSION_MINOR) "." CTL_STR(KL_VERSION_PATCH)
 
-/* `candidates NS/NAME` and `handoff NS/NAME [IDENTITY]` join this table once
- * the service has the CandidatesList and Handoff RPCs. */
 static const struct ctl_command commands[] = {
     {"get", "NAMESPACE/NAME [-o json|table]", "Show who holds a Lease and for how long",
      "Prints the holder (<none> when nobody holds the Lease), the fencing epoch,\n"
@@ -43,6 +41,28 @@ static const struct ctl_command commands[] = {
      "                        one object per line: {\"time\", \"namespace\", \"name\",\n"
      "                        \"holder\" (null when none), \"epoch\"}\n",
      ctl_watch},
+    {"candidates", "NAMESPACE/NAME [-o json|table]", "List the candidates for a Lease",
+     "Lists the campaigns for the Lease in line order: the leader first, then the\n"
+     "standbys in the order they would be elected, with how long each has been\n"
+     "campaigning (WAITING) and the kubeleased replica holding its campaign\n"
+     "(REPLICA; - for a leader campaigning through another replica). A service\n"
+     "replica lists the campaigns it holds, and the leader from the Lease.\n\n"
+     "Options:\n"
+     "  -o, --output FORMAT   table (default) or json: {\"namespace\", \"name\",\n"
+     "                        \"candidates\": [{\"identity\", \"leader\",\n"
+     "                        \"campaigningForMs\", \"replica\" (null when elsewhere)}]}\n",
+     ctl_candidates},
+    {"handoff", "NAMESPACE/NAME [IDENTITY]", "Hand the leadership of a Lease to a candidate",
+     "Ends the current term and has IDENTITY (a standby campaigning through the\n"
+     "same kubeleased replica as the leader; without it, the next in line) elected\n"
+     "next, in one write: no other candidate can take the Lease in between. The\n"
+     "leader learns it lost (\"handed off\") and the next term starts once its\n"
+     "library acknowledges, in milliseconds, or at the latest when the validity\n"
+     "granted to it has passed. Needs the verb handoff on the election\n"
+     "(elections.kubelease.io) when the service authenticates callers. Exits 16\n"
+     "when nobody holds the Lease through that replica or IDENTITY is no standby\n"
+     "there (the message says which), 17 when not allowed.\n",
+     ctl_handoff},
     {"elect", "NAMESPACE/NAME --identity ID [options] -- COMMAND [ARGS...]",
      "Run a command while leading a Lease",
      "Campaigns for the Lease; when elected, starts COMMAND with KUBELEASE_EPOCH,\n"

@@ -7,7 +7,12 @@
  *              --lease demo --identity replica-a
  *
  * SIGINT/SIGTERM resign the Lease (a standby takes over at once) and exit 0;
- * SIGUSR1 makes a leader hand over (resign) and stand again. */
+ * SIGUSR1 makes a leader hand over (resign) and stand again.
+ *
+ * Health-gated leadership (--health-deadline MS): the replica's work thread
+ * reports health (kl_health_ok) every MS/4; SIGUSR2 wedges it (and a second
+ * SIGUSR2 unwedges it), as a hung application would be, and the library
+ * then gives the leadership up within MS and a standby takes over. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -36,12 +41,14 @@ struct config {
     int retry_period;
     int resign_after; /* seconds of leadership before resigning; 0 = never */
     const char *intervals;
-    int track_deadline; /* poll the deadline while leading; log it at the end */
-    const char *pod;    /* --pod-label: the Pod kubeleased labels while this replica leads */
+    int track_deadline;     /* poll the deadline while leading; log it at the end */
+    const char *pod;        /* --pod-label: the Pod kubeleased labels while this replica leads */
     const char *label_key, *label_value;
+    int health_deadline_ms; /* 0: leadership not gated on health */
 };
 
-static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL, 0, NULL, NULL, NULL};
+static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
+static atomic_int wedged; /* SIGUSR2: the work thread stops reporting health */
 static kl_client *client;
 static atomic_int stopping;
 static int intervals_fd = -1;
@@ -122,6 +129,21 @@ static void stop_leading(const char *why)
     pthread_mutex_unlock(&lead_mu);
 }
 
+static void pause_ms(int ms);
+
+/* The application's work, reduced to proving it makes progress: reports
+ * health every quarter of the deadline unless wedged (SIGUSR2). */
+static void *work_thread(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stopping)) {
+        if (!atomic_load(&wedged))
+            kl_health_ok(client);
+        pause_ms(cfg.health_deadline_ms / 4 > 0 ? cfg.health_deadline_ms / 4 : 1);
+    }
+    return NULL;
+}
+
 /* SIGINT, SIGTERM and SIGUSR1 are blocked in every thread and taken here,
  * where calling the library is allowed (it is not from a signal handler).
  * SIGUSR1 ends a leadership in progress ("handoff"); the main loop then
@@ -132,6 +154,12 @@ static void *signal_thread(void *arg)
     int sig = 0;
     for (;;) {
         sigwait(set, &sig);
+        if (sig == SIGUSR2) {
+            int w = !atomic_load(&wedged);
+            atomic_store(&wedged, w);
+            say("HEALTH", "%s", w ? "wedged: no more kl_health_ok" : "healthy again");
+            continue;
+        }
         if (sig != SIGUSR1)
             break;
         pthread_mutex_lock(&lead_mu);
@@ -165,6 +193,8 @@ static void usage(FILE *out)
             "  --retry-period S      retry period in seconds (default 2)\n"
             "  --resign-after S      resign after leading S seconds, then stand again\n"
             "  --intervals FILE      append leadership intervals (CLOCK_MONOTONIC ns) to FILE\n"
+            "  --health-deadline MS  lead only while the work thread reported health within\n"
+            "                        MS ms (kl_health_ok); SIGUSR2 wedges/unwedges it\n"
             "  --track-deadline      while leading, poll the leadership deadline every 2 ms and\n"
             "                        append the last one seen to each \"end\" line of FILE\n"
             "  --pod-label POD/KEY=VALUE  while leading, kubeleased puts label KEY=VALUE on\n"
@@ -214,6 +244,7 @@ static void parse_args(int argc, char **argv)
         {"resign-after", required_argument, NULL, 'r'},
         {"intervals", required_argument, NULL, 'I'},
         {"track-deadline", no_argument, NULL, 'T'},
+        {"health-deadline", required_argument, NULL, 'H'},
         {"print-monotonic", no_argument, NULL, 'M'},
         {"pod-label", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
@@ -254,6 +285,9 @@ static void parse_args(int argc, char **argv)
             break;
         case 'L':
             parse_pod_label(optarg);
+            break;
+        case 'H':
+            cfg.health_deadline_ms = parse_int("--health-deadline", optarg, 1);
             break;
         case 'M':
             printf("%" PRId64 "\n", monotonic_ns());
@@ -400,9 +434,13 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-    client = kl_client_new(cfg.endpoint, &err);
+    kl_client_options opts;
+    kl_client_options_init(&opts);
+    opts.health_deadline_ms = cfg.health_deadline_ms;
+    client = kl_client_new_opts(cfg.endpoint, &opts, &err);
     if (!client) {
         fprintf(stderr, "kl_replica: %s\n", err.message);
         return 1;
@@ -412,6 +450,8 @@ int main(int argc, char **argv)
         kl_client_free(client);
         return 1;
     }
+    pthread_t work;
+    int working = cfg.health_deadline_ms > 0 && pthread_create(&work, NULL, work_thread, NULL) == 0;
     say("START", "lease %s/%s via %s (lease %d s, renew %d s, retry %d s)", cfg.ns, cfg.lease,
         cfg.endpoint ? cfg.endpoint : "the default endpoint", cfg.lease_duration,
         cfg.renew_deadline, cfg.retry_period);
@@ -423,6 +463,8 @@ int main(int argc, char **argv)
     if (!atomic_load(&stopping))
         pthread_kill(sig_thread, SIGTERM);
     pthread_join(sig_thread, NULL);
+    if (working)
+        pthread_join(work, NULL); /* it stops once stopping is set */
     kl_client_free(client);
     say("EXIT", exit_code ? "stopped after an error" : "resigned and stopped");
     return exit_code;

@@ -125,6 +125,14 @@ typedef struct kl_client_options {
      * client is created, and is read again for new connections (a CA bundle
      * replaced in place is used within a minute). Ignored for http://. */
     const char *ca_file;
+    /* Health-gated leadership (see kl_health_ok); 0 (the default): off.
+     * When > 0, every election of this client leads only while the
+     * application reported health (kl_health_ok) within this many
+     * milliseconds: past that, the library stops reporting leadership (as
+     * for any loss: kl_wait_lost returns KL_ERR_LOST, "unhealthy") and
+     * resigns, so a standby leads milliseconds later. The clock starts when
+     * the client is created. Negative is an invalid argument. */
+    int health_deadline_ms;
 } kl_client_options;
 
 /* Fills *opts with zeros (= defaults). */
@@ -290,6 +298,82 @@ KL_EXPORT int kl_is_leader(kl_client *c, const char *ns, const char *lease, int6
 KL_EXPORT int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
                             int64_t *lease_transitions, kl_error *err);
 
+/* The fencing check of a downstream server (a storage node, a worker that
+ * takes a leader's writes): is epoch the epoch of the live term of ns/lease?
+ * The leader sends its epoch (from kl_wait_elected) with every write; the
+ * server remembers the highest epoch it has accepted and rejects lower ones,
+ * calls kl_check_epoch on first contact with an epoch and whenever in doubt,
+ * and rejects the write when *current is 0. Served from the service's
+ * watch-fed cache: cheap, but it may lag the apiserver by the watch's delay
+ * (a term that just ended may still read as current for that long; an epoch
+ * larger than the one cached reads as not current).
+ * One CheckEpoch request on the calling thread (bounded by
+ * request_timeout_ms). epoch must be positive.
+ * Returns KL_OK with *current (must not be NULL) = 1 when a live term has
+ * exactly epoch, else 0, and *lease_transitions (may be NULL) = the Lease's
+ * current epoch (0 when the Lease does not exist: not current, and not an
+ * error). Negative on error, *current 0: e.g. KL_ERR_INVALID_ARGUMENT,
+ * KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT, KL_ERR_PERMISSION_DENIED (the caller
+ * needs the verb get on the election). Allowed from a callback, with the
+ * same delay as kl_get_holder. */
+KL_EXPORT int kl_check_epoch(kl_client *c, const char *ns, const char *lease, int64_t epoch,
+                             int *current, int64_t *lease_transitions, kl_error *err);
+
+/* One candidate of kl_list_candidates. Plain data, as kl_lease_info; its
+ * size is part of the ABI.
+ *   identity            the candidate's identity
+ *   campaigning_for_ms  how long ago its campaign started, as the replica
+ *                       holding it observed (for a leader campaigning
+ *                       through another replica: how long ago its term
+ *                       began)
+ *   leader              1 for the live holder, else 0
+ *   replica             the kubeleased replica holding its campaign (its
+ *                       host name: the pod's on a cluster); "" when that is
+ *                       another replica than the one answering */
+typedef struct kl_candidate_info {
+    char identity[256];
+    int64_t campaigning_for_ms;
+    int32_t leader;
+    char replica[64];
+} kl_candidate_info;
+
+/* Lists the candidates for ns/lease in line order: the leader first, then
+ * the standbys in the order they would be elected. A service replica knows
+ * the campaigns it holds: the list has those of the replica answering, and
+ * the live holder when it campaigns through another one. A Lease that
+ * replica does not follow is not read: the list is empty. One
+ * ListCandidates request on the calling thread, bounded by
+ * request_timeout_ms. Returns KL_OK with *out = a malloc'd array of *n
+ * entries that the caller frees with kl_free (NULL when *n is 0). Negative
+ * on error, with *out NULL and *n 0 (e.g. KL_ERR_PERMISSION_DENIED: the
+ * caller needs the verb get on the election). out and n must not be NULL.
+ * Allowed from a callback, with the same delay as kl_get_holder. */
+KL_EXPORT int kl_list_candidates(kl_client *c, const char *ns, const char *lease,
+                                 kl_candidate_info **out, size_t *n, kl_error *err);
+
+/* Planned handoff: ends the term of ns/lease and has to_identity (a
+ * standby campaigning through the same service replica; NULL or "": the
+ * next in line) elected next, in milliseconds and without a race.
+ * - When this client leads ns/lease, it hands its own term off: as
+ *   kl_cancel_election, it marks the election not-leader at once (waiters
+ *   return before this returns), then the I/O thread sends the handoff
+ *   with the term's token; kl_wait_ended waits for it. If the service
+ *   refuses (no such standby), the I/O thread resigns instead. Returns
+ *   KL_OK without waiting for the service.
+ * - Otherwise (an operator's tool) one Handoff request on the calling
+ *   thread, bounded by request_timeout_ms; the service needs the caller to
+ *   be allowed the verb handoff on the election. The holder's library
+ *   learns it lost (kl_wait_lost returns KL_ERR_LOST, "handed off") and
+ *   acknowledges; the next term starts then, or at the latest once the
+ *   validity granted to the holder has passed. Errors:
+ *   KL_ERR_PERMISSION_DENIED; KL_ERR_LOST (the service's
+ *   failed_precondition, the message says which) when nobody holds the
+ *   Lease through that service replica or to_identity is not a standby
+ *   there; KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT.
+ * Negative on bad arguments (KL_ERR_INVALID_ARGUMENT naming them). */
+KL_EXPORT int kl_handoff(kl_client *c, const char *ns, const char *lease, const char *to_identity,
+                         kl_error *err);
+
 /* One Lease as the service replica answering sees it (kl_get_lease,
  * kl_list_leases). Plain data: the strings are NUL-terminated and live in the
  * struct, so it needs no freeing of its own. Its size is part of the ABI:
@@ -367,8 +451,19 @@ KL_EXPORT int kl_watch_holder(kl_client *c, const char *ns, const char *lease, k
  * running callback is the last. Idempotent (KL_OK when no watch runs). */
 KL_EXPORT int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err);
 
+/* The application's heartbeat for health-gated leadership
+ * (kl_client_options.health_deadline_ms): call it from the code whose
+ * progress proves the application healthy (its main loop, a worker),
+ * more often than the deadline. A wedged application stops calling it
+ * and loses its leadership within the deadline (plus the time the library
+ * takes to notice, at most a few milliseconds); the library's own I/O
+ * thread, which keeps confirming, proves nothing about the application.
+ * Cheap (takes the client's mutex, no I/O); any thread; safe from a
+ * callback; a no-op when the gate is off or c is NULL. */
+KL_EXPORT void kl_health_ok(kl_client *c);
+
 /* Frees memory returned by the library (the holder of kl_get_holder, the
- * array of kl_list_leases). NULL is a no-op. */
+ * arrays of kl_list_leases and kl_list_candidates). NULL is a no-op. */
 KL_EXPORT void kl_free(void *p);
 
 #ifdef __cplusplus

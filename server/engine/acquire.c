@@ -179,6 +179,23 @@ void engine_try_acquire(lease_state *ls)
     write_for(ls, c, false, &rec, false);
 }
 
+void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int64_t epoch)
+{
+    store_lease rec = {0};
+    engine_copy_str(rec.ns, sizeof rec.ns, ls->ns);
+    engine_copy_str(rec.name, sizeof rec.name, ls->name);
+    engine_copy_str(rec.holder, sizeof rec.holder, c->req.identity);
+    engine_copy_str(rec.resource_version, sizeof rec.resource_version, rv);
+    rec.lease_duration_s = c->req.lease_duration_s;
+    rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
+    rec.transitions = epoch; /* larger than the term handed off (rule 4) */
+    /* The Pod label of the term handed off is off its Pod by now
+     * (engine_term_finish clears it first); the new term's is recorded as
+     * any acquisition's (rule 9). */
+    engine_podlabel_format(&c->req, rec.pod_label, sizeof rec.pod_label);
+    write_for(ls, c, false, &rec, false);
+}
+
 /* A resume of a live term with a token that is not the term's: whoever
  * asks, nothing changes (docs/design.md, rule 8). */
 static void refuse_resume(lease_state *ls, candidate *c)

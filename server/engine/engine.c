@@ -3,6 +3,7 @@
  * them; nothing here touches lease state. Also the engine's life: new, run,
  * stop, free, and readiness, which any thread may ask. */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "engine/internal.h"
 
@@ -82,6 +83,11 @@ engine *engine_new(const engine_config *cfg)
         free(e);
         return NULL;
     }
+    if (cfg->replica_name)
+        engine_copy_str(e->replica, sizeof e->replica, cfg->replica_name);
+    else if (gethostname(e->replica, sizeof e->replica) != 0)
+        e->replica[0] = '\0';
+    e->replica[sizeof e->replica - 1] = '\0';
     loop_timer_init(e->loop, &e->sweep_timer);
     e->started_ms = engine_now_ms(e);
     atomic_init(&e->next_id, 1);
@@ -197,6 +203,23 @@ int engine_list(engine *e, engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_LIST, "", "", "", done, ctx);
     return k ? cmd_post(k) : -1;
+}
+
+int engine_list_candidates(engine *e, const char *ns, const char *name, engine_done done, void *ctx)
+{
+    cmd *k = unary_cmd(e, CMD_CANDIDATES, ns, name, "", done, ctx);
+    return k ? cmd_post(k) : -1;
+}
+
+int engine_handoff(engine *e, const char *ns, const char *name, const char *identity,
+                   const char *term_token, const char *to, engine_done done, void *ctx)
+{
+    cmd *k = unary_cmd(e, CMD_HANDOFF, ns, name, identity, done, ctx);
+    if (!k)
+        return -1;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
+    engine_copy_str(k->to, sizeof k->to, to);
+    return cmd_post(k);
 }
 
 uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener)

@@ -49,6 +49,7 @@ typedef enum engine_lost_reason {
     ENGINE_LOST_RESUME_FAILED = 5,
     ENGINE_LOST_SHUTDOWN = 6,
     ENGINE_LOST_EXPIRED = 7,
+    ENGINE_LOST_HANDED_OFF = 8,
 } engine_lost_reason;
 
 typedef struct engine_config {
@@ -83,7 +84,14 @@ typedef struct engine_config {
      * NULL (or term_key_len 0): a random key of this engine's own. */
     const uint8_t *term_key;
     size_t term_key_len;
+    /* This replica's name in ListCandidates; NULL: the host name (the pod's
+     * name on a cluster). Copied. */
+    const char *replica_name;
 } engine_config;
+
+/* A replica's name (its host name: the pod's name on a cluster), NUL
+ * included; longer names are cut. */
+#define ENGINE_REPLICA_MAX 64
 
 #define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
 #define ENGINE_MAX_LEASES_DEFAULT     10000
@@ -163,6 +171,14 @@ typedef struct engine_lease_status {
     char pod_label[STORE_POD_LABEL_MAX]; /* the Lease's recorded leader label; "" none */
 } engine_lease_status;
 
+/* One row of ListCandidates. */
+typedef struct engine_candidate_status {
+    char identity[STORE_HOLDER_MAX];
+    int64_t campaigning_for_ms;
+    bool leader;
+    char replica[ENGINE_REPLICA_MAX]; /* "": campaigns through another replica */
+} engine_candidate_status;
+
 /* The answer to a unary request; valid only during the callback. */
 typedef struct engine_reply {
     engine_code code;
@@ -172,9 +188,13 @@ typedef struct engine_reply {
     int64_t since_transition_ms;
     bool released;
     bool exists;
+    bool current; /* CheckEpoch: a live term has the epoch asked about */
     char holder[STORE_HOLDER_MAX];
     size_t n_leases;
     const engine_lease_status *leases;
+    size_t n_candidates; /* ListCandidates, in line order */
+    const engine_candidate_status *candidates;
+    char replica[ENGINE_REPLICA_MAX]; /* ListCandidates: this replica's name */
 } engine_reply;
 
 typedef void (*engine_done)(void *ctx, const engine_reply *reply);
@@ -250,6 +270,28 @@ int engine_resign(engine *e, const char *ns, const char *name, const char *ident
 int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
                       engine_done done, void *ctx);
 int engine_list(engine *e, engine_done done, void *ctx);
+/* ListCandidates (candidates.c): the campaigns held here for ns/name in
+ * line order, and the live holder when it campaigns elsewhere. A Lease not
+ * followed is not read: the answer is empty. */
+int engine_list_candidates(engine *e, const char *ns, const char *name, engine_done done,
+                           void *ctx);
+/* Handoff (handoff.c): ends ns/name's term, held through this replica,
+ * with ENGINE_LOST_HANDED_OFF and elects to (a standby campaigning here;
+ * "" or NULL: the next in line) in one compare-and-swap write. identity
+ * and term_token: the holder's own handoff (rule 8), which takes effect at
+ * once; both "" (or NULL): someone else's, which takes effect when the
+ * holder acknowledges with Resign or its granted validity has passed
+ * (docs/design.md, rules 2 and 3). The reply: epoch (the term handed off)
+ * and holder (the candidate elected next), or FAILED_PRECONDITION /
+ * PERMISSION_DENIED. */
+int engine_handoff(engine *e, const char *ns, const char *name, const char *identity,
+                   const char *term_token, const char *to, engine_done done, void *ctx);
+/* CheckEpoch (check.c): a GetHolder from the cache, answered as
+ * reply.current (a live term has exactly epoch) and reply.epoch (the
+ * Lease's); a Lease that does not exist answers ENGINE_OK, not current,
+ * epoch 0. Costs what a cached read costs (docs/design.md, rule 4). */
+int engine_check_epoch(engine *e, const char *ns, const char *name, int64_t epoch, engine_done done,
+                       void *ctx);
 
 /* Holder watch: the current state first, then every change (or
  * ENGINE_EVENT_REFUSED at max_leases). Returns an id > 0 or 0 when out of

@@ -13,6 +13,9 @@
  *   watch.c     the store's watch events
  *   sweep.c     forgetting idle leases
  *   absent.c    the negative cache of Leases read and found absent
+ *   check.c     CheckEpoch, a cached read answered as a fencing check
+ *   candidates.c ListCandidates
+ *   handoff.c   Handoff: a term handed to a standby in one write
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   podlabel.c  the Pod label of a term: set, re-applied, removed before
  *               the Lease changes hands (docs/design.md, rule 9)
@@ -67,6 +70,7 @@ struct candidate {
     campaign_state state;
     engine_campaign_req req;
     engine_listener listener;
+    int64_t since_ms; /* when it started campaigning here */
 };
 
 struct watcher {
@@ -113,6 +117,11 @@ struct term {
     int64_t renew_sent_ms;   /* send time of the renewal in flight */
     engine_done resign_done; /* a Resign waiting for the release to land */
     void *resign_ctx;
+    /* Over, but not released (nor handed off) before this time: a handoff
+     * not asked by the holder waits for its granted validity, or for its
+     * acknowledgement (handoff.c). 0: at once. */
+    int64_t finish_at_ms;
+    bool finish_pending; /* the guard timer will finish it at finish_at_ms */
     /* The resourceVersion of this term's last successful write. Renewals and
      * the release are compare-and-swap on it, not on the latest record seen:
      * if another replica of the service took over the term (a resume there),
@@ -189,6 +198,7 @@ struct lease_state {
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
         loop_timer retry_timer;
     } label;
+    uint64_t handoff_id;   /* the standby the ending term goes to (handoff.c); 0: none */
 };
 
 struct engine {
@@ -220,7 +230,8 @@ struct engine {
         char name[STORE_NAME_MAX];
         int64_t until_ms; /* 0: a free slot */
     } absent[ENGINE_ABSENT_MAX];
-    unsigned absent_next; /* the slot taken next when none is free */
+    unsigned absent_next;             /* the slot taken next when none is free */
+    char replica[ENGINE_REPLICA_MAX]; /* this replica's name (ListCandidates) */
 };
 
 /* The owners of list links. */
@@ -247,6 +258,8 @@ typedef enum cmd_kind {
     CMD_RESIGN,
     CMD_GET,
     CMD_LIST,
+    CMD_CANDIDATES,
+    CMD_HANDOFF,
     CMD_WATCH,
     CMD_UNWATCH,
     CMD_STOP,
@@ -260,6 +273,7 @@ typedef struct cmd {
                                 campaign, confirm and resign */
     int64_t epoch;
     bool consistent;
+    char to[STORE_HOLDER_MAX]; /* Handoff: the candidate to elect next */
     engine_listener listener;
     engine_done done;
     void *ctx;
@@ -313,6 +327,32 @@ void engine_shutdown(engine *e);
  * it the state and tries to acquire. */
 void engine_campaign_standby(lease_state *ls, candidate *c);
 
+/* ListCandidates, on the engine thread (candidates.c). */
+void engine_candidates_list(cmd *k);
+
+/* --- handoff.c --- */
+
+void engine_handoff_run(cmd *k);
+/* A Resign by the holder of a term waiting for its acknowledgement of a
+ * handoff: finishes the handoff now and answers; true when it was one. */
+bool engine_handoff_acknowledged(lease_state *ls, cmd *k);
+/* At the release of a term handed off: writes the standby's term instead,
+ * in one compare-and-swap on the term's last write. True when it did (the
+ * term is then freed and any Resign answered); false: release as usual. */
+bool engine_handoff_transfer(lease_state *ls);
+
+/* --- term.c, for handoff.c --- */
+
+/* Finishes an ended term (release or transfer) now if its finish_at_ms has
+ * come and no renewal is in flight; else when they allow. */
+void engine_term_finish_when_due(lease_state *ls);
+
+/* --- acquire.c, for handoff.c --- */
+
+/* Writes c's new term at epoch over the Lease version rv (the term handed
+ * off), as an acquisition. */
+void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int64_t epoch);
+
 /* --- lease.c --- */
 
 lease_state *engine_lease_find(engine *e, const char *ns, const char *name);
@@ -354,7 +394,7 @@ const char *engine_lost_reason_name(engine_lost_reason r);
 void engine_lease_labels(const lease_state *ls, char *out, size_t n);
 /* The labels of kubelease_terms_lost_total: the lease's and the reason. */
 void engine_lost_labels(const char *lease_labels, engine_lost_reason r, char *out, size_t n);
-#define ENGINE_N_LOST_REASONS (ENGINE_LOST_EXPIRED + 1)
+#define ENGINE_N_LOST_REASONS (ENGINE_LOST_HANDED_OFF + 1)
 
 /* --- notify.c --- */
 

@@ -31,8 +31,8 @@ static void gauges_update(const engine *e)
 /* ---------- names and labels ---------- */
 
 static const char *const lost_reasons[ENGINE_N_LOST_REASONS] = {
-    "unspecified", "resigned",      "renew_failed", "superseded",
-    "deleted",     "resume_failed", "shutdown",     "expired"};
+    "unspecified",   "resigned", "renew_failed", "superseded", "deleted",
+    "resume_failed", "shutdown", "expired",      "handed_off"};
 
 const char *engine_lost_reason_name(engine_lost_reason r)
 {
@@ -232,6 +232,7 @@ void engine_candidate_add(lease_state *ls, candidate *c)
     if (kl__list_empty(&ls->candidates))
         e->n_elections++;
     kl__list_insert_tail(&ls->candidates, &c->link);
+    c->since_ms = engine_now_ms(e);
     e->n_candidates++;
     gauges_update(e);
 }

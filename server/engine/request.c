@@ -249,6 +249,8 @@ static void do_resign(cmd *k)
         k->done(k->ctx, &r);
         return;
     }
+    if (engine_handoff_acknowledged(ls, k))
+        return;
     term *t = engine_term_of(ls, k->req.identity);
     /* Only the holder ends its term, here or (by its record) on another
      * replica; a refused Resign ends nothing else either. */
@@ -501,6 +503,8 @@ static void refuse(cmd *k)
     case CMD_RESIGN:
     case CMD_GET:
     case CMD_LIST:
+    case CMD_CANDIDATES:
+    case CMD_HANDOFF:
         reply_code(k->done, k->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
         break;
     case CMD_DETACH:
@@ -543,6 +547,12 @@ void engine_cmd_run(void *arg)
         break;
     case CMD_LIST:
         do_list(k);
+        break;
+    case CMD_CANDIDATES:
+        engine_candidates_list(k);
+        break;
+    case CMD_HANDOFF:
+        engine_handoff_run(k);
         break;
     case CMD_WATCH:
         do_watch(k);

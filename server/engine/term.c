@@ -144,7 +144,7 @@ static void renew_done_ending(lease_state *ls, const store_result *r, int64_t no
     } else if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
         t->release_wanted = false;
     }
-    engine_term_finish(ls);
+    engine_term_finish_when_due(ls);
 }
 
 static void renew_done(void *ctx, const store_result *r)
@@ -348,7 +348,27 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     term_set(ls, t, TERM_ENDING);
     t->release_wanted = release;
     if (!renewing)
-        engine_term_finish(ls);
+        engine_term_finish_when_due(ls);
+}
+
+static void finish_fire(void *arg)
+{
+    lease_state *ls = arg;
+    ls->term->finish_pending = false;
+    engine_term_finish(ls);
+}
+
+void engine_term_finish_when_due(lease_state *ls)
+{
+    term *t = ls->term;
+    if (t->finish_at_ms > engine_now_ms(ls->e)) {
+        t->finish_pending = true;
+        loop_timer_start(&t->guard_timer, t->finish_at_ms, finish_fire, ls);
+        return;
+    }
+    t->finish_pending = false;
+    loop_timer_stop(&t->guard_timer);
+    engine_term_finish(ls);
 }
 
 static void release_retry_fire(void *arg)
@@ -404,12 +424,16 @@ void engine_term_finish(lease_state *ls)
     t->finishing = true;
     if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
         ls->record.transitions != t->epoch) {
+        ls->handoff_id = 0; /* a handoff of this term, if any, goes with it */
         engine_term_answer_resign(ls, false);
         engine_term_free(ls);
         engine_try_acquire(ls);
         return;
     }
+    /* The label first (rule 9), then a handoff's transfer or the release. */
     if (!engine_podlabel_clear(ls))
+        return;
+    if (engine_handoff_transfer(ls))
         return;
     term_set(ls, t, TERM_RELEASING);
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */

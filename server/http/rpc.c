@@ -171,18 +171,25 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
                                    const ProtobufCMessage *m, http_auth_denial *d)
 {
     static const char *const verbs[RPC_METHOD_COUNT] = {
-        [RPC_METHOD_CAMPAIGN] = "campaign",  [RPC_METHOD_CONFIRM] = "campaign",
-        [RPC_METHOD_RESIGN] = "campaign",    [RPC_METHOD_GET_HOLDER] = "get",
-        [RPC_METHOD_WATCH_HOLDER] = "watch", [RPC_METHOD_LIST_LEASES] = "list",
+        [RPC_METHOD_CAMPAIGN] = "campaign",   [RPC_METHOD_CONFIRM] = "campaign",
+        [RPC_METHOD_RESIGN] = "campaign",     [RPC_METHOD_GET_HOLDER] = "get",
+        [RPC_METHOD_WATCH_HOLDER] = "watch",  [RPC_METHOD_LIST_LEASES] = "list",
+        [RPC_METHOD_HANDOFF] = "handoff",     [RPC_METHOD_CHECK_EPOCH] = "get",
+        [RPC_METHOD_LIST_CANDIDATES] = "get",
     };
     if (!s->auth)
         return HTTP_AUTH_ALLOWED;
     rpc_method_id id = q->method->id;
     const char *ns = rpc_request_namespace(id, m), *name = rpc_request_name(id, m);
-    http_auth_action act = {verbs[id],
+    const char *identity = rpc_request_identity(id, m), *verb = verbs[id];
+    /* The holder hands off its own term as it resigns it (its token decides,
+     * rule 8); anyone else needs the verb handoff. */
+    if (id == RPC_METHOD_HANDOFF)
+        verb = identity ? "campaign" : "handoff";
+    http_auth_action act = {verb,
                             ns ? ns : "",
                             name ? name : "",
-                            rpc_request_identity(id, m),
+                            identity,
                             id == RPC_METHOD_LIST_LEASES,
                             rpc_request_pod(id, m)};
     return http_auth_authorize(s, conn, q, &act, d);

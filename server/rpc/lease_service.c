@@ -47,6 +47,41 @@ static int lease_ref_identity(const char *ns, const char *name, const char *iden
     return engine_validate_identity(identity, msg, msg_len);
 }
 
+static int positive_epoch(int64_t epoch, char *msg, size_t msg_len)
+{
+    if (epoch > 0)
+        return 0;
+    snprintf(msg, msg_len, "epoch: %lld, must be the positive epoch of a term", (long long)epoch);
+    return -1;
+}
+
+/* Handoff: by the holder (identity and term_token, both) or by someone
+ * else (neither); to_identity empty or a valid identity. */
+static int validate_handoff(const Kubelease__V1__HandoffRequest *r, char *msg, size_t msg_len)
+{
+    if (lease_ref(r->namespace_, r->name, msg, msg_len) != 0 ||
+        engine_validate_term_token(r->term_token, msg, msg_len) != 0)
+        return -1;
+    bool has_identity = r->identity && r->identity[0],
+         has_token = r->term_token && r->term_token[0];
+    if (has_identity != has_token) {
+        snprintf(msg, msg_len, "%s",
+                 has_identity ? "term_token: required with identity (the holder's handoff)"
+                              : "identity: required with term_token (the holder's handoff)");
+        return -1;
+    }
+    if (has_identity && engine_validate_identity(r->identity, msg, msg_len) != 0)
+        return -1;
+    if (r->to_identity && r->to_identity[0] &&
+        engine_validate_identity(r->to_identity, msg, msg_len) != 0) {
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s", msg);
+        snprintf(msg, msg_len, "to_%s", inner); /* "identity: ..." -> "to_identity: ..." */
+        return -1;
+    }
+    return 0;
+}
+
 /* A CampaignRequest in the engine's form. */
 static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaign_req *out)
 {
@@ -110,12 +145,7 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
             engine_validate_term_token(r->term_token, msg, msg_len) != 0)
             return -1;
-        if (r->epoch <= 0) {
-            snprintf(msg, msg_len, "epoch: %lld, must be the positive epoch of a term",
-                     (long long)r->epoch);
-            return -1;
-        }
-        return 0;
+        return positive_epoch(r->epoch, msg, msg_len);
     }
     case RPC_METHOD_RESIGN: {
         const Kubelease__V1__ResignRequest *r = (const void *)req;
@@ -137,6 +167,18 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
             return 0;
         return lease_ref(r->namespace_, "x", msg, msg_len); /* the namespace alone */
     }
+    case RPC_METHOD_CHECK_EPOCH: {
+        const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
+        if (lease_ref(r->namespace_, r->name, msg, msg_len) != 0)
+            return -1;
+        return positive_epoch(r->epoch, msg, msg_len);
+    }
+    case RPC_METHOD_LIST_CANDIDATES: {
+        const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
+        return lease_ref(r->namespace_, r->name, msg, msg_len);
+    }
+    case RPC_METHOD_HANDOFF:
+        return validate_handoff((const void *)req, msg, msg_len);
     case RPC_METHOD_COUNT:
         break;
     }
@@ -161,6 +203,12 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
         const char *ns = ((const Kubelease__V1__ListLeasesRequest *)req)->namespace_;
         return ns && ns[0] ? ns : NULL;
     }
+    case RPC_METHOD_CHECK_EPOCH:
+        return ((const Kubelease__V1__CheckEpochRequest *)req)->namespace_;
+    case RPC_METHOD_LIST_CANDIDATES:
+        return ((const Kubelease__V1__ListCandidatesRequest *)req)->namespace_;
+    case RPC_METHOD_HANDOFF:
+        return ((const Kubelease__V1__HandoffRequest *)req)->namespace_;
     default:
         return NULL;
     }
@@ -179,6 +227,12 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__GetHolderRequest *)req)->name;
     case RPC_METHOD_WATCH_HOLDER:
         return ((const Kubelease__V1__WatchHolderRequest *)req)->name;
+    case RPC_METHOD_CHECK_EPOCH:
+        return ((const Kubelease__V1__CheckEpochRequest *)req)->name;
+    case RPC_METHOD_LIST_CANDIDATES:
+        return ((const Kubelease__V1__ListCandidatesRequest *)req)->name;
+    case RPC_METHOD_HANDOFF:
+        return ((const Kubelease__V1__HandoffRequest *)req)->name;
     default:
         return NULL;
     }
@@ -209,6 +263,10 @@ const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__ConfirmRequest *)req)->identity;
     case RPC_METHOD_RESIGN:
         return ((const Kubelease__V1__ResignRequest *)req)->identity;
+    case RPC_METHOD_HANDOFF: {
+        const char *who = ((const Kubelease__V1__HandoffRequest *)req)->identity;
+        return who && who[0] ? who : NULL; /* the holder's own handoff */
+    }
     default:
         return NULL;
     }
@@ -235,6 +293,19 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, en
     }
     case RPC_METHOD_LIST_LEASES:
         return engine_list(e, done, ctx);
+    case RPC_METHOD_CHECK_EPOCH: {
+        const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
+        return engine_check_epoch(e, r->namespace_, r->name, r->epoch, done, ctx);
+    }
+    case RPC_METHOD_LIST_CANDIDATES: {
+        const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
+        return engine_list_candidates(e, r->namespace_, r->name, done, ctx);
+    }
+    case RPC_METHOD_HANDOFF: {
+        const Kubelease__V1__HandoffRequest *r = (const void *)req;
+        return engine_handoff(e, r->namespace_, r->name, r->identity, r->term_token, r->to_identity,
+                              done, ctx);
+    }
     default:
         return -1;
     }
@@ -277,6 +348,38 @@ static uint8_t *list_leases_encode(rpc_codec codec, const engine_reply *r, size_
     return out;
 }
 
+static uint8_t *list_candidates_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__ListCandidatesResponse m = KUBELEASE__V1__LIST_CANDIDATES_RESPONSE__INIT;
+    Kubelease__V1__CandidateStatus *rows = NULL, **ptrs = NULL;
+    if (r->n_candidates) {
+        rows = calloc(r->n_candidates, sizeof *rows);
+        ptrs = calloc(r->n_candidates, sizeof *ptrs);
+        if (!rows || !ptrs) {
+            free(rows);
+            free(ptrs);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < r->n_candidates; i++) {
+        const engine_candidate_status *c = &r->candidates[i];
+        kubelease__v1__candidate_status__init(&rows[i]);
+        rows[i].identity = (char *)c->identity;
+        rows[i].campaigning_for_ms = c->campaigning_for_ms;
+        rows[i].leader = c->leader;
+        rows[i].replica = (char *)c->replica;
+        ptrs[i] = &rows[i];
+    }
+    m.n_candidates = r->n_candidates;
+    m.candidates = ptrs;
+    m.replica = (char *)r->replica;
+    m.epoch = r->epoch;
+    uint8_t *out = rpc_message_encode(codec, &m.base, len);
+    free(rows);
+    free(ptrs);
+    return out;
+}
+
 uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len)
 {
     switch (id) {
@@ -300,6 +403,20 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
     }
     case RPC_METHOD_LIST_LEASES:
         return list_leases_encode(codec, r, len);
+    case RPC_METHOD_CHECK_EPOCH: {
+        Kubelease__V1__CheckEpochResponse m = KUBELEASE__V1__CHECK_EPOCH_RESPONSE__INIT;
+        m.current = r->current;
+        m.epoch = r->epoch;
+        return rpc_message_encode(codec, &m.base, len);
+    }
+    case RPC_METHOD_LIST_CANDIDATES:
+        return list_candidates_encode(codec, r, len);
+    case RPC_METHOD_HANDOFF: {
+        Kubelease__V1__HandoffResponse m = KUBELEASE__V1__HANDOFF_RESPONSE__INIT;
+        m.epoch = r->epoch;
+        m.to_identity = (char *)r->holder;
+        return rpc_message_encode(codec, &m.base, len);
+    }
     default:
         return NULL;
     }

@@ -31,19 +31,21 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
 const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req);
 /* The Lease name a request is about, NULL when it has none (ListLeases). */
 const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req);
-/* The campaign identity a request acts for (Campaign, Confirm, Resign), NULL
- * for the others. */
+/* The campaign identity a request acts for (Campaign, Confirm, Resign, a
+ * holder's own Handoff), NULL for the others. */
+const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req);
+
 /* A Campaign's Pod and label key, NULL for other methods or when unset. */
 const char *rpc_request_pod(rpc_method_id id, const ProtobufCMessage *req);
 const char *rpc_request_pod_label_key(rpc_method_id id, const ProtobufCMessage *req);
-const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req);
 
 /* The Connect code of an engine status code; RPC_UNKNOWN for a value the
  * table does not know. */
 rpc_code rpc_code_of_engine(engine_code c);
 
-/* Sends a validated unary request (Confirm, Resign, GetHolder, ListLeases)
- * to the engine; done runs once on the engine thread with its reply.
+/* Sends a validated unary request (Confirm, Resign, GetHolder, ListLeases,
+ * CheckEpoch, ListCandidates, Handoff) to the engine; done runs once on the engine thread with its
+ * reply.
  * Returns 0, or -1 when out of memory or id is not a unary method (done is
  * then never called). */
 int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, engine_done done,

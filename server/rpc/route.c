@@ -25,6 +25,10 @@ static const rpc_method methods[RPC_METHOD_COUNT] = {
     METHOD(RPC_METHOD_GET_HOLDER, "GetHolder", get_holder_request, get_holder_response, false),
     METHOD(RPC_METHOD_WATCH_HOLDER, "WatchHolder", watch_holder_request, holder_event, true),
     METHOD(RPC_METHOD_LIST_LEASES, "ListLeases", list_leases_request, list_leases_response, false),
+    METHOD(RPC_METHOD_CHECK_EPOCH, "CheckEpoch", check_epoch_request, check_epoch_response, false),
+    METHOD(RPC_METHOD_LIST_CANDIDATES, "ListCandidates", list_candidates_request,
+           list_candidates_response, false),
+    METHOD(RPC_METHOD_HANDOFF, "Handoff", handoff_request, handoff_response, false),
 };
 
 const rpc_method *rpc_method_find(const char *path)

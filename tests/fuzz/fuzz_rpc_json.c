@@ -26,6 +26,12 @@ static const ProtobufCMessageDescriptor *types[] = {
     &kubelease__v1__list_leases_request__descriptor,
     &kubelease__v1__list_leases_response__descriptor,
     &kubelease__v1__lost__descriptor,
+    &kubelease__v1__check_epoch_request__descriptor,
+    &kubelease__v1__check_epoch_response__descriptor,
+    &kubelease__v1__list_candidates_request__descriptor,
+    &kubelease__v1__list_candidates_response__descriptor,
+    &kubelease__v1__handoff_request__descriptor,
+    &kubelease__v1__handoff_response__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

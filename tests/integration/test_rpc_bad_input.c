@@ -205,6 +205,18 @@ static void test_invalid_names_and_durations(void **state)
         {"Resign", "{\"namespace\":\"default\",\"name\":\"db\"}", "identity"},
         {"Confirm", "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":0}",
          "epoch"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\"}", "epoch"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\",\"epoch\":\"-1\"}", "epoch"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"DB\",\"epoch\":1}", "name"},
+        {"CheckEpoch", "{\"namespace\":\"default\",\"name\":\"db\",\"epoch\":true}", "epoch"},
+        {"ListCandidates", "{\"namespace\":\"default\"}", "name"},
+        {"ListCandidates", "{\"namespace\":\"de fault\",\"name\":\"db\"}", "namespace"},
+        {"ListCandidates", "{\"namespace\":\"default\",\"name\":[\"db\"]}", "name"},
+        {"Handoff", "{\"namespace\":\"default\"}", "name"},
+        {"Handoff", "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\"}", "term_token"},
+        {"Handoff", "{\"namespace\":\"default\",\"name\":\"db\",\"termToken\":\"x\"}", "identity"},
+        {"Handoff", "{\"namespace\":\"default\",\"name\":\"db\",\"toIdentity\":\"a\\u0001\"}",
+         "to_identity"},
     };
     response r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -58,7 +58,7 @@ row=$(lease_row "$OPS_TMP/dom.html")
 [[ -n $row ]] || fail "no table row for $lease in the DOM"
 grep -q 'alpha-replica' <<<"$row" || fail "holder alpha-replica missing from the row: $row"
 grep -q '>1</span>' <<<"$row" || fail "epoch 1 missing from the row: $row"
-grep -q 'data-label="Candidates"><span class="badge">2<' <<<"$row" ||
+grep -Eq 'data-label="Candidates"><span class="badge( toggle)?"[^>]*>2<' <<<"$row" ||
     fail "2 candidates missing from the row: $row"
 grep -q '15 s' <<<"$row" || fail "lease duration 15 s missing from the row: $row"
 grep -q '<img' "$OPS_TMP/dom.html" && fail "the holder name became markup in the browser"

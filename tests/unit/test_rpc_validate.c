@@ -102,6 +102,24 @@ static const struct {
     {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
     {RPC_METHOD_WATCH_HOLDER, "{\"namespace\":\"ns\",\"name\":\"\"}", "name: must not be empty"},
     {RPC_METHOD_LIST_LEASES, "{}", ""},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\",\"epoch\":\"7\"}", ""},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\"}", "epoch: 0"},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"name\":\"db\",\"epoch\":-3}", "epoch: -3"},
+    {RPC_METHOD_CHECK_EPOCH, "{\"namespace\":\"ns\",\"epoch\":1}", "name: must not be empty"},
+    {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
+    {RPC_METHOD_LIST_CANDIDATES, "{\"name\":\"db\"}", "namespace: must not be empty"},
+    {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"-db\"}", "name: \"-db\""},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
+    {RPC_METHOD_HANDOFF,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"toIdentity\":\"b\",\"identity\":\"a\",\"termToken\":"
+     "\"t\"}",
+     ""},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}",
+     "term_token: required"},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\",\"termToken\":\"t\"}",
+     "identity: required"},
+    {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\",\"toIdentity\":\"a\\tb\"}",
+     "to_identity:"},
 };
 
 static void test_rpc_validate_table(void **state)

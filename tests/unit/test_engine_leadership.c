@@ -1,0 +1,411 @@
+/* Leadership that follows the application, in the engine: the fencing
+ * check (CheckEpoch), the candidates (ListCandidates) and planned handoff
+ * (Handoff; docs/design.md, rules 2, 3 and 8). The engine runs on a manual clock over
+ * the memory store (engine_harness.h). */
+#include "support/engine_harness.h"
+#include "store/memory.h"
+
+static void count_watches(fixture *f, void *arg)
+{
+    *(int *)arg = store_memory_watch_count(f->store);
+}
+
+static int watches_of(fixture *f)
+{
+    int n = -1;
+    run_on_loop(f, count_watches, &n);
+    return n;
+}
+
+static engine_reply check_epoch(fixture *f, const char *lease, int64_t epoch)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_check_epoch(f->engine, f->ns, lease, epoch, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+/* Current only while the live term has exactly that epoch: not an older
+ * one, not a newer one, not once the term has ended. */
+static void test_engine_check_epoch_current_only_for_the_live_term(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for_ns("default", "fenced", "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t e1 = a->events[i].epoch;
+    engine_reply r = check_epoch(f, "fenced", e1);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_true(r.current);
+    assert_int_equal(r.epoch, e1);
+    r = check_epoch(f, "fenced", e1 + 1);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_false(r.current);
+    assert_int_equal(r.epoch, e1);
+    /* The next term: the old epoch is no longer current. */
+    campaign(f, b, req_for_ns("default", "fenced", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_int_equal(resign(f, "fenced", "a").code, ENGINE_OK);
+    i = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t e2 = b->events[i].epoch;
+    assert_true(e2 > e1);
+    r = check_epoch(f, "fenced", e1);
+    assert_false(r.current);
+    assert_int_equal(r.epoch, e2);
+    assert_true(check_epoch(f, "fenced", e2).current);
+    /* No term at all once b resigns. */
+    assert_int_equal(resign(f, "fenced", "b").code, ENGINE_OK);
+    r = check_epoch(f, "fenced", e2);
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_false(r.current);
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+/* Checks of Leases that do not exist answer "not current, epoch 0", follow
+ * nothing and go to the negative cache, as reads do. */
+static void test_engine_check_epoch_of_absent_leases_follows_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    for (int i = 0; i < 1000; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "absent-%d", i % 100);
+        engine_reply r = check_epoch(f, name, 1 + i);
+        assert_int_equal(r.code, ENGINE_OK);
+        assert_false(r.current);
+        assert_int_equal(r.epoch, 0);
+    }
+    assert_int_equal(watches_of(f), 0);
+    fixture_stop(f);
+}
+
+typedef struct cand_box {
+    reply_box box;
+    engine_candidate_status rows[8];
+    size_t n;
+} cand_box;
+
+static void cand_done(void *ctx, const engine_reply *r)
+{
+    cand_box *b = ctx;
+    b->n = r->n_candidates < 8 ? r->n_candidates : 8;
+    memcpy(b->rows, r->candidates, b->n * sizeof b->rows[0]);
+    box_done(&b->box, r);
+}
+
+static cand_box *list_candidates(fixture *f, const char *lease)
+{
+    static cand_box b;
+    memset(&b, 0, sizeof b);
+    b.box = (reply_box)BOX_INIT;
+    assert_int_equal(engine_list_candidates(f->engine, f->ns, lease, cand_done, &b), 0);
+    box_wait(&b.box);
+    assert_int_equal(b.box.r.code, ENGINE_OK);
+    assert_string_equal(b.box.r.replica, "replica-0");
+    return &b;
+}
+
+/* The leader first, then the standbys in the order they would be elected,
+ * each with how long it has campaigned and the replica holding it; the
+ * order is the one a resignation follows. */
+static void test_engine_list_candidates_in_line_order(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){.replica_name = "replica-0"});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for_ns("default", "line", "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    campaign(f, b, req_for_ns("default", "line", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    /* Time passes; a keeps confirming its term (grants last 2 s). */
+    int64_t e1 = a->events[i].epoch;
+    manual_clock_advance(&f->clock, 1000);
+    assert_int_equal(confirm(f, "line", "a", e1).code, ENGINE_OK);
+    manual_clock_advance(&f->clock, 500);
+    campaign(f, c, req_for_ns("default", "line", "c"));
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    manual_clock_advance(&f->clock, 500);
+    assert_int_equal(confirm(f, "line", "a", e1).code, ENGINE_OK);
+    cand_box *l = list_candidates(f, "line");
+    assert_int_equal(l->n, 3);
+    assert_int_equal(l->box.r.epoch, a->events[i].epoch);
+    assert_string_equal(l->rows[0].identity, "a");
+    assert_true(l->rows[0].leader);
+    assert_string_equal(l->rows[1].identity, "b");
+    assert_false(l->rows[1].leader);
+    assert_int_equal(l->rows[1].campaigning_for_ms, 2000);
+    assert_string_equal(l->rows[2].identity, "c");
+    assert_int_equal(l->rows[2].campaigning_for_ms, 500);
+    for (size_t k = 0; k < 3; k++)
+        assert_string_equal(l->rows[k].replica, "replica-0");
+    /* a resigns: b, the first in line, leads; c is next. */
+    resign(f, "line", "a");
+    assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    l = list_candidates(f, "line");
+    assert_int_equal(l->n, 2);
+    assert_string_equal(l->rows[0].identity, "b");
+    assert_true(l->rows[0].leader);
+    assert_string_equal(l->rows[1].identity, "c");
+    resign(f, "line", "b");
+    resign(f, "line", "c");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+}
+
+/* A Lease not followed here is not read: an empty list, nothing followed. */
+static void test_engine_list_candidates_of_unfollowed_lease_reads_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){.replica_name = "replica-0"});
+    for (int i = 0; i < 100; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "unknown-%d", i);
+        cand_box *l = list_candidates(f, name);
+        assert_int_equal(l->n, 0);
+        assert_int_equal(l->box.r.epoch, 0);
+    }
+    assert_int_equal(watches_of(f), 0);
+    fixture_stop(f);
+}
+
+/* A Handoff as the holder (its token) or, with by_holder false, as an
+ * operator (no identity, no token). */
+static engine_reply handoff(fixture *f, const char *lease, const char *holder, bool by_holder,
+                            const char *to)
+{
+    reply_box b = BOX_INIT;
+    char token[ENGINE_TOKEN_MAX] = "";
+    if (by_holder)
+        harness_token_get(token, f->ns, lease, holder, 0);
+    assert_int_equal(
+        engine_handoff(f->engine, f->ns, lease, by_holder ? holder : "", token, to, box_done, &b),
+        0);
+    box_wait(&b);
+    return b.r;
+}
+
+static engine_reply resign_with(fixture *f, const char *lease, const char *identity,
+                                const char *token)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_resign(f->engine, f->ns, lease, identity, token, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+static int64_t elected_epoch(sink *s)
+{
+    int i = wait_kind(s, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    return s->events[i].epoch;
+}
+
+static bool lost_handed_off(sink *s)
+{
+    int i = wait_kind(s, ENGINE_EVENT_LOST, 5000);
+    return i >= 0 && s->events[i].reason == ENGINE_LOST_HANDED_OFF;
+}
+
+/* The holder hands off to a named standby: its term ends (Lost HANDED_OFF)
+ * and that standby, not the first in line, leads at once (no time passes)
+ * with the next epoch. */
+static void test_engine_handoff_by_holder_elects_the_named_standby_at_once(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for_ns("default", "ho", "a"));
+    int64_t e1 = elected_epoch(a);
+    campaign(f, b, req_for_ns("default", "ho", "b"));
+    campaign(f, c, req_for_ns("default", "ho", "c"));
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    engine_reply r = handoff(f, "ho", "a", true, "c");
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_int_equal(r.epoch, e1);
+    assert_string_equal(r.holder, "c");
+    assert_true(lost_handed_off(a));
+    assert_int_equal(elected_epoch(c), e1 + 1);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    assert_true(check_epoch(f, "ho", e1 + 1).current);
+    /* Empty to_identity: the next in line (b). */
+    r = handoff(f, "ho", "c", true, "");
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_string_equal(r.holder, "b");
+    assert_int_equal(elected_epoch(b), e1 + 2);
+    resign(f, "ho", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+}
+
+/* Someone else hands off: the holder is told at once and no longer
+ * confirmed, but the standby is elected only when the holder acknowledges
+ * (a Resign with its token), never before (rules 2 and 3). */
+static void test_engine_handoff_by_operator_waits_for_the_holder(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for_ns("default", "ho-op", "a"));
+    int64_t e1 = elected_epoch(a);
+    assert_int_equal(confirm(f, "ho-op", "a", e1).code, ENGINE_OK);
+    campaign(f, b, req_for_ns("default", "ho-op", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, "default", "ho-op", "a", e1);
+    engine_reply r = handoff(f, "ho-op", "a", false, "b");
+    assert_int_equal(r.code, ENGINE_OK);
+    assert_true(lost_handed_off(a));
+    assert_int_not_equal(confirm(f, "ho-op", "a", e1).code, ENGINE_OK);
+    manual_clock_advance(&f->clock, 1000); /* within a's grant (2 s) */
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    engine_reply ack = resign_with(f, "ho-op", "a", token);
+    assert_int_equal(ack.code, ENGINE_OK);
+    assert_true(ack.released);
+    assert_int_equal(elected_epoch(b), e1 + 1);
+    resign(f, "ho-op", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+/* Without the holder's acknowledgement (dead, cut off), the standby is
+ * elected when the holder's last grant has passed, not before. */
+static void test_engine_handoff_by_operator_without_ack_waits_the_grant(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for_ns("default", "ho-dead", "a"));
+    int64_t e1 = elected_epoch(a);
+    assert_int_equal(confirm(f, "ho-dead", "a", e1).code, ENGINE_OK); /* grants 2 s */
+    campaign(f, b, req_for_ns("default", "ho-dead", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_int_equal(handoff(f, "ho-dead", "a", false, "").code, ENGINE_OK);
+    manual_clock_advance(&f->clock, 1999);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    manual_clock_advance(&f->clock, 1);
+    assert_int_equal(elected_epoch(b), e1 + 1);
+    resign(f, "ho-dead", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+/* Refusals change nothing: another token, an unknown standby, no standby,
+ * nobody holding the Lease. */
+static void test_engine_handoff_refusals_change_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    assert_int_equal(handoff(f, "ho-no", "a", false, "").code, ENGINE_FAILED_PRECONDITION);
+    campaign(f, a, req_for_ns("default", "ho-no", "a"));
+    int64_t e1 = elected_epoch(a);
+    engine_reply r = handoff(f, "ho-no", "a", false, "");
+    assert_int_equal(r.code, ENGINE_FAILED_PRECONDITION);
+    assert_non_null(strstr(r.message, "no standby"));
+    campaign(f, b, req_for_ns("default", "ho-no", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    r = handoff(f, "ho-no", "a", false, "zed");
+    assert_int_equal(r.code, ENGINE_FAILED_PRECONDITION);
+    assert_non_null(strstr(r.message, "to_identity: zed"));
+    reply_box bx = BOX_INIT;
+    assert_int_equal(
+        engine_handoff(f->engine, f->ns, "ho-no", "a", "not-the-token", "b", box_done, &bx), 0);
+    box_wait(&bx);
+    assert_int_equal(bx.r.code, ENGINE_PERMISSION_DENIED);
+    /* a still leads and is confirmed; b still stands by. */
+    assert_int_equal(confirm(f, "ho-no", "a", e1).code, ENGINE_OK);
+    assert_int_equal(take_kind(a, ENGINE_EVENT_LOST), -1);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    resign(f, "ho-no", "a");
+    assert_int_equal(elected_epoch(b), e1 + 1);
+    resign(f, "ho-no", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+typedef struct remove_arg {
+    store_result res;
+    atomic_bool done;
+} remove_arg;
+
+static void remove_cb(void *ctx, const store_result *r)
+{
+    remove_arg *a = ctx;
+    a->res = *r;
+    atomic_store(&a->done, true);
+}
+
+static void remove_on_loop(fixture *f, void *arg)
+{
+    f->store->ops->remove(f->store, "default", "ho-gone", NULL, 1000, remove_cb, arg);
+}
+
+static void noop_on_loop(fixture *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+}
+
+/* A handoff whose term ends without a release (the Lease was deleted
+ * meanwhile) is dropped with it: the next term's release goes to the next
+ * in line, not to the standby that handoff named. */
+static void test_engine_handoff_is_dropped_with_a_term_that_was_not_released(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new(), *d = sink_new();
+    campaign(f, a, req_for_ns("default", "ho-gone", "a"));
+    int64_t e1 = elected_epoch(a);
+    assert_int_equal(confirm(f, "ho-gone", "a", e1).code, ENGINE_OK);
+    campaign(f, b, req_for_ns("default", "ho-gone", "b"));
+    campaign(f, c, req_for_ns("default", "ho-gone", "c"));
+    campaign(f, d, req_for_ns("default", "ho-gone", "d"));
+    assert_true(wait_kind(d, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_int_equal(handoff(f, "ho-gone", "a", false, "d").code, ENGINE_OK);
+    remove_arg rm = {0};
+    run_on_loop(f, remove_on_loop, &rm);
+    for (int spins = 0; !atomic_load(&rm.done) && spins < 100; spins++)
+        run_on_loop(f, noop_on_loop, NULL);
+    assert_int_equal(rm.res.status, STORE_OK);
+    manual_clock_advance(&f->clock, 2000); /* a's grant: the term ends, not released */
+    elected_epoch(b);                      /* the first in line creates the Lease again */
+    resign(f, "ho-gone", "b");
+    elected_epoch(c);
+    assert_int_equal(take_kind(d, ENGINE_EVENT_ELECTED), -1);
+    resign(f, "ho-gone", "c");
+    resign(f, "ho-gone", "d");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+    sink_free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_check_epoch_current_only_for_the_live_term),
+        cmocka_unit_test(test_engine_check_epoch_of_absent_leases_follows_nothing),
+        cmocka_unit_test(test_engine_list_candidates_in_line_order),
+        cmocka_unit_test(test_engine_list_candidates_of_unfollowed_lease_reads_nothing),
+        cmocka_unit_test(test_engine_handoff_by_holder_elects_the_named_standby_at_once),
+        cmocka_unit_test(test_engine_handoff_by_operator_waits_for_the_holder),
+        cmocka_unit_test(test_engine_handoff_by_operator_without_ack_waits_the_grant),
+        cmocka_unit_test(test_engine_handoff_refusals_change_nothing),
+        cmocka_unit_test(test_engine_handoff_is_dropped_with_a_term_that_was_not_released),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
