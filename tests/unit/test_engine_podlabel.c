@@ -136,6 +136,8 @@ static void test_engine_pod_label_moves_on_resign_never_on_two_pods(void **state
     assert_non_null(label_of(f, "pod-a", KEY));
     assert_string_equal(label_of(f, "pod-a", KEY), "leader");
     engine_campaign_req rb = labelled("podlabel", "b", "pod-b");
+    b->req = rb;
+    b->has_req = true; /* the harness keeps its term token */
     b->id =
         engine_campaign(f->engine, &rb, (engine_listener){watched_on_event, watched_on_close, &wb});
     assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
@@ -167,6 +169,8 @@ static void test_engine_pod_label_of_detached_holder_removed_before_next_term(vo
     campaign(f, a, labelled("crash", "a", "pod-a"));
     assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
     engine_campaign_req rb = labelled("crash", "b", "pod-b");
+    b->req = rb;
+    b->has_req = true; /* the harness keeps its term token */
     b->id =
         engine_campaign(f->engine, &rb, (engine_listener){watched_on_event, watched_on_close, &wb});
     assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
@@ -180,6 +184,41 @@ static void test_engine_pod_label_of_detached_holder_removed_before_next_term(vo
     assert_null(label_of(f, "pod-a", KEY));
     assert_string_equal(label_of(f, "pod-b", KEY), "leader");
     resign(f, "crash", "b");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* A handoff (issue 15) moves the label like a resignation: off the old
+ * holder's Pod before the named standby is elected. */
+static void test_engine_pod_label_moves_on_handoff(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    watched wb = {b, f, {"pod-a", "pod-b"}, {false, false}, false};
+    campaign(f, a, labelled("handoff", "a", "pod-a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    engine_campaign_req rb = labelled("handoff", "b", "pod-b");
+    b->req = rb;
+    b->has_req = true; /* the harness keeps its term token */
+    b->id =
+        engine_campaign(f->engine, &rb, (engine_listener){watched_on_event, watched_on_close, &wb});
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    harness_sleep_ms(10);
+    assert_string_equal(label_of(f, "pod-a", KEY), "leader");
+    reply_box box = BOX_INIT;
+    assert_int_equal(engine_handoff(f->engine, "default", "handoff", "a", a->events[i].term_token,
+                                    "b", box_done, &box),
+                     0);
+    box_wait(&box);
+    assert_int_equal(box.r.code, ENGINE_OK);
+    assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    assert_false(wb.labelled_at_elected[0]);
+    harness_sleep_ms(10);
+    assert_null(label_of(f, "pod-a", KEY));
+    assert_string_equal(label_of(f, "pod-b", KEY), "leader");
+    resign(f, "handoff", "b");
     assert_true(wait_closed(b, 5000));
     sink_free(a);
     sink_free(b);
@@ -377,6 +416,8 @@ static void test_engine_stale_pod_label_cleared_before_acquisition(void **state)
     sink *b = sink_new();
     watched wb = {b, f, {"pod-a", "pod-b"}, {false, false}, false};
     engine_campaign_req rb = labelled("stale", "b", "pod-b");
+    b->req = rb;
+    b->has_req = true; /* the harness keeps its term token */
     b->id =
         engine_campaign(f->engine, &rb, (engine_listener){watched_on_event, watched_on_close, &wb});
     int i = wait_kind(b, ENGINE_EVENT_ELECTED, 10000);
@@ -483,6 +524,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_pod_label_of_detached_holder_removed_before_next_term, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_pod_label_moves_on_handoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_pod_label_reapplied_at_renewal, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_pod_label_changed_on_resume, setup, teardown),
