@@ -41,13 +41,14 @@ struct config {
     int retry_period;
     int resign_after; /* seconds of leadership before resigning; 0 = never */
     const char *intervals;
-    int track_deadline;     /* poll the deadline while leading; log it at the end */
-    const char *pod;        /* --pod-label: the Pod kubeleased labels while this replica leads */
+    int track_deadline; /* poll the deadline while leading; log it at the end */
+    const char *pod;    /* --pod-label: the Pod kubeleased labels while this replica leads */
     const char *label_key, *label_value;
     int health_deadline_ms; /* 0: leadership not gated on health */
 };
 
-static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
+static struct config cfg = {NULL, "default", NULL, NULL, 15,   10,   2,
+                            0,    NULL,      0,    NULL, NULL, NULL, 0};
 static atomic_int wedged; /* SIGUSR2: the work thread stops reporting health */
 static kl_client *client;
 static atomic_int stopping;

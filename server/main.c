@@ -336,8 +336,7 @@ int main(int argc, char **argv)
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
               o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
-              log_q(o.token_audience), log_q(o.identity_policy),
-              o.tls_cert_file ? "true" : "false",
+              log_q(o.token_audience), log_q(o.identity_policy), o.tls_cert_file ? "true" : "false",
               log_q(o.pod_label_keys ? o.pod_label_keys : ""));
     if (!auth && !o.dev)
         log_event(LOG_WARN, "auth_disabled", "msg=%s",

@@ -21,7 +21,7 @@
 #define KUBE_POD_LABEL_MAX        640 /* pod 253 + key 317 + value 63 + separators */
 #define KUBE_IP_MAX               64  /* one address */
 #define KUBE_POD_IPS_MAX          128 /* a Pod's addresses (dual-stack: two), space-separated */
-#define KUBE_NONCE_MAX  64
+#define KUBE_NONCE_MAX            64
 
 /* The annotation holding the random value of the term kubelease started on a
  * Lease (never the term's token, which derives from it under a key only

@@ -26,7 +26,7 @@
 #define STORE_LABEL_VAL_MAX 64  /* at most 63 bytes */
 #define STORE_IP_MAX        64
 #define STORE_POD_IPS_MAX   128 /* a Pod's addresses, space-separated (dual-stack) */
-#define STORE_NONCE_MAX  64 /* a term nonce: base64url text */
+#define STORE_NONCE_MAX     64  /* a term nonce: base64url text */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
 typedef struct store_lease {
@@ -70,9 +70,9 @@ const char *store_status_name(store_status s);
 
 typedef struct store_result {
     store_status status;
-    int http_code;             /* 0 for the memory store or transport errors */
-    char message[256];         /* why it failed, for logs; "" on success */
-    store_lease lease;         /* the object after the operation, when status == STORE_OK */
+    int http_code;     /* 0 for the memory store or transport errors */
+    char message[256]; /* why it failed, for logs; "" on success */
+    store_lease lease; /* the object after the operation, when status == STORE_OK */
     /* pod_get, pod_label: the Pod's addresses, status.podIP first, then the
      * rest of status.podIPs, space-separated ("" none) */
     char pod_ip[STORE_POD_IPS_MAX];
