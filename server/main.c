@@ -25,40 +25,23 @@
 
 #define EXIT_USAGE 2
 
-/* Splits --namespaces into a NULL-terminated array and checks each name.
- * One allocation (free it once): the pointers, then the names they point
- * into. NULL after saying what is wrong. */
-static char **split_namespaces(const char *list)
+typedef int (*item_check)(const char *item, char *msg, size_t msg_len);
+
+static int check_namespace(const char *ns, char *msg, size_t msg_len)
 {
-    size_t n = 1;
-    for (const char *p = list; *p; p++)
-        n += *p == ',';
-    char **out = calloc(1, (n + 1) * sizeof *out + strlen(list) + 1);
-    if (!out) {
-        fprintf(stderr, "kubeleased: out of memory\n");
-        return NULL;
-    }
-    char *names = strcpy((char *)(out + n + 1), list);
-    size_t k = 0;
-    for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ",")) {
-        char msg[256];
-        if (engine_validate_lease_ref(tok, "x", msg, sizeof msg) != 0) {
-            fprintf(stderr, "kubeleased: --namespaces: %s\n", msg);
-            free(out);
-            return NULL;
-        }
-        out[k++] = tok;
-    }
-    if (k == 0) {
-        fprintf(stderr, "kubeleased: --namespaces: no namespace given\n");
-        free(out);
-        return NULL;
-    }
-    return out;
+    return engine_validate_lease_ref(ns, "x", msg, msg_len);
 }
 
-/* Splits --pod-label-keys like --namespaces; each must be a label key. */
-static char **split_pod_label_keys(const char *list)
+static int check_label_key(const char *key, char *msg, size_t msg_len)
+{
+    return engine_validate_pod_label("x", key, "", msg, msg_len);
+}
+
+/* Splits a comma-separated flag value into a NULL-terminated array and
+ * checks each item; none, when set, is the error for an empty list. One
+ * allocation (free it once): the pointers, then the items they point into.
+ * NULL after saying what is wrong. */
+static char **split_list(const char *flag, const char *list, item_check check, const char *none)
 {
     size_t n = 1;
     for (const char *p = list; *p; p++)
@@ -68,16 +51,21 @@ static char **split_pod_label_keys(const char *list)
         fprintf(stderr, "kubeleased: out of memory\n");
         return NULL;
     }
-    char *keys = strcpy((char *)(out + n + 1), list);
+    char *items = strcpy((char *)(out + n + 1), list);
     size_t k = 0;
-    for (char *tok = strtok(keys, ","); tok; tok = strtok(NULL, ",")) {
+    for (char *tok = strtok(items, ","); tok; tok = strtok(NULL, ",")) {
         char msg[256];
-        if (engine_validate_pod_label("x", tok, "", msg, sizeof msg) != 0) {
-            fprintf(stderr, "kubeleased: --pod-label-keys: %s\n", msg);
+        if (check(tok, msg, sizeof msg) != 0) {
+            fprintf(stderr, "kubeleased: %s: %s\n", flag, msg);
             free(out);
             return NULL;
         }
         out[k++] = tok;
+    }
+    if (k == 0 && none) {
+        fprintf(stderr, "kubeleased: %s: %s\n", flag, none);
+        free(out);
+        return NULL;
     }
     return out;
 }
@@ -190,12 +178,14 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
     }
     *namespaces = NULL;
     if (o->namespaces) {
-        *namespaces = split_namespaces(o->namespaces);
+        *namespaces =
+            split_list("--namespaces", o->namespaces, check_namespace, "no namespace given");
         if (!*namespaces)
             return -1;
     }
     *pod_label_keys = NULL;
-    if (o->pod_label_keys && !(*pod_label_keys = split_pod_label_keys(o->pod_label_keys))) {
+    if (o->pod_label_keys && !(*pod_label_keys = split_list("--pod-label-keys", o->pod_label_keys,
+                                                            check_label_key, NULL))) {
         free(*namespaces);
         *namespaces = NULL;
         return -1;
