@@ -13,9 +13,11 @@
 #include "core/log.h"
 #include "engine/internal.h"
 
+#define REREAD_TIMEOUT_MS 2000
+
 static const char *acq_state_name(acq_state s)
 {
-    static const char *const names[] = {"idle", "acquiring", "resuming"};
+    static const char *const names[] = {"idle", "acquiring", "resuming", "rereading"};
     return names[s];
 }
 
@@ -33,6 +35,44 @@ static void retry_fire(void *arg)
     engine_try_acquire(arg);
 }
 
+static void retry_later(lease_state *ls, const candidate *c)
+{
+    if (!loop_timer_active(&ls->retry_timer) && c) {
+        int64_t retry = (int64_t)c->req.retry_period_s * 1000;
+        loop_timer_start(&ls->retry_timer, engine_now_ms(ls->e) + retry, retry_fire, ls);
+    }
+}
+
+/* The Lease as read back after a conflicting acquisition: a newer record
+ * is taken as the watch would bring it (the watch's copy is then old news).
+ * If the Lease is still what the write replaced, nothing explains the
+ * conflict (an apiserver or a proxy refusing for another reason): the next
+ * attempt waits a retry period, so a refusal that persists is not a loop. */
+static void reread_done(void *ctx, const store_result *r)
+{
+    lease_state *ls = ctx;
+    acq_set(ls, ACQ_IDLE);
+    if (r->status == STORE_OK &&
+        (!ls->exists || engine_rv_newer(r->lease.resource_version, ls->record.resource_version)))
+        engine_on_watch(ls, STORE_EVENT_PUT, &r->lease); /* tries to acquire again */
+    bool moved = ls->exists ? strcmp(ls->record.resource_version, ls->acq.base_rv) != 0
+                            : ls->acq.base_rv[0] != '\0';
+    log_event(LOG_INFO, "acquire_reread", "ns=%s lease=%s status=%s moved=%d", ls->ns, ls->name,
+              store_status_name(r->status), (int)moved);
+    engine_process_resumes(ls);
+    if (moved)
+        engine_try_acquire(ls);
+    else
+        retry_later(ls, *engine_campaign_slot(ls->e, ls->acq.campaign_id));
+}
+
+static void reread(lease_state *ls)
+{
+    acq_set(ls, ACQ_REREADING);
+    ls->e->store->ops->get(ls->e->store, ls->ns, ls->name, REREAD_TIMEOUT_MS, reread_done,
+                           ls);
+}
+
 static void acquire_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
@@ -44,6 +84,7 @@ static void acquire_done(void *ctx, const store_result *r)
     candidate *c = *engine_campaign_slot(ls->e, ls->acq.campaign_id);
     int64_t sent = ls->acq.sent_ms;
     if (r->status == STORE_OK) {
+        ls->acq.lost.epoch = 0;
         if (!c || ls->term) {
             engine_term_release_unclaimed(ls, &r->lease);
             return;
@@ -56,15 +97,22 @@ static void acquire_done(void *ctx, const store_result *r)
         return;
     }
     if (r->status == STORE_CONFLICT || r->status == STORE_EXISTS) {
-        /* Lost the race; the watch brings the winner's record. */
+        /* Lost the race, most likely: the Lease is read back rather than
+         * waiting for the watch, which may never bring anything if the
+         * conflict came from something other than a newer write. */
+        reread(ls);
         return;
     }
     log_event(LOG_WARN, "acquire_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
               store_status_name(r->status), log_q(r->message));
-    if (!loop_timer_active(&ls->retry_timer) && c) {
-        int64_t retry = (int64_t)c->req.retry_period_s * 1000;
-        loop_timer_start(&ls->retry_timer, engine_now_ms(ls->e) + retry, retry_fire, ls);
+    if (!resume && (r->status == STORE_UNAVAILABLE || r->status == STORE_INTERNAL)) {
+        /* The answer is lost, not necessarily the write. */
+        ls->acq.lost.epoch = ls->acq.epoch;
+        ls->acq.lost.sent_ms = sent;
+        ls->acq.lost.campaign_id = ls->acq.campaign_id;
+        engine_copy_str(ls->acq.lost.nonce, sizeof ls->acq.lost.nonce, ls->acq.nonce);
     }
+    retry_later(ls, c);
 }
 
 static void expiry_fire(void *arg)
@@ -104,6 +152,9 @@ static void write_for(lease_state *ls, candidate *c, bool create, store_lease *r
     }
     ls->acq.campaign_id = c->id;
     ls->acq.sent_ms = engine_now_ms(ls->e);
+    ls->acq.epoch = rec->transitions;
+    engine_copy_str(ls->acq.nonce, sizeof ls->acq.nonce, rec->term_nonce);
+    engine_copy_str(ls->acq.base_rv, sizeof ls->acq.base_rv, create ? "" : rec->resource_version);
     acq_set(ls, resume ? ACQ_RESUMING : ACQ_ACQUIRING);
     int timeout = engine_request_timeout_ms(c->req.renew_deadline_s);
     log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
@@ -143,9 +194,39 @@ static candidate *next_in_line(const lease_state *ls)
     return NULL;
 }
 
+/* An acquisition whose answer was lost, seen in the Lease after all: its
+ * epoch and its nonce, which nobody else can have written (each new term
+ * draws a fresh one). The term starts from when that write was sent, as if
+ * its answer had come (its grant is then shorter, never longer); had its
+ * candidate left, the Lease is given back. True when it was. */
+static bool recognise_lost_write(lease_state *ls)
+{
+    if (!ls->acq.lost.epoch || !ls->exists)
+        return false;
+    if (ls->record.transitions != ls->acq.lost.epoch || !ls->acq.lost.nonce[0] ||
+        strcmp(ls->record.term_nonce, ls->acq.lost.nonce) != 0) {
+        if (ls->record.transitions >= ls->acq.lost.epoch)
+            ls->acq.lost.epoch = 0; /* that epoch went to another write */
+        return false;
+    }
+    ls->acq.lost.epoch = 0;
+    store_lease rec = ls->record;
+    candidate *c = *engine_campaign_slot(ls->e, ls->acq.lost.campaign_id);
+    log_event(LOG_INFO, "acquire_recognised", "ns=%s lease=%s holder=%s epoch=%lld claimed=%d",
+              ls->ns, ls->name, log_q(rec.holder), (long long)rec.transitions,
+              (int)(c && c->state == CAMPAIGN_STANDBY));
+    if (c && c->state == CAMPAIGN_STANDBY && strcmp(c->req.identity, rec.holder) == 0)
+        engine_term_start(ls, c, &rec, ls->acq.lost.sent_ms, false);
+    else
+        engine_term_release_unclaimed(ls, &rec);
+    return true;
+}
+
 void engine_try_acquire(lease_state *ls)
 {
     if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
+        return;
+    if (recognise_lost_write(ls))
         return;
     candidate *c = next_in_line(ls);
     if (!c) {

@@ -151,6 +151,7 @@ typedef enum acq_state {
     ACQ_IDLE,
     ACQ_ACQUIRING, /* a create or update for a new term is in flight */
     ACQ_RESUMING,  /* an update renewing a record as a resumed term is in flight */
+    ACQ_REREADING, /* an acquisition got a conflict; the Lease is read back */
 } acq_state;
 
 /* Everything the engine knows of one Lease: its last record as seen through
@@ -178,6 +179,19 @@ struct lease_state {
         acq_state state;
         int64_t sent_ms;
         uint64_t campaign_id; /* the candidate it is for */
+        int64_t epoch;        /* what the write in flight writes */
+        char nonce[STORE_NONCE_MAX];
+        char base_rv[STORE_RV_MAX]; /* what it replaces ("" for a create) */
+        /* The last acquisition whose answer was lost (a timeout, a reset,
+         * a 5xx): it may have been written. If the Lease shows its epoch
+         * and nonce, the term is ours (acquire.c, recognise_lost_write);
+         * epoch 0: none. */
+        struct {
+            int64_t epoch;
+            int64_t sent_ms;
+            uint64_t campaign_id;
+            char nonce[STORE_NONCE_MAX];
+        } lost;
     } acq;
     struct kl__list candidates; /* candidate.link, in arrival order */
     struct kl__list watchers;   /* watcher.link */

@@ -171,11 +171,16 @@ static void renew_done(void *ctx, const store_result *r)
         return;
     }
     if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
-        /* Someone else wrote the Lease: the term is over, and the Lease is
-         * no longer ours to release. */
+        /* Someone else wrote the Lease, most likely: the term is over. The
+         * release is still tried after a conflict, once the holder's grant
+         * has run out (rule 2) and compare-and-swap on the term's last write
+         * (rule 3): if nobody wrote (the conflict came from elsewhere), the
+         * next leader need not wait a lease duration. */
+        if (r->status == STORE_CONFLICT)
+            t->finish_at_ms = t->granted_until_ms;
         engine_term_end(ls,
                         r->status == STORE_CONFLICT ? ENGINE_LOST_SUPERSEDED : ENGINE_LOST_DELETED,
-                        r->message, false);
+                        r->message, r->status == STORE_CONFLICT);
         return;
     }
     log_event(LOG_WARN, "renew_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,

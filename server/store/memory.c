@@ -54,6 +54,8 @@ typedef struct mem_store {
     int delivering; /* nesting depth of watch deliveries */
     bool available;
     store_status writes_fail; /* STORE_OK: writes are applied */
+    int writes_fail_left;     /* how many more writes fail so; -1: all */
+    bool answers_lost;        /* writes are applied but answered unavailable */
     int latency_ms;
     int watch_delay_ms;
 } mem_store;
@@ -352,11 +354,17 @@ static void run_op(void *arg)
     }
     if (m->writes_fail != STORE_OK && op->kind != OP_GET) {
         fail(&r, m->writes_fail, "memory store refuses writes (fault injected)", &op->lease);
+        if (m->writes_fail_left > 0 && --m->writes_fail_left == 0)
+            m->writes_fail = STORE_OK;
         op->cb(op->ctx, &r);
         free(op);
         return;
     }
     bool changed = apply(m, op, &r, &ev);
+    if (m->answers_lost && (op->kind == OP_CREATE || op->kind == OP_UPDATE || op->kind == OP_REMOVE)) {
+        store_lease applied = r.lease;
+        fail(&r, STORE_UNAVAILABLE, "memory store lost the answer (fault injected)", &applied);
+    }
     op->cb(op->ctx, &r);
     if (changed)
         notify(m, ev, &r.lease);
@@ -601,6 +609,18 @@ void store_memory_set_watch_delay(store *s, int ms)
 void store_memory_set_writes_fail(store *s, store_status status)
 {
     ((mem_store *)s)->writes_fail = status;
+    ((mem_store *)s)->writes_fail_left = -1;
+}
+
+void store_memory_fail_next_write(store *s, store_status status)
+{
+    ((mem_store *)s)->writes_fail = status;
+    ((mem_store *)s)->writes_fail_left = 1;
+}
+
+void store_memory_set_answers_lost(store *s, bool lost)
+{
+    ((mem_store *)s)->answers_lost = lost;
 }
 
 void store_memory_set_latency(store *s, int ms)

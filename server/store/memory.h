@@ -19,6 +19,14 @@ void store_memory_set_available(store *s, bool available);
  * apiserver that refuses writes for a while, e.g. 403 until its RBAC caches
  * have synced after a restart. Loop thread only. */
 void store_memory_set_writes_fail(store *s, store_status status);
+/* The same for the next create, update or remove only. Loop thread only. */
+void store_memory_fail_next_write(store *s, store_status status);
+
+/* While on, every create, update and remove is applied (and its watch event
+ * sent) but answered STORE_UNAVAILABLE, as when an apiserver times out
+ * after etcd committed the write, or the connection breaks before the
+ * answer. Loop thread only. */
+void store_memory_set_answers_lost(store *s, bool lost);
 
 /* Delays the completion of every later operation by ms (0: none), to model
  * a slow apiserver. Loop thread only. */

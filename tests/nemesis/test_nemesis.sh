@@ -16,7 +16,8 @@
 # KL_NEMESIS_SEED replays a run's choices (its seed is printed first; timing
 # still differs). KL_NEMESIS_SECONDS (default 150) or KL_NEMESIS_MINUTES:
 # how long faults are injected. KL_NEMESIS_KEEP=1 keeps the logs.
-# KL_NEMESIS_BALANCE=random sends each new connection of a replica to a
+# KL_NEMESIS_FAULTS (space-separated fault types, e.g. "apiserver_errors")
+# injects only those. KL_NEMESIS_BALANCE=random sends each new connection of a replica to a
 # random kubeleased instead of its own (with session affinity, as the chart's
 # Service does).
 set -uo pipefail
@@ -45,6 +46,15 @@ RANDOM=$NM_SEED
 NM_SECONDS=${KL_NEMESIS_SECONDS:-150}
 [[ -n ${KL_NEMESIS_MINUTES:-} ]] && NM_SECONDS=$((KL_NEMESIS_MINUTES * 60))
 NM_REPLICAS=${KL_NEMESIS_REPLICAS:-4}
+# KL_NEMESIS_FAULTS="apiserver_errors kubeleased_link": only these types.
+if [[ -n ${KL_NEMESIS_FAULTS:-} ]]; then
+    only=()
+    for f in $KL_NEMESIS_FAULTS; do
+        declare -F "f_$f" >/dev/null || { echo "KL_NEMESIS_FAULTS: no fault type $f" >&2; exit 2; }
+        only+=("$f:1")
+    done
+    NM_FAULT_WEIGHTS=("${only[@]}")
+fi
 NM_LEASE_S=5 NM_RENEW_S=4 NM_RETRY_S=1
 # At least 50 changes in the 150 s run, 1000 in an hour.
 NM_MIN_CHANGES=${KL_NEMESIS_MIN_CHANGES:-$((NM_SECONDS * 1000 / 3600 > 50 ? NM_SECONDS * 1000 / 3600 : 50))}

@@ -871,6 +871,126 @@ static void test_engine_release_retried_after_apiserver_refusal(void **state)
     release_retried_after(*state, "release-refused", refuse_writes, accept_writes);
 }
 
+static void conflict_writes(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_set_writes_fail(f->store, STORE_CONFLICT);
+}
+
+static void conflict_next_write(fixture *f, void *arg)
+{
+    (void)arg;
+    store_memory_fail_next_write(f->store, STORE_CONFLICT);
+}
+
+static void lose_answers(fixture *f, void *arg)
+{
+    store_memory_set_answers_lost(f->store, arg != NULL);
+}
+
+static engine_campaign_req slow_req(const char *lease, const char *identity)
+{
+    engine_campaign_req r = req_for(lease, identity);
+    r.lease_duration_s = 10;
+    r.renew_deadline_s = 8;
+    r.retry_period_s = 1;
+    return r;
+}
+
+/* An acquisition refused as a conflict that no write explains (seen in the
+ * nemesis: an apiserver answering 409 for 5 s left nobody leading for 48 s,
+ * as the engine waited for the watch to bring a winner that did not exist):
+ * the Lease is read back, and the acquisition tried again a retry period
+ * later. */
+static void test_engine_acquisition_retried_after_an_unexplained_conflict(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new();
+    run_on_loop(f, conflict_writes, NULL);
+    campaign(f, a, slow_req("conflict-unexplained", "leader"));
+    harness_sleep_ms(2500); /* the create and two retries are refused */
+    assert_int_equal(wait_kind(a, ENGINE_EVENT_ELECTED, 0), -1);
+    int64_t back = harness_now_ms();
+    run_on_loop(f, accept_writes, NULL);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].epoch, 1);
+    assert_true(a->at_ms[i] - back <= 1000); /* within a retry period */
+    resign(f, "conflict-unexplained", "leader");
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+}
+
+/* An acquisition that was written but whose answer was lost (an apiserver
+ * timing out after etcd committed it): the engine knows its own write in
+ * the Lease by the term's nonce and keeps the term, instead of waiting a
+ * lease duration for a record that names its own candidate. */
+static void test_engine_acquisition_whose_answer_was_lost_keeps_the_term(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    run_on_loop(f, lose_answers, f);
+    int64_t t0 = harness_now_ms();
+    campaign(f, a, slow_req("answer-lost", "leader"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 3000);
+    run_on_loop(f, lose_answers, NULL);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].epoch, 1);
+    assert_true(a->at_ms[i] - t0 < 100);
+    /* The term is a term like any other: confirmed, renewed, released. */
+    campaign(f, b, slow_req("answer-lost", "standby"));
+    for (int k = 0; k < 15; k++) { /* 3 s: renewals */
+        assert_int_equal(confirm(f, "answer-lost", "leader", 1).code, ENGINE_OK);
+        harness_sleep_ms(200);
+    }
+    assert_int_equal(wait_kind(b, ENGINE_EVENT_ELECTED, 0), -1);
+    assert_true(resign(f, "answer-lost", "leader").released);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 1000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, 2);
+    resign(f, "answer-lost", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* A renewal refused as a conflict ends the term (superseded, most likely);
+ * the release is still tried once the holder's grant has run out, so that
+ * if nobody else wrote the Lease, the standby leads then, not a lease
+ * duration later — and never before the holder's last deadline. */
+static void test_engine_release_tried_after_a_renewal_conflict(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, slow_req("renew-conflict", "leader"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    campaign(f, b, slow_req("renew-conflict", "standby"));
+    run_on_loop(f, conflict_next_write, NULL);
+    int64_t deadline_seen = 0, t0 = harness_now_ms();
+    for (;;) {
+        engine_reply c = confirm(f, "renew-conflict", "leader", epoch);
+        if (c.code != ENGINE_OK)
+            break;
+        deadline_seen = harness_now_ms() + c.valid_for_ms;
+        harness_sleep_ms(200);
+        assert_true(harness_now_ms() - t0 < 5000);
+    }
+    int k = wait_kind(a, ENGINE_EVENT_LOST, 5000);
+    assert_true(k >= 0);
+    assert_int_equal(a->events[k].reason, ENGINE_LOST_SUPERSEDED);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch + 1);
+    assert_true(b->at_ms[j] >= deadline_seen);
+    assert_true(b->at_ms[j] - deadline_seen < 500);
+    resign(f, "renew-conflict", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
 /* A ListLeases answer: the count and the first row. */
 typedef struct listed {
     reply_box box;
@@ -1133,6 +1253,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_release_retried_after_store_outage, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_release_retried_after_apiserver_refusal, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_acquisition_retried_after_an_unexplained_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_acquisition_whose_answer_was_lost_keeps_the_term, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_tried_after_a_renewal_conflict, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
                                         teardown),
