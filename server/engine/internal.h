@@ -132,6 +132,14 @@ struct term {
      * call it again once a removal has landed). */
     char label[STORE_POD_LABEL_MAX];
     bool finishing;
+    /* The renewTime of the renewal in flight, and of the last renewal whose
+     * answer was lost (a timeout, a reset, a 5xx: it may have landed), with
+     * its send time; 0: none. A conflict after such a renewal reads the
+     * Lease back: if it shows that renewal, the term goes on from it
+     * (term.c, is_unanswered_renewal). */
+    int64_t writing_us;
+    int64_t unanswered_us;
+    int64_t unanswered_sent_ms;
 };
 
 /* GetHolder waiting for a watch to sync, for a consistent read, or for the

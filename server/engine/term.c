@@ -147,10 +147,79 @@ static void renew_done_ending(lease_state *ls, const store_result *r, int64_t no
     engine_term_finish_when_due(ls);
 }
 
+/* ---------- renewals whose answer was lost ---------- */
+
+/* Whether rec is the term's renewal whose answer was lost: the same holder,
+ * epoch and nonce, and the renewTime (to the microsecond) that renewal
+ * wrote. A resume of the term on another replica of the service keeps
+ * holder, epoch and nonce, but writes its own renewTime. */
+static bool is_unanswered_renewal(const term *t, const store_lease *rec)
+{
+    return t->unanswered_us && rec->renew_time_us == t->unanswered_us &&
+           rec->transitions == t->epoch && strcmp(rec->holder, t->identity) == 0 &&
+           strcmp(rec->term_nonce, t->nonce) == 0;
+}
+
+/* A write of the term conflicted after a renewal whose answer was lost:
+ * most likely that renewal landed after all (an apiserver or etcd that
+ * paused with it, an answer cut off). The Lease is read back to know. */
+static void reread_after_conflict(lease_state *ls, store_cb done)
+{
+    log_event(LOG_INFO, "term_reread", "ns=%s lease=%s epoch=%lld", ls->ns, ls->name,
+              (long long)ls->term->epoch);
+    ls->e->store->ops->get(ls->e->store, ls->ns, ls->name,
+                           engine_request_timeout_ms(ls->term->renew_s), done, ls);
+}
+
+/* The read back as the answer the write should have had: the record, if
+ * it shows the unanswered renewal (its rv is then the term's), else the
+ * conflict. */
+static void as_renewal_answer(lease_state *ls, const store_result *read, store_result *out)
+{
+    term *t = ls->term;
+    bool ours = read->status == STORE_OK && is_unanswered_renewal(t, &read->lease);
+    log_event(ours ? LOG_INFO : LOG_WARN, "term_reread_done",
+              "ns=%s lease=%s epoch=%lld status=%s own_renewal=%d", ls->ns, ls->name,
+              (long long)t->epoch, store_status_name(read->status), (int)ours);
+    memset(out, 0, sizeof *out);
+    if (ours) {
+        out->status = STORE_OK;
+        out->lease = read->lease;
+    } else {
+        out->status = STORE_CONFLICT;
+        snprintf(out->message, sizeof out->message, "another writer changed the Lease");
+    }
+    t->unanswered_us = 0;
+}
+
+static void renew_done(void *ctx, const store_result *r);
+
+static void renew_reread_done(void *ctx, const store_result *read)
+{
+    lease_state *ls = ctx;
+    term *t = ls->term;
+    int64_t sent = t->unanswered_sent_ms;
+    store_result answer;
+    as_renewal_answer(ls, read, &answer);
+    if (answer.status == STORE_OK)
+        t->renew_sent_ms = sent; /* the term goes on from the renewal that landed */
+    renew_done(ls, &answer);
+}
+
 static void renew_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     term *t = ls->term;
+    if (r->status == STORE_CONFLICT && t->unanswered_us) {
+        reread_after_conflict(ls, renew_reread_done);
+        return;
+    }
+    if (r->status == STORE_OK) {
+        t->unanswered_us = 0;
+    } else if (r->status == STORE_UNAVAILABLE || r->status == STORE_INTERNAL) {
+        t->unanswered_us = t->writing_us;
+        t->unanswered_sent_ms = t->renew_sent_ms;
+    }
     int64_t sent = t->renew_sent_ms;
     int64_t now = engine_now_ms(ls->e);
     /* A term is never freed while its renewal is in flight (term_end waits). */
@@ -210,6 +279,7 @@ static void renew_fire(void *arg)
     rec.renew_time_us = engine_wall_us(ls->e);
     rec.lease_duration_s = t->lease_s;
     engine_copy_str(rec.pod_label, sizeof rec.pod_label, engine_podlabel_for_write(ls));
+    t->writing_us = rec.renew_time_us;
     ls->e->store->ops->update(ls->e->store, &rec, engine_request_timeout_ms(t->renew_s), renew_done,
                               ls);
 }
@@ -401,9 +471,34 @@ static bool release_retry(lease_state *ls, const store_result *r, int64_t now)
     return true;
 }
 
+static void release_done(void *ctx, const store_result *r);
+
+/* A release that conflicted with the term's own late renewal is written
+ * again, compare-and-swap on that renewal (rule 3 holds: nobody else wrote
+ * since). */
+static void release_reread_done(void *ctx, const store_result *read)
+{
+    lease_state *ls = ctx;
+    term *t = ls->term;
+    store_result answer;
+    as_renewal_answer(ls, read, &answer);
+    if (answer.status != STORE_OK) {
+        release_done(ls, &answer);
+        return;
+    }
+    engine_copy_str(t->rv, sizeof t->rv, answer.lease.resource_version);
+    if (engine_rv_newer(answer.lease.resource_version, ls->record.resource_version))
+        engine_adopt_record(ls, &answer.lease, engine_now_ms(ls->e));
+    engine_term_finish(ls);
+}
+
 static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
+    if (r->status == STORE_CONFLICT && ls->term->unanswered_us) {
+        reread_after_conflict(ls, release_reread_done);
+        return;
+    }
     int64_t now = engine_now_ms(ls->e);
     if (r->status == STORE_OK)
         engine_adopt_record(ls, &r->lease, now);

@@ -991,6 +991,77 @@ static void test_engine_release_tried_after_a_renewal_conflict(void **state)
     sink_free(b);
 }
 
+/* Confirms as a live holder does, every 200 ms for ms; true while every
+ * confirmation was granted. */
+static bool keep_confirming(fixture *f, const char *lease, const char *identity, int64_t epoch,
+                            int ms)
+{
+    for (int waited = 0; waited < ms; waited += 200) {
+        if (confirm(f, lease, identity, epoch).code != ENGINE_OK)
+            return false;
+        harness_sleep_ms(200);
+    }
+    return true;
+}
+
+/* A renewal that landed but whose answer was lost makes the next renewal
+ * conflict (it is compare-and-swap on the write before): the engine reads
+ * the Lease back, finds its own renewal there, and the term goes on. */
+static void test_engine_renewal_whose_answer_was_lost_keeps_the_term(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, slow_req("renewal-lost", "leader"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    campaign(f, b, slow_req("renewal-lost", "standby"));
+    run_on_loop(f, lose_answers, f);
+    assert_true(keep_confirming(f, "renewal-lost", "leader", epoch, 1200)); /* a renewal */
+    run_on_loop(f, lose_answers, NULL);
+    assert_true(keep_confirming(f, "renewal-lost", "leader", epoch, 4000));
+    assert_int_equal(wait_kind(a, ENGINE_EVENT_LOST, 0), -1);
+    assert_int_equal(wait_kind(b, ENGINE_EVENT_ELECTED, 0), -1);
+    assert_true(resign(f, "renewal-lost", "leader").released);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 1000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch + 1);
+    resign(f, "renewal-lost", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
+/* The leader resigns after a renewal whose answer was lost but which
+ * landed: the release (compare-and-swap on the write before) conflicts,
+ * the engine finds its own renewal in the Lease and releases again, so the
+ * standby leads at once rather than a lease duration later. */
+static void test_engine_release_after_a_renewal_whose_answer_was_lost(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, slow_req("release-late", "leader"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    campaign(f, b, slow_req("release-late", "standby"));
+    run_on_loop(f, lose_answers, f);
+    /* The renewal 1 s after the acquisition lands, unanswered; its retry
+     * would come half a retry period later. */
+    assert_true(keep_confirming(f, "release-late", "leader", epoch, 1200));
+    run_on_loop(f, lose_answers, NULL);
+    int64_t t0 = harness_now_ms();
+    assert_true(resign(f, "release-late", "leader").released);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch + 1);
+    assert_true(b->at_ms[j] - t0 < 100);
+    resign(f, "release-late", "standby");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
 /* A ListLeases answer: the count and the first row. */
 typedef struct listed {
     reply_box box;
@@ -1260,6 +1331,10 @@ int main(void)
             test_engine_acquisition_whose_answer_was_lost_keeps_the_term, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_release_tried_after_a_renewal_conflict, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_engine_renewal_whose_answer_was_lost_keeps_the_term,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_release_after_a_renewal_whose_answer_was_lost,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_get_holder_not_found_vs_no_holder, setup,
