@@ -897,6 +897,30 @@ static engine_campaign_req slow_req(const char *lease, const char *identity)
     return r;
 }
 
+/* A leader elected on lease and a standby waiting behind it (slow_req's
+ * timings); returns the leader's epoch. */
+static int64_t leader_and_standby(fixture *f, const char *lease, sink *a, sink *b)
+{
+    campaign(f, a, slow_req(lease, "leader"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    campaign(f, b, slow_req(lease, "standby"));
+    return a->events[i].epoch;
+}
+
+/* The standby b is elected within within_ms at epoch, then resigns; returns
+ * the index of its ELECTED event. */
+static int standby_takes_over(fixture *f, const char *lease, sink *b, int64_t epoch,
+                              int within_ms)
+{
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, within_ms);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, epoch);
+    resign(f, lease, "standby");
+    assert_true(wait_closed(b, 5000));
+    return j;
+}
+
 /* An acquisition refused as a conflict that no write explains (seen in the
  * nemesis: an apiserver answering 409 for 5 s left nobody leading for 48 s,
  * as the engine waited for the watch to bring a winner that did not exist):
@@ -945,11 +969,7 @@ static void test_engine_acquisition_whose_answer_was_lost_keeps_the_term(void **
     }
     assert_int_equal(wait_kind(b, ENGINE_EVENT_ELECTED, 0), -1);
     assert_true(resign(f, "answer-lost", "leader").released);
-    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 1000);
-    assert_true(j >= 0);
-    assert_int_equal(b->events[j].epoch, 2);
-    resign(f, "answer-lost", "standby");
-    assert_true(wait_closed(b, 5000));
+    standby_takes_over(f, "answer-lost", b, 2, 1000);
     sink_free(a);
     sink_free(b);
 }
@@ -962,11 +982,7 @@ static void test_engine_release_tried_after_a_renewal_conflict(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new(), *b = sink_new();
-    campaign(f, a, slow_req("renew-conflict", "leader"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
-    int64_t epoch = a->events[i].epoch;
-    campaign(f, b, slow_req("renew-conflict", "standby"));
+    int64_t epoch = leader_and_standby(f, "renew-conflict", a, b);
     run_on_loop(f, conflict_next_write, NULL);
     int64_t deadline_seen = 0, t0 = harness_now_ms();
     for (;;) {
@@ -980,13 +996,9 @@ static void test_engine_release_tried_after_a_renewal_conflict(void **state)
     int k = wait_kind(a, ENGINE_EVENT_LOST, 5000);
     assert_true(k >= 0);
     assert_int_equal(a->events[k].reason, ENGINE_LOST_SUPERSEDED);
-    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(j >= 0);
-    assert_int_equal(b->events[j].epoch, epoch + 1);
+    int j = standby_takes_over(f, "renew-conflict", b, epoch + 1, 5000);
     assert_true(b->at_ms[j] >= deadline_seen);
     assert_true(b->at_ms[j] - deadline_seen < 500);
-    resign(f, "renew-conflict", "standby");
-    assert_true(wait_closed(b, 5000));
     sink_free(a);
     sink_free(b);
 }
@@ -1011,11 +1023,7 @@ static void test_engine_renewal_whose_answer_was_lost_keeps_the_term(void **stat
 {
     fixture *f = *state;
     sink *a = sink_new(), *b = sink_new();
-    campaign(f, a, slow_req("renewal-lost", "leader"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
-    int64_t epoch = a->events[i].epoch;
-    campaign(f, b, slow_req("renewal-lost", "standby"));
+    int64_t epoch = leader_and_standby(f, "renewal-lost", a, b);
     run_on_loop(f, lose_answers, f);
     assert_true(keep_confirming(f, "renewal-lost", "leader", epoch, 1200)); /* a renewal */
     run_on_loop(f, lose_answers, NULL);
@@ -1023,11 +1031,7 @@ static void test_engine_renewal_whose_answer_was_lost_keeps_the_term(void **stat
     assert_int_equal(wait_kind(a, ENGINE_EVENT_LOST, 0), -1);
     assert_int_equal(wait_kind(b, ENGINE_EVENT_ELECTED, 0), -1);
     assert_true(resign(f, "renewal-lost", "leader").released);
-    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 1000);
-    assert_true(j >= 0);
-    assert_int_equal(b->events[j].epoch, epoch + 1);
-    resign(f, "renewal-lost", "standby");
-    assert_true(wait_closed(b, 5000));
+    standby_takes_over(f, "renewal-lost", b, epoch + 1, 1000);
     sink_free(a);
     sink_free(b);
 }
@@ -1040,11 +1044,7 @@ static void test_engine_release_after_a_renewal_whose_answer_was_lost(void **sta
 {
     fixture *f = *state;
     sink *a = sink_new(), *b = sink_new();
-    campaign(f, a, slow_req("release-late", "leader"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
-    int64_t epoch = a->events[i].epoch;
-    campaign(f, b, slow_req("release-late", "standby"));
+    int64_t epoch = leader_and_standby(f, "release-late", a, b);
     run_on_loop(f, lose_answers, f);
     /* The renewal 1 s after the acquisition lands, unanswered; its retry
      * would come half a retry period later. */
@@ -1052,12 +1052,8 @@ static void test_engine_release_after_a_renewal_whose_answer_was_lost(void **sta
     run_on_loop(f, lose_answers, NULL);
     int64_t t0 = harness_now_ms();
     assert_true(resign(f, "release-late", "leader").released);
-    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(j >= 0);
-    assert_int_equal(b->events[j].epoch, epoch + 1);
+    int j = standby_takes_over(f, "release-late", b, epoch + 1, 5000);
     assert_true(b->at_ms[j] - t0 < 100);
-    resign(f, "release-late", "standby");
-    assert_true(wait_closed(b, 5000));
     sink_free(a);
     sink_free(b);
 }
