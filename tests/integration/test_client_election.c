@@ -16,6 +16,7 @@
 
 #include "client_harness.h"
 #include "kubelease.h"
+#include "client_calls.h"
 
 static struct server srv;
 
@@ -38,22 +39,11 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static kl_client *new_client(void)
-{
-    kl_error err;
-    kl_client *c = kl_client_new(srv.endpoint, &err);
-    if (!c)
-        fail_msg("kl_client_new: %s", err.message);
-    return c;
-}
-
 static void run_and_win(kl_client *c, const char *lease, const char *id, int64_t *epoch)
 {
     kl_error err;
-    int rc = kl_run_election(c, h_ns, lease, id, LD, RD, RP, &err);
-    if (rc != KL_OK)
-        fail_msg("kl_run_election(%s): %s", id, err.message);
-    rc = kl_wait_elected(c, h_ns, lease, 15, epoch, &err);
+    h_campaign(c, lease, id, LD, RD, RP);
+    int rc = kl_wait_elected(c, h_ns, lease, 15, epoch, &err);
     if (rc != KL_OK)
         fail_msg("kl_wait_elected(%s): %s", id, err.message);
 }
@@ -74,7 +64,7 @@ static void holder_is(kl_client *c, const char *lease, const char *want, int64_t
 static void test_single_leader(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_error err;
     int64_t epoch = 0, hepoch = 0, valid = 0;
     run_and_win(c, "single", "node-1:8080", &epoch);
@@ -104,7 +94,7 @@ static void test_single_leader(void **state)
 static void test_get_holder_of_missing_lease(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_error err;
     char *holder = (char *)"x";
     int64_t epoch = 9;
@@ -121,12 +111,12 @@ static void test_epochs_strictly_increase_also_for_same_identity(void **state)
     int64_t e[5] = {0};
     const char *ids[5] = {"node-epoch-1", "node-epoch-2", "node-epoch-2", "node-epoch-2",
                           "node-epoch-1"};
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     for (int i = 0; i < 5; i++) {
         /* i == 3: a "restarted" process: a new client, same identity. */
         if (i == 3) {
             kl_client_free(c);
-            c = new_client();
+            c = h_client(&srv);
         }
         run_and_win(c, "epochs", ids[i], &e[i]);
         assert_int_equal(kl_cancel_election(c, h_ns, "epochs", &err), KL_OK);
@@ -141,7 +131,7 @@ static void test_epochs_strictly_increase_also_for_same_identity(void **state)
 static void test_sequential_handoff_is_fast(void **state)
 {
     (void)state;
-    kl_client *a = new_client(), *b = new_client();
+    kl_client *a = h_client(&srv), *b = h_client(&srv);
     kl_error err;
     int64_t ea = 0, eb = 0;
     run_and_win(a, "handoff", "candidate-a:8080", &ea);
@@ -191,7 +181,7 @@ static void test_concurrent_candidates_one_winner(void **state)
                              {NULL, "candidate-c:8080", 0}};
     pthread_t t[3];
     for (int i = 0; i < 3; i++) {
-        k[i].c = new_client();
+        k[i].c = h_client(&srv);
         pthread_create(&t[i], NULL, contend, &k[i]);
     }
     for (int i = 0; i < 3; i++)
@@ -232,7 +222,7 @@ static void *wait_lost_thread(void *arg)
 static void test_cancel_makes_wait_lost_return_promptly(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_error err;
     struct waiter w = {c, "cancel", 99, 0};
     pthread_t t;
@@ -256,7 +246,7 @@ static void test_cancel_makes_wait_lost_return_promptly(void **state)
 static void test_wait_ended_returns_after_the_release(void **state)
 {
     (void)state;
-    kl_client *c = new_client(), *reader = new_client();
+    kl_client *c = h_client(&srv), *reader = h_client(&srv);
     kl_error err;
     char *holder = NULL;
     assert_int_equal(kl_wait_ended(c, h_ns, "ended", 0, &err), KL_ERR_NO_ELECTION);
@@ -297,7 +287,7 @@ static void *read_holder(void *arg)
 static void test_get_holder_during_election_from_threads(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     struct reader r[5];
     pthread_t t[5];
     run_and_win(c, "active-get-holder", "active-node:8080", NULL);
@@ -351,7 +341,7 @@ static void reap(pid_t pid, const char *log)
 static void test_empty_holder_after_leader_dies(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     char log[256];
     pid_t pid = replica_leader("expired-leader", "doomed-leader:8080", log, sizeof(log), c);
     int64_t t0 = h_now_ms();
@@ -380,7 +370,7 @@ static void test_empty_holder_after_leader_dies(void **state)
 static void test_failover_after_leader_death(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_error err;
     char log[256];
     int64_t e1 = 0, e2 = 0;
@@ -406,7 +396,7 @@ static void test_failover_after_leader_death(void **state)
 static void test_wait_elected_timeout_cancels_the_election(void **state)
 {
     (void)state;
-    kl_client *a = new_client(), *b = new_client();
+    kl_client *a = h_client(&srv), *b = h_client(&srv);
     kl_error err;
     run_and_win(a, "timeout", "holder-a", NULL);
     assert_int_equal(kl_run_election(b, h_ns, "timeout", "hopeful-b", LD, RD, RP, &err), KL_OK);
@@ -440,7 +430,7 @@ static void test_wait_elected_timeout_cancels_the_election(void **state)
 static void test_double_run_election_is_refused(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_error err;
     run_and_win(c, "double", "dbl", NULL);
     assert_int_equal(kl_run_election(c, h_ns, "double", "dbl", LD, RD, RP, &err),
@@ -499,7 +489,7 @@ static int seen_wait(struct seen *s, int n)
 static void test_watch_current_state_then_changes_then_silence(void **state)
 {
     (void)state;
-    kl_client *w = new_client(), *a = new_client(), *b = new_client();
+    kl_client *w = h_client(&srv), *a = h_client(&srv), *b = h_client(&srv);
     kl_error err;
     struct seen s = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {{0}}, {0}, 0, w, "watched"};
@@ -528,7 +518,7 @@ static void test_watch_current_state_then_changes_then_silence(void **state)
     assert_int_equal(kl_cancel_election(b, h_ns, "watched", &err), KL_OK);
     /* A fresh watch (another client) sees the final state, proving the
      * changes were published; the cancelled one saw nothing. */
-    kl_client *w2 = new_client();
+    kl_client *w2 = h_client(&srv);
     struct seen s2 = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {{0}}, {0}, 0, w2, "watched"};
     assert_int_equal(kl_watch_holder(w2, h_ns, "watched", on_holder, &s2, &err), KL_OK);
@@ -545,7 +535,7 @@ static void test_watch_current_state_then_changes_then_silence(void **state)
 static void test_watch_cancelled_from_its_callback(void **state)
 {
     (void)state;
-    kl_client *w = new_client(), *a = new_client();
+    kl_client *w = h_client(&srv), *a = h_client(&srv);
     kl_error err;
     struct seen s = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {{0}}, {0}, 1, w, "self-cancel"};

@@ -15,6 +15,7 @@
 
 #include "client_harness.h"
 #include "kubelease.h"
+#include "client_calls.h"
 
 static struct server srv;
 
@@ -37,22 +38,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static kl_client *new_client(void)
-{
-    kl_error err;
-    kl_client *c = kl_client_new(srv.endpoint, &err);
-    if (!c)
-        fail_msg("kl_client_new: %s", err.message);
-    return c;
-}
-
-static void campaign(kl_client *c, const char *lease, const char *id)
-{
-    kl_error err;
-    if (kl_run_election(c, h_ns, lease, id, LD, RD, RP, &err) != KL_OK)
-        fail_msg("kl_run_election(%s): %s", id, err.message);
-}
-
 /* kl_check_epoch's answer: 1 current, 0 not; *lease_epoch the Lease's. */
 static int check(kl_client *c, const char *lease, int64_t epoch, int64_t *lease_epoch)
 {
@@ -69,15 +54,15 @@ static int check(kl_client *c, const char *lease, int64_t epoch, int64_t *lease_
 static void test_check_epoch_follows_the_live_term(void **state)
 {
     (void)state;
-    kl_client *a = new_client(), *b = new_client(), *storage = new_client();
+    kl_client *a = h_client(&srv), *b = h_client(&srv), *storage = h_client(&srv);
     kl_error err;
     int64_t e1 = 0, e2 = 0, seen = -1;
     assert_int_equal(check(storage, "fence-never-created", 1, &seen), 0);
     assert_int_equal(seen, 0);
 
-    campaign(a, "fence", "fence-a:8080");
+    h_campaign(a, "fence", "fence-a:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(a, h_ns, "fence", 15, &e1, &err), KL_OK);
-    campaign(b, "fence", "fence-b:8080");
+    h_campaign(b, "fence", "fence-b:8080", LD, RD, RP);
     assert_int_equal(check(storage, "fence", e1, &seen), 1);
     assert_int_equal(seen, e1);
     assert_int_equal(check(storage, "fence", e1 + 1, &seen), 0);
@@ -101,7 +86,7 @@ static void test_check_epoch_follows_the_live_term(void **state)
 static void test_check_epoch_bad_arguments(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_error err;
     int current = 7;
     assert_int_equal(kl_check_epoch(c, h_ns, "fence", 0, &current, NULL, &err),
@@ -141,7 +126,7 @@ static kl_candidate_info *wait_candidates(kl_client *c, const char *lease, size_
 static void test_list_candidates_in_line_order(void **state)
 {
     (void)state;
-    kl_client *a = new_client(), *b = new_client(), *c = new_client(), *reader = new_client();
+    kl_client *a = h_client(&srv), *b = h_client(&srv), *c = h_client(&srv), *reader = h_client(&srv);
     kl_error err;
     kl_candidate_info *rows = NULL;
     size_t n = 7;
@@ -149,11 +134,11 @@ static void test_list_candidates_in_line_order(void **state)
     assert_int_equal(n, 0);
     assert_null(rows);
 
-    campaign(a, "line", "line-a:8080");
+    h_campaign(a, "line", "line-a:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(a, h_ns, "line", 15, NULL, &err), KL_OK);
-    campaign(b, "line", "line-b:8080");
+    h_campaign(b, "line", "line-b:8080", LD, RD, RP);
     kl_free(wait_candidates(reader, "line", 2));
-    campaign(c, "line", "line-c:8080");
+    h_campaign(c, "line", "line-c:8080", LD, RD, RP);
     rows = wait_candidates(reader, "line", 3);
     assert_string_equal(rows[0].identity, "line-a:8080");
     assert_int_equal(rows[0].leader, 1);
@@ -186,13 +171,13 @@ static void test_list_candidates_in_line_order(void **state)
 static void test_handoff_by_the_leader(void **state)
 {
     (void)state;
-    kl_client *a = new_client(), *b = new_client(), *c = new_client();
+    kl_client *a = h_client(&srv), *b = h_client(&srv), *c = h_client(&srv);
     kl_error err;
     int64_t e1 = 0, e2 = 0;
-    campaign(a, "handoff", "handoff-a:8080");
+    h_campaign(a, "handoff", "handoff-a:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(a, h_ns, "handoff", 15, &e1, &err), KL_OK);
-    campaign(b, "handoff", "handoff-b:8080");
-    campaign(c, "handoff", "handoff-c:8080");
+    h_campaign(b, "handoff", "handoff-b:8080", LD, RD, RP);
+    h_campaign(c, "handoff", "handoff-c:8080", LD, RD, RP);
     kl_free(wait_candidates(c, "handoff", 3));
     int64_t t0 = h_now_ms();
     assert_int_equal(kl_handoff(a, h_ns, "handoff", "handoff-c:8080", &err), KL_OK);
@@ -216,7 +201,7 @@ static void test_handoff_by_the_leader(void **state)
 static void test_handoff_by_an_operator(void **state)
 {
     (void)state;
-    kl_client *a = new_client(), *b = new_client(), *op = new_client();
+    kl_client *a = h_client(&srv), *b = h_client(&srv), *op = h_client(&srv);
     kl_error err;
     int64_t e1 = 0, e2 = 0;
     /* Authorization comes first (rule 7): these checks only without it. */
@@ -224,9 +209,9 @@ static void test_handoff_by_an_operator(void **state)
         assert_int_equal(kl_handoff(op, h_ns, "handoff-op", NULL, &err), KL_ERR_LOST);
         assert_non_null(strstr(err.message, "nobody holds"));
     }
-    campaign(a, "handoff-op", "handoff-op-a:8080");
+    h_campaign(a, "handoff-op", "handoff-op-a:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(a, h_ns, "handoff-op", 15, &e1, &err), KL_OK);
-    campaign(b, "handoff-op", "handoff-op-b:8080");
+    h_campaign(b, "handoff-op", "handoff-op-b:8080", LD, RD, RP);
     kl_free(wait_candidates(op, "handoff-op", 2));
     if (!h_kubeconfig[0]) {
         assert_int_equal(kl_handoff(op, h_ns, "handoff-op", "nobody:1", &err), KL_ERR_LOST);
@@ -281,16 +266,16 @@ static void test_health_gated_leader_steps_down_when_wedged(void **state)
     kl_client_options_init(&o);
     o.health_deadline_ms = 400;
     kl_error err;
-    kl_client *a = kl_client_new_opts(srv.endpoint, &o, &err), *b = new_client();
+    kl_client *a = kl_client_new_opts(srv.endpoint, &o, &err), *b = h_client(&srv);
     assert_non_null(a);
     struct beat beat = {.c = a};
     pthread_t t;
     kl_health_ok(a);
     assert_int_equal(pthread_create(&t, NULL, beat_thread, &beat), 0);
     int64_t e1 = 0, e2 = 0;
-    campaign(a, "health", "health-a:8080");
+    h_campaign(a, "health", "health-a:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(a, h_ns, "health", 15, &e1, &err), KL_OK);
-    campaign(b, "health", "health-b:8080");
+    h_campaign(b, "health", "health-b:8080", LD, RD, RP);
     /* Three deadlines of healthy leadership. */
     assert_int_equal(kl_wait_lost_timeout(a, h_ns, "health", 1200, &err), KL_ERR_TIMEOUT);
     assert_int_equal(kl_is_leader(a, h_ns, "health", NULL, &err), 1);

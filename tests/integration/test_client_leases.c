@@ -14,6 +14,7 @@
 
 #include "client_harness.h"
 #include "kubelease.h"
+#include "client_calls.h"
 
 static struct server srv;
 
@@ -34,22 +35,6 @@ static int group_teardown(void **state)
     (void)state;
     h_server_cleanup(&srv);
     return 0;
-}
-
-static kl_client *new_client(void)
-{
-    kl_error err;
-    kl_client *c = kl_client_new(srv.endpoint, &err);
-    if (!c)
-        fail_msg("kl_client_new: %s", err.message);
-    return c;
-}
-
-static void campaign(kl_client *c, const char *lease, const char *id)
-{
-    kl_error err;
-    if (kl_run_election(c, h_ns, lease, id, LD, RD, RP, &err) != KL_OK)
-        fail_msg("kl_run_election(%s): %s", id, err.message);
 }
 
 static void get_lease(kl_client *c, const char *lease, kl_lease_info *info)
@@ -82,7 +67,7 @@ static const kl_lease_info *find(const kl_lease_info *rows, size_t n, const char
 static void test_get_lease_of_missing_lease(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_lease_info info;
     kl_error err;
     assert_int_equal(kl_get_lease(c, h_ns, "leases-never-created", &info, &err), KL_NOT_FOUND);
@@ -107,13 +92,13 @@ static void on_holder(void *ctx, const char *holder, size_t len, int64_t epoch)
 static void test_get_lease_of_held_lease(void **state)
 {
     (void)state;
-    kl_client *leader = new_client(), *standby = new_client(), *reader = new_client();
+    kl_client *leader = h_client(&srv), *standby = h_client(&srv), *reader = h_client(&srv);
     kl_lease_info info;
     kl_error err;
     int64_t epoch = 0;
-    campaign(leader, "leases-held", "leases-leader:8080");
+    h_campaign(leader, "leases-held", "leases-leader:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(leader, h_ns, "leases-held", 15, &epoch, &err), KL_OK);
-    campaign(standby, "leases-held", "leases-standby:8080");
+    h_campaign(standby, "leases-held", "leases-standby:8080", LD, RD, RP);
     atomic_store(&watch_calls, 0);
     assert_int_equal(kl_watch_holder(reader, h_ns, "leases-held", on_holder, NULL, &err), KL_OK);
     int64_t until = h_now_ms() + 5000;
@@ -141,11 +126,11 @@ static void test_get_lease_of_held_lease(void **state)
 static void test_list_leases_with_and_without_namespace(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_lease_info *rows = NULL;
     size_t n = 0;
     kl_error err;
-    campaign(c, "leases-listed", "leases-lister:8080");
+    h_campaign(c, "leases-listed", "leases-lister:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(c, h_ns, "leases-listed", 15, NULL, &err), KL_OK);
 
     assert_int_equal(kl_list_leases(c, NULL, &rows, &n, &err), KL_OK);
@@ -174,11 +159,11 @@ static void test_list_leases_with_and_without_namespace(void **state)
 static void test_get_lease_after_resignation(void **state)
 {
     (void)state;
-    kl_client *c = new_client();
+    kl_client *c = h_client(&srv);
     kl_lease_info info;
     kl_error err;
     int64_t epoch = 0;
-    campaign(c, "leases-resigned", "leases-resigner:8080");
+    h_campaign(c, "leases-resigned", "leases-resigner:8080", LD, RD, RP);
     assert_int_equal(kl_wait_elected(c, h_ns, "leases-resigned", 15, &epoch, &err), KL_OK);
     assert_int_equal(kl_cancel_election(c, h_ns, "leases-resigned", &err), KL_OK);
     assert_int_equal(kl_wait_ended(c, h_ns, "leases-resigned", 5000, &err), KL_OK);
