@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "store/memory.h"
 #include "store/store.h"
+#include "support/http_call.h"
 
 typedef struct fixture {
     loop *l;
@@ -88,54 +89,13 @@ static int teardown(void **state)
     return 0;
 }
 
-typedef struct body {
-    char data[65536];
-    size_t len;
-} body;
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-    body *b = ctx;
-    size_t len = size * n;
-    if (b->len + len < sizeof b->data) {
-        memcpy(b->data + b->len, p, len);
-        b->len += len;
-        b->data[b->len] = '\0';
-    }
-    return len;
-}
+typedef http_body body;
 
 /* One request; returns the HTTP status. header may be NULL. */
 static long http(const fixture *f, const char *path, const char *ctype, const char *header,
                  const void *data, size_t len, body *out)
 {
-    CURL *c = curl_easy_init();
-    char url[256];
-    snprintf(url, sizeof url, "%s%s", f->base, path);
-    struct curl_slist *h = NULL;
-    char ct[128];
-    if (ctype) {
-        snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
-        h = curl_slist_append(h, ct);
-    }
-    if (header)
-        h = curl_slist_append(h, header);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (data) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)data);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
-    }
-    memset(out, 0, sizeof *out);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return rc == CURLE_OK ? status : -1;
+    return http_call(f->base, path, ctype, header, data, len, out);
 }
 
 static long rpc(const fixture *f, const char *method, const char *json, const char *header,
