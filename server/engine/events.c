@@ -124,12 +124,30 @@ static bool warning_for(engine_lost_reason reason)
            reason != ENGINE_LOST_SHUTDOWN;
 }
 
-void engine_events_term_ended(lease_state *ls, const term *t, engine_lost_reason reason)
+static void record_end(lease_state *ls, const term *t, engine_lost_reason reason)
 {
-    if (!ls->e->events || !t->started)
-        return;
     char msg[STORE_EVENT_MESSAGE_MAX];
     snprintf(msg, sizeof msg, "%s stopped leading (epoch %lld): %s", t->identity,
              (long long)t->epoch, engine_lost_reason_name(reason));
     record(ls, warning_for(reason), msg);
+}
+
+void engine_events_term_ended(lease_state *ls, term *t, engine_lost_reason reason)
+{
+    if (!ls->e->events || !t->started)
+        return;
+    /* A term whose stream is gone may live on: its holder may have resumed
+     * it on another replica (docs/design.md, rule 5), whose writes make our
+     * release fail. Only a release that lands says it is over here. */
+    if (!t->owner && (reason == ENGINE_LOST_EXPIRED || reason == ENGINE_LOST_RENEW_FAILED))
+        t->end_event = reason;
+    else
+        record_end(ls, t, reason);
+}
+
+void engine_events_term_released(lease_state *ls, term *t)
+{
+    if (t->end_event != ENGINE_LOST_UNSPECIFIED)
+        record_end(ls, t, t->end_event);
+    t->end_event = ENGINE_LOST_UNSPECIFIED;
 }

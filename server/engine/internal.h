@@ -141,6 +141,8 @@ struct term {
     char label[STORE_POD_LABEL_MAX];
     bool finishing;
     bool started; /* its start was announced here (an Event may say it ends) */
+    /* Why it ended, when its Event waits for the release (events.c); 0: none. */
+    engine_lost_reason end_event;
 };
 
 /* GetHolder waiting for a watch to sync, for a consistent read, or for the
@@ -551,7 +553,9 @@ void engine_podlabel_drop(lease_state *ls);
 void engine_events_term_started(lease_state *ls, const term *t);
 /* Records "<identity> stopped leading (epoch N): <reason>" likewise, for a
  * term whose start was announced here. */
-void engine_events_term_ended(lease_state *ls, const term *t, engine_lost_reason reason);
+void engine_events_term_ended(lease_state *ls, term *t, engine_lost_reason reason);
+/* The release of ls's term landed: records its end if that waited for it. */
+void engine_events_term_released(lease_state *ls, term *t);
 
 /* --- absent.c --- */
 

@@ -409,11 +409,13 @@ static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     int64_t now = engine_now_ms(ls->e);
-    if (r->status == STORE_OK)
+    if (r->status == STORE_OK) {
         engine_adopt_record(ls, &r->lease, now);
-    else
+        engine_events_term_released(ls, ls->term);
+    } else {
         log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
                   store_status_name(r->status), log_q(r->message));
+    }
     engine_term_answer_resign(ls, r->status == STORE_OK);
     if (r->status != STORE_OK && release_retry(ls, r, now))
         return;
