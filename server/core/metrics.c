@@ -323,8 +323,8 @@ void metrics_init(void)
                     "term go ahead.",
                     NULL, 0);
     metrics_declare("kubelease_events_total", METRICS_COUNTER,
-                    "Kubernetes Events recorded on Leases (--events): term starts and ends.",
-                    NULL, 0);
+                    "Kubernetes Events recorded on Leases (--events): term starts and ends.", NULL,
+                    0);
     metrics_declare("kubelease_events_dropped_total", METRICS_COUNTER,
                     "Kubernetes Events not recorded, by reason (rate_limited, busy: too many "
                     "in flight, failed: the API server refused or did not answer).",

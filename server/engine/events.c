@@ -2,7 +2,7 @@
  * records them: "<identity> became leader" when a term starts and
  * "<identity> stopped leading" when it ends, reason LeaderElection, so that
  * `kubectl describe lease` and `kubectl get events` tell an election's
- * story. Here with the epoch and, at the end, why (docs/design.md, section
+ * story. Here with the epoch and, at the end, why (docs/design.md,
  * "Events").
  *
  * Events must never cost leadership anything: each is one store write

@@ -223,7 +223,7 @@ struct lease_state {
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
         loop_timer retry_timer;
     } label;
-    uint64_t handoff_id; /* the standby the ending term goes to (handoff.c); 0: none */
+    uint64_t handoff_id;  /* the standby the ending term goes to (handoff.c); 0: none */
     engine_bucket events; /* Events about this Lease (events.c) */
 };
 

@@ -55,16 +55,16 @@ typedef struct kube_lease {
 #define KUBE_EVENT_MESSAGE_MAX  512
 #define KUBE_EVENT_REPORTER_MAX 128
 typedef struct kube_event {
-    char ns[KUBE_NS_MAX];                      /* the Lease's and the Event's namespace */
-    char name[KUBE_NAME_MAX];                  /* the Lease's name */
-    char uid[KUBE_UID_MAX];                    /* the Lease's uid; "" unknown */
-    char resource_version[KUBE_RV_MAX];        /* the Lease's; "" unknown */
-    const char *type;                          /* "Normal" or "Warning" */
-    char reason[KUBE_EVENT_REASON_MAX];        /* e.g. "LeaderElection" */
+    char ns[KUBE_NS_MAX];               /* the Lease's and the Event's namespace */
+    char name[KUBE_NAME_MAX];           /* the Lease's name */
+    char uid[KUBE_UID_MAX];             /* the Lease's uid; "" unknown */
+    char resource_version[KUBE_RV_MAX]; /* the Lease's; "" unknown */
+    const char *type;                   /* "Normal" or "Warning" */
+    char reason[KUBE_EVENT_REASON_MAX]; /* e.g. "LeaderElection" */
     char message[KUBE_EVENT_MESSAGE_MAX];
-    char component[KUBE_EVENT_REPORTER_MAX];   /* source.component, reportingComponent */
-    char instance[KUBE_EVENT_REPORTER_MAX];    /* reportingInstance; "" none */
-    int64_t time_us;                           /* first and last timestamp */
+    char component[KUBE_EVENT_REPORTER_MAX]; /* source.component, reportingComponent */
+    char instance[KUBE_EVENT_REPORTER_MAX];  /* reportingInstance; "" none */
+    int64_t time_us;                         /* first and last timestamp */
 } kube_event;
 
 /* A Kubernetes Status. message is cut to fit: it is for logs only. */

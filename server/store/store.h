@@ -91,9 +91,9 @@ typedef struct store_lease_event {
     /* The Lease the Event is about (its involvedObject): ns and name, and
      * uid and resource_version when known ("" else). */
     store_lease lease;
-    bool warning;                          /* type Warning, else Normal */
-    char reason[STORE_EVENT_REASON_MAX];   /* CamelCase, e.g. "LeaderElection" */
-    char message[STORE_EVENT_MESSAGE_MAX]; /* for people */
+    bool warning;                             /* type Warning, else Normal */
+    char reason[STORE_EVENT_REASON_MAX];      /* CamelCase, e.g. "LeaderElection" */
+    char message[STORE_EVENT_MESSAGE_MAX];    /* for people */
     char component[STORE_EVENT_REPORTER_MAX]; /* reportingComponent, source.component */
     char instance[STORE_EVENT_REPORTER_MAX];  /* reportingInstance: this replica */
     int64_t time_us;                          /* wall clock, µs since the epoch */

@@ -199,9 +199,8 @@ static void test_engine_events_none_when_a_term_moves_to_another_replica(void **
     /* The holder confirms on e2 while the first replica's grant runs out. */
     for (int k = 0; k < 5; k++) {
         reply_box b = BOX_INIT;
-        assert_int_equal(engine_confirm(e2, "default", "moving", "node-a", epoch, token, box_done,
-                                        &b),
-                         0);
+        assert_int_equal(
+            engine_confirm(e2, "default", "moving", "node-a", epoch, token, box_done, &b), 0);
         box_wait(&b);
         assert_int_equal(b.r.code, ENGINE_OK);
         harness_sleep_ms(1000);
