@@ -82,6 +82,10 @@ static const flag flags[] = {
     {"pod-label-keys", FLAG_STRING, OPT(pod_label_keys), 0, 0, "KEY,KEY", "none",
      "the Pod label keys a campaign may ask kubeleased to put on its own Pod while it leads "
      "(docs/design.md, rule 9); none: campaigns naming a label are refused"},
+    {"events", FLAG_BOOL, OPT(events), 0, 0, NULL, "false",
+     "record a Kubernetes Event (core/v1, reason LeaderElection) on the Lease at each term's "
+     "start and end, as client-go's leader election does; rate-limited, never retried, never "
+     "delaying leadership (needs create on events)"},
     {"help", FLAG_BOOL, OPT(help), 0, 0, NULL, NULL, "show this help and exit"},
     {"version", FLAG_BOOL, OPT(version), 0, 0, NULL, NULL, "print the version and exit"},
 };

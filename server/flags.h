@@ -34,6 +34,7 @@ typedef struct options {
     const char *tls_cert_file;
     const char *tls_key_file;
     const char *pod_label_keys;
+    bool events;
     bool help, version;
 } options;
 

@@ -198,6 +198,7 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .allow_token_over_http = o->allow_token_over_http},
         .max_grant_ms = o->max_grant_ms,
         .max_leases = (int)o->max_leases,
+        .events = o->events,
         .term_key = key_len ? key : NULL,
         .term_key_len = (size_t)key_len,
         .http = {.listen = o->listen,
@@ -322,12 +323,12 @@ int main(int argc, char **argv)
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "
-              "identity_policy=%s tls=%s pod_label_keys=%s",
+              "identity_policy=%s tls=%s pod_label_keys=%s events=%s",
               KL_VERSION_STRING, log_q(o.listen), (unsigned)service_port(svc), ops,
               service_store_kind(svc), log_q(o.namespaces ? o.namespaces : "all"),
               o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
               log_q(o.token_audience), log_q(o.identity_policy), o.tls_cert_file ? "true" : "false",
-              log_q(o.pod_label_keys ? o.pod_label_keys : ""));
+              log_q(o.pod_label_keys ? o.pod_label_keys : ""), o.events ? "true" : "false");
     if (!auth && !o.dev)
         log_event(LOG_WARN, "auth_disabled", "msg=%s",
                   log_q("--auth none against a cluster: ANY client that reaches this port may "

@@ -86,6 +86,7 @@ static service_status engine_start(service *svc, const service_config *cfg, char
                         .store = svc->store,
                         .max_grant_ms = cfg->max_grant_ms,
                         .max_leases = cfg->max_leases,
+                        .events = cfg->events,
                         .volatile_store = cfg->dev,
                         .term_key = cfg->term_key,
                         .term_key_len = cfg->term_key_len};

@@ -322,6 +322,13 @@ void metrics_init(void)
                     "Pod label removals given up after the Lease's duration, letting the next "
                     "term go ahead.",
                     NULL, 0);
+    metrics_declare("kubelease_events_total", METRICS_COUNTER,
+                    "Kubernetes Events recorded on Leases (--events): term starts and ends.", NULL,
+                    0);
+    metrics_declare("kubelease_events_dropped_total", METRICS_COUNTER,
+                    "Kubernetes Events not recorded, by reason (rate_limited, busy: too many "
+                    "in flight, failed: the API server refused or did not answer).",
+                    NULL, 0);
     metrics_declare(
         "kubelease_failover_seconds", METRICS_HISTOGRAM,
         "Leaderless time before each term this replica started: from the previous holder's "

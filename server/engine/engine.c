@@ -79,6 +79,7 @@ engine *engine_new(const engine_config *cfg)
     e->wall_clock = cfg->wall_clock;
     e->wall_clock_ctx = cfg->wall_clock_ctx;
     e->max_leases = cfg->max_leases > 0 ? cfg->max_leases : ENGINE_MAX_LEASES_DEFAULT;
+    e->events = cfg->events;
     if (engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
         free(e);
         return NULL;

@@ -87,6 +87,10 @@ typedef struct engine_config {
     /* This replica's name in ListCandidates; NULL: the host name (the pod's
      * name on a cluster). Copied. */
     const char *replica_name;
+    /* Records a Kubernetes Event on the Lease at each term's start and end
+     * (events.c; docs/design.md, "Events"), its reportingInstance the
+     * replica's name. */
+    bool events;
 } engine_config;
 
 /* A replica's name (its host name: the pod's name on a cluster), NUL

@@ -19,6 +19,8 @@
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   podlabel.c  the Pod label of a term: set, re-applied, removed before
  *               the Lease changes hands (docs/design.md, rule 9)
+ *   events.c    Kubernetes Events on the Lease at each term's start and
+ *               end (--events), rate-limited
  *   validate.c  request validation (pure)
  *
  * Threads: every function here runs on the engine's loop thread, and only
@@ -53,6 +55,12 @@ typedef struct candidate candidate;
 typedef struct watcher watcher;
 typedef struct term term;
 typedef struct pending_get pending_get;
+
+/* A token bucket (events.c): tokens, and when the last one was added. */
+typedef struct engine_bucket {
+    int tokens;
+    int64_t refilled_ms; /* 0: never used (full) */
+} engine_bucket;
 
 /* Where a campaign is in its life (engine_campaign_set). */
 typedef enum campaign_state {
@@ -140,6 +148,9 @@ struct term {
     int64_t writing_us;
     int64_t unanswered_us;
     int64_t unanswered_sent_ms;
+    bool started; /* its start was announced here (an Event may say it ends) */
+    /* Why it ended, when its Event waits for the release (events.c); 0: none. */
+    engine_lost_reason end_event;
 };
 
 /* GetHolder waiting for a watch to sync, for a consistent read, or for the
@@ -220,7 +231,8 @@ struct lease_state {
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
         loop_timer retry_timer;
     } label;
-    uint64_t handoff_id; /* the standby the ending term goes to (handoff.c); 0: none */
+    uint64_t handoff_id;  /* the standby the ending term goes to (handoff.c); 0: none */
+    engine_bucket events; /* Events about this Lease (events.c) */
 };
 
 struct engine {
@@ -254,6 +266,11 @@ struct engine {
     } absent[ENGINE_ABSENT_MAX];
     unsigned absent_next;             /* the slot taken next when none is free */
     char replica[ENGINE_REPLICA_MAX]; /* this replica's name (ListCandidates) */
+    /* Events (events.c): on or off, the bucket all Leases share, and the
+     * Event writes in flight. */
+    bool events;
+    engine_bucket events_all;
+    int events_in_flight;
 };
 
 /* The owners of list links. */
@@ -535,6 +552,18 @@ void engine_podlabel_apply(lease_state *ls);
  * takes the campaign on or refuses it (permission_denied). */
 void engine_podlabel_verify(lease_state *ls, candidate *c);
 void engine_podlabel_drop(lease_state *ls);
+
+/* --- events.c --- */
+
+/* Records "<identity> became leader (epoch N)" on the Lease (a new term,
+ * not a resume) when --events is on and the rate limits allow;
+ * fire-and-forget: nothing waits for it. */
+void engine_events_term_started(lease_state *ls, const term *t);
+/* Records "<identity> stopped leading (epoch N): <reason>" likewise, for a
+ * term whose start was announced here. */
+void engine_events_term_ended(lease_state *ls, term *t, engine_lost_reason reason);
+/* The release of ls's term landed: records its end if that waited for it. */
+void engine_events_term_released(lease_state *ls, term *t);
 
 /* --- absent.c --- */
 

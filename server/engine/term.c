@@ -300,6 +300,9 @@ static void term_started(lease_state *ls, int64_t valid_for_ms, bool resumed, in
     if (ls->vacant_ms && !resumed)
         metrics_observe("kubelease_failover_seconds", "", (double)(now - ls->vacant_ms) / 1000.0);
     ls->vacant_ms = 0;
+    t->started = true;
+    if (!resumed) /* a resume goes on with a term already announced */
+        engine_events_term_started(ls, t);
 }
 
 void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, int64_t sent_ms,
@@ -411,6 +414,7 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     engine_lost_labels(labels, reason, with_reason, sizeof with_reason);
     metrics_add("kubelease_terms_lost_total", with_reason, 1);
     metrics_set("kubelease_leader", labels, 0);
+    engine_events_term_ended(ls, t, reason);
     /* A resignation is the holder's last word; otherwise (it died, froze or
      * lost its connection) its last confirmation was its last sign of life. */
     ls->vacant_ms =
@@ -500,11 +504,13 @@ static void release_done(void *ctx, const store_result *r)
         return;
     }
     int64_t now = engine_now_ms(ls->e);
-    if (r->status == STORE_OK)
+    if (r->status == STORE_OK) {
         engine_adopt_record(ls, &r->lease, now);
-    else
+        engine_events_term_released(ls, ls->term);
+    } else {
         log_event(LOG_WARN, "release_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
                   store_status_name(r->status), log_q(r->message));
+    }
     engine_term_answer_resign(ls, r->status == STORE_OK);
     if (r->status != STORE_OK && release_retry(ls, r, now))
         return;

@@ -22,6 +22,7 @@
 #define KUBE_IP_MAX               64  /* one address */
 #define KUBE_POD_IPS_MAX          128 /* a Pod's addresses (dual-stack: two), space-separated */
 #define KUBE_NONCE_MAX            64
+#define KUBE_UID_MAX              64 /* metadata.uid: a UUID, 36 bytes */
 
 /* The annotation holding the random value of the term kubelease started on a
  * Lease (never the term's token, which derives from it under a key only
@@ -34,6 +35,7 @@ typedef struct kube_lease {
     char ns[KUBE_NS_MAX];                  /* metadata.namespace */
     char name[KUBE_NAME_MAX];              /* metadata.name */
     char resource_version[KUBE_RV_MAX];    /* metadata.resourceVersion; "" when unset */
+    char uid[KUBE_UID_MAX];                /* metadata.uid; "" when unset (never written) */
     char holder_identity[KUBE_HOLDER_MAX]; /* spec.holderIdentity; "" when unset */
     int32_t lease_duration_seconds;        /* spec.leaseDurationSeconds; 0 when unset */
     int32_t lease_transitions;             /* spec.leaseTransitions; 0 when unset */
@@ -45,6 +47,25 @@ typedef struct kube_lease {
      * a base64url string that fits: someone else's value is ignored) */
     char term_nonce[KUBE_NONCE_MAX];
 } kube_lease;
+
+/* A core/v1 Event about a Lease, as kubeleased records it: the Lease is
+ * its involvedObject (coordination.k8s.io/v1, kind Lease, in the Event's
+ * namespace). Plain value. */
+#define KUBE_EVENT_REASON_MAX   64
+#define KUBE_EVENT_MESSAGE_MAX  512
+#define KUBE_EVENT_REPORTER_MAX 128
+typedef struct kube_event {
+    char ns[KUBE_NS_MAX];               /* the Lease's and the Event's namespace */
+    char name[KUBE_NAME_MAX];           /* the Lease's name */
+    char uid[KUBE_UID_MAX];             /* the Lease's uid; "" unknown */
+    char resource_version[KUBE_RV_MAX]; /* the Lease's; "" unknown */
+    const char *type;                   /* "Normal" or "Warning" */
+    char reason[KUBE_EVENT_REASON_MAX]; /* e.g. "LeaderElection" */
+    char message[KUBE_EVENT_MESSAGE_MAX];
+    char component[KUBE_EVENT_REPORTER_MAX]; /* source.component, reportingComponent */
+    char instance[KUBE_EVENT_REPORTER_MAX];  /* reportingInstance; "" none */
+    int64_t time_us;                         /* first and last timestamp */
+} kube_event;
 
 /* A Kubernetes Status. message is cut to fit: it is for logs only. */
 typedef struct kube_status {

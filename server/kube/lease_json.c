@@ -267,7 +267,8 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
     if (copy_str(md, "name", "metadata.name", out->name, sizeof out->name, err, err_len) ||
         copy_str(md, "namespace", "metadata.namespace", out->ns, sizeof out->ns, err, err_len) ||
         copy_str(md, "resourceVersion", "metadata.resourceVersion", out->resource_version,
-                 sizeof out->resource_version, err, err_len))
+                 sizeof out->resource_version, err, err_len) ||
+        copy_str(md, "uid", "metadata.uid", out->uid, sizeof out->uid, err, err_len))
         goto fail;
     if (!out->name[0] || !out->ns[0]) {
         snprintf(err, err_len, "Lease has no %s",

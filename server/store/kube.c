@@ -67,6 +67,7 @@ static const store_ops kube_ops = {
     .remove = store_kube_remove,
     .pod_label = store_kube_pod_label,
     .pod_get = store_kube_pod_get,
+    .record_event = store_kube_record_event,
     .watch = store_kube_watch,
     .unwatch = store_kube_unwatch,
     .reachable = kube_reachable,

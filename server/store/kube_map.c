@@ -12,7 +12,8 @@
 #define SAME_SIZE(f, g) (sizeof(((store_lease *)0)->f) == sizeof(((kube_lease *)0)->g))
 _Static_assert(SAME_SIZE(ns, ns) && SAME_SIZE(name, name) && SAME_SIZE(holder, holder_identity) &&
                    SAME_SIZE(resource_version, resource_version) &&
-                   SAME_SIZE(term_nonce, term_nonce) && SAME_SIZE(pod_label, pod_label),
+                   SAME_SIZE(term_nonce, term_nonce) && SAME_SIZE(pod_label, pod_label) &&
+                   SAME_SIZE(uid, uid),
                "store_lease and kube_lease strings differ in size");
 
 #define ANY_VERB (-1)
@@ -80,6 +81,7 @@ void store_lease_from_kube(const kube_lease *in, store_lease *out)
     memcpy(out->name, in->name, sizeof out->name);
     memcpy(out->holder, in->holder_identity, sizeof out->holder);
     memcpy(out->resource_version, in->resource_version, sizeof out->resource_version);
+    memcpy(out->uid, in->uid, sizeof out->uid);
     out->lease_duration_s = in->lease_duration_seconds;
     out->transitions = in->lease_transitions;
     out->acquire_time_us = in->acquire_time_us;
@@ -104,4 +106,24 @@ bool store_lease_to_kube(const store_lease *in, kube_lease *out)
     memcpy(out->pod_label, in->pod_label, sizeof out->pod_label);
     memcpy(out->term_nonce, in->term_nonce, sizeof out->term_nonce);
     return true;
+}
+
+#define SAME_EVENT_SIZE(f, g) (sizeof(((store_lease_event *)0)->f) == sizeof(((kube_event *)0)->g))
+_Static_assert(SAME_EVENT_SIZE(reason, reason) && SAME_EVENT_SIZE(message, message) &&
+                   SAME_EVENT_SIZE(component, component) && SAME_EVENT_SIZE(instance, instance),
+               "store_lease_event and kube_event strings differ in size");
+
+void store_event_to_kube(const store_lease_event *in, kube_event *out)
+{
+    memset(out, 0, sizeof *out);
+    memcpy(out->ns, in->lease.ns, sizeof out->ns);
+    memcpy(out->name, in->lease.name, sizeof out->name);
+    memcpy(out->uid, in->lease.uid, sizeof out->uid);
+    memcpy(out->resource_version, in->lease.resource_version, sizeof out->resource_version);
+    out->type = in->warning ? "Warning" : "Normal";
+    memcpy(out->reason, in->reason, sizeof out->reason);
+    memcpy(out->message, in->message, sizeof out->message);
+    memcpy(out->component, in->component, sizeof out->component);
+    memcpy(out->instance, in->instance, sizeof out->instance);
+    out->time_us = in->time_us;
 }

@@ -34,5 +34,7 @@ void store_lease_from_kube(const kube_lease *in, store_lease *out);
  * (leaseTransitions is an int32); strings are copied whole, so that one
  * without its NUL stays so and the codec refuses it. */
 bool store_lease_to_kube(const store_lease *in, kube_lease *out);
+/* The Event as Kubernetes types it (strings copied whole, as above). */
+void store_event_to_kube(const store_lease_event *in, kube_event *out);
 
 #endif

@@ -5,6 +5,7 @@
  * survive (a PUT would replace them); remove a DELETE, with the
  * resourceVersion as a precondition when one is given. Pods: pod_get a GET,
  * pod_label a JSON merge patch of the one label (other labels survive).
+ * Events: record_event a POST of a core/v1 Event (kube/event_json.c).
  *
  * Each operation is a kube_op listed in its store until it completes; a
  * failure found before any request is sent is reported from a zero-delay
@@ -15,6 +16,7 @@
 
 #include "common/names.h"
 #include "core/log.h"
+#include "kube/event_json.h"
 #include "kube/lease_json.h"
 #include "store/kube_map.h"
 #include "store/kube_store.h"
@@ -25,7 +27,8 @@ struct kube_op {
     kube_request *req;
     loop_timer timer; /* delivers a failure found before any request */
     kube_verb verb;
-    bool pod; /* the answer is a Pod, not a Lease */
+    bool pod;   /* the answer is a Pod, not a Lease */
+    bool event; /* the answer is an Event: only its status matters */
     store_cb cb;
     void *ctx;
     store_result res;
@@ -74,6 +77,10 @@ static void op_succeeded(kube_op *op, const kube_response *r)
     store_result *res = &op->res;
     kube_lease kl;
     char e[200];
+    if (op->event) {
+        res->status = STORE_OK;
+        return;
+    }
     if (op->pod) {
         if (kube_pod_decode(r->body, r->body_len, res->pod_ip, e, sizeof e) == 0) {
             res->status = STORE_OK;
@@ -118,7 +125,7 @@ static void op_done(void *ctx, const kube_response *r)
                       kube_verb_name(op->verb), r->http_code, log_q(have ? st.reason : ""),
                       log_q(res->message));
     }
-    if (res->status != STORE_OK && !op->pod)
+    if (res->status != STORE_OK && !op->pod && !op->event)
         memset(&res->lease, 0, sizeof res->lease);
     /* A Pod operation's result names its Pod (ns and name) whatever the
      * outcome, as the store contract says. */
@@ -287,6 +294,32 @@ void store_kube_pod_label(store *s, const char *ns, const char *pod, const char 
         return;
     }
     op_start(op, "PATCH", path, body, len, "application/merge-patch+json", timeout_ms);
+    free(body);
+}
+
+#define EVENTS_PATH "/api/v1/namespaces/%s/events"
+
+void store_kube_record_event(store *s, const store_lease_event *ev, int timeout_ms, store_cb cb,
+                             void *ctx)
+{
+    kube_store *ks = (kube_store *)s;
+    kube_op *op = op_new(ks, KUBE_VERB_CREATE, ev->lease.ns, ev->lease.name, cb, ctx);
+    if (!op)
+        return;
+    op->event = true;
+    if (!check_names(op, ev->lease.ns, ev->lease.name))
+        return;
+    kube_event ke;
+    store_event_to_kube(ev, &ke);
+    size_t len;
+    char *body = kube_event_encode(&ke, &len);
+    if (!body) {
+        op_fail(op, STORE_INVALID, "the Event cannot be encoded (a value is out of range)");
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof path, EVENTS_PATH, ev->lease.ns);
+    op_start(op, "POST", path, body, len, NULL, timeout_ms);
     free(body);
 }
 

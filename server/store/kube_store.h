@@ -51,6 +51,9 @@ void store_kube_pod_get(store *s, const char *ns, const char *pod, int timeout_m
                         void *ctx);
 void store_kube_pod_label(store *s, const char *ns, const char *pod, const char *key,
                           const char *value, int timeout_ms, store_cb cb, void *ctx);
+/* Events: a POST of a core/v1 Event (store.h, record_event). */
+void store_kube_record_event(store *s, const store_lease_event *ev, int timeout_ms, store_cb cb,
+                             void *ctx);
 /* Cancels every operation without callbacks (store destruction). */
 void store_kube_ops_cancel_all(kube_store *ks);
 

@@ -1,6 +1,7 @@
 /* The in-process store. Every operation takes effect in a task run on the
  * loop (never inside the call), then reports to its caller and finally to
- * the watches, in that order. The injected latency and watch delay are loop
+ * the watches, in that order. Events are kept, the last MEM_EVENTS of
+ * them, for tests and --dev. The injected latency and watch delay are loop
  * timers, measured on the loop's clock; the store owns what they carry and
  * frees it if destroyed first. Loop thread only. */
 #include <stdio.h>
@@ -40,6 +41,9 @@ typedef struct mem_pod {
     } labels[MEM_POD_LABELS];
 } mem_pod;
 
+/* The Events kept: a ring of the last ones recorded. */
+#define MEM_EVENTS 64
+
 typedef struct mem_op mem_op;
 
 typedef struct mem_store {
@@ -58,6 +62,8 @@ typedef struct mem_store {
     bool answers_lost;        /* writes are applied but answered unavailable */
     int latency_ms;
     int watch_delay_ms;
+    store_lease_event events[MEM_EVENTS];
+    int64_t n_events; /* recorded in all; the last MEM_EVENTS are kept */
 } mem_store;
 
 typedef enum mem_op_kind {
@@ -69,6 +75,7 @@ typedef enum mem_op_kind {
     OP_DELIVER, /* a watch event on its way (store_memory_set_watch_delay) */
     OP_POD_GET,
     OP_POD_LABEL,
+    OP_EVENT,
 } mem_op_kind;
 
 struct mem_op {
@@ -85,6 +92,7 @@ struct mem_op {
     char key[STORE_LABEL_KEY_MAX];   /* OP_POD_LABEL */
     char value[STORE_LABEL_VAL_MAX]; /* OP_POD_LABEL */
     bool has_value;                  /* OP_POD_LABEL: set (else remove) */
+    store_lease_event event_rec;     /* OP_EVENT */
 };
 
 static mem_entry *entry_of(const struct kl__list *link)
@@ -260,6 +268,15 @@ static void apply_pod(mem_store *m, const mem_op *op, store_result *r)
     snprintf(r->pod_ip, sizeof r->pod_ip, "%s", p->ip);
 }
 
+/* Writes l over e's Lease; the uid is the store's and stays. */
+static void entry_update(mem_entry *e, const store_lease *l)
+{
+    char uid[STORE_UID_MAX];
+    memcpy(uid, e->lease.uid, sizeof uid);
+    e->lease = *l;
+    memcpy(e->lease.uid, uid, sizeof uid);
+}
+
 /* Applies a get, create, update or remove to the entries and fills *r.
  * Returns true when the entries changed (*ev: how the watches hear of it). */
 static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_type *ev)
@@ -284,6 +301,7 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
         }
         e->lease = op->lease;
         snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
+        snprintf(e->lease.uid, STORE_UID_MAX, "memory-%lld", (long long)m->revision);
         kl__list_insert_head(&m->entries, &e->link);
         r->lease = e->lease;
         return true;
@@ -296,7 +314,7 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
             fail(r, STORE_CONFLICT, "the object has been modified", &op->lease);
             return false;
         }
-        e->lease = op->lease;
+        entry_update(e, &op->lease);
         snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
         r->lease = e->lease;
         return true;
@@ -317,6 +335,10 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
     case OP_POD_GET:
     case OP_POD_LABEL:
         apply_pod(m, op, r);
+        return false;
+    case OP_EVENT:
+        m->events[m->n_events++ % MEM_EVENTS] = op->event_rec;
+        r->lease = op->lease;
         return false;
     case OP_WATCH_SYNC:
     case OP_DELIVER:
@@ -463,6 +485,30 @@ static void mem_pod_label(store *s, const char *ns, const char *pod, const char 
     submit((mem_store *)s, op);
 }
 
+static void mem_record_event(store *s, const store_lease_event *ev, int timeout_ms, store_cb cb,
+                             void *ctx)
+{
+    (void)timeout_ms;
+    mem_op *op = new_op((mem_store *)s, OP_EVENT, ev->lease.ns, ev->lease.name, cb, ctx);
+    if (!op)
+        return;
+    op->event_rec = *ev;
+    submit((mem_store *)s, op);
+}
+
+int64_t store_memory_event_count(store *s)
+{
+    return ((mem_store *)s)->n_events;
+}
+
+const store_lease_event *store_memory_event(store *s, int64_t i)
+{
+    mem_store *m = (mem_store *)s;
+    if (i < 0 || i >= m->n_events || i < m->n_events - MEM_EVENTS)
+        return NULL;
+    return &m->events[i % MEM_EVENTS];
+}
+
 int store_memory_pod_put(store *s, const char *ns, const char *pod, const char *ip)
 {
     mem_store *m = (mem_store *)s;
@@ -563,6 +609,7 @@ static const store_ops mem_ops = {
     .remove = mem_remove,
     .pod_label = mem_pod_label,
     .pod_get = mem_pod_get,
+    .record_event = mem_record_event,
     .watch = mem_watch,
     .unwatch = mem_unwatch,
     .reachable = mem_reachable,

@@ -5,6 +5,7 @@
 #define KL_STORE_MEMORY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "store/store.h"
 
@@ -46,6 +47,12 @@ void store_memory_set_auto_pods(store *s, bool on);
 /* Label key of Pod ns/pod; NULL when the Pod or the label is absent. Valid
  * until the next operation. Loop thread only. */
 const char *store_memory_pod_label(store *s, const char *ns, const char *pod, const char *key);
+
+/* Events (store.h, record_event): how many were recorded, and the i-th
+ * of them (from 0, oldest first); only the last 64 are kept, NULL for
+ * others. Valid until the next operation. Loop thread only. */
+int64_t store_memory_event_count(store *s);
+const store_lease_event *store_memory_event(store *s, int64_t i);
 
 /* How many watches are open (not yet stopped). Loop thread only. */
 int store_memory_watch_count(store *s);

@@ -27,6 +27,7 @@
 #define STORE_IP_MAX        64
 #define STORE_POD_IPS_MAX   128 /* a Pod's addresses, space-separated (dual-stack) */
 #define STORE_NONCE_MAX     64  /* a term nonce: base64url text */
+#define STORE_UID_MAX       64  /* metadata.uid: a UUID, 36 bytes */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
 typedef struct store_lease {
@@ -38,6 +39,9 @@ typedef struct store_lease {
     int64_t acquire_time_us;       /* wall clock, µs since the epoch; 0 when unset */
     int64_t renew_time_us;         /* wall clock, µs since the epoch; 0 when unset */
     char resource_version[STORE_RV_MAX];
+    /* metadata.uid, set by the store when it creates the Lease ("" when not
+     * known); read only, for references to the Lease (Events). */
+    char uid[STORE_UID_MAX];
     /* The Pod label of the term (the Lease's kubelease.io/pod-label
      * annotation); "" when none. Written by create and update like the spec. */
     char pod_label[STORE_POD_LABEL_MAX];
@@ -77,6 +81,23 @@ typedef struct store_result {
      * rest of status.podIPs, space-separated ("" none) */
     char pod_ip[STORE_POD_IPS_MAX];
 } store_result;
+
+/* A Kubernetes Event about a Lease (record_event): what happened to whom,
+ * said by whom. Plain value. */
+#define STORE_EVENT_REASON_MAX   64
+#define STORE_EVENT_MESSAGE_MAX  512
+#define STORE_EVENT_REPORTER_MAX 128 /* reportingInstance: at most 128 bytes */
+typedef struct store_lease_event {
+    /* The Lease the Event is about (its involvedObject): ns and name, and
+     * uid and resource_version when known ("" else). */
+    store_lease lease;
+    bool warning;                             /* type Warning, else Normal */
+    char reason[STORE_EVENT_REASON_MAX];      /* CamelCase, e.g. "LeaderElection" */
+    char message[STORE_EVENT_MESSAGE_MAX];    /* for people */
+    char component[STORE_EVENT_REPORTER_MAX]; /* reportingComponent, source.component */
+    char instance[STORE_EVENT_REPORTER_MAX];  /* reportingInstance: this replica */
+    int64_t time_us;                          /* wall clock, µs since the epoch */
+} store_lease_event;
 
 /* Completion of one operation; res is valid only during the call. */
 typedef void (*store_cb)(void *ctx, const store_result *res);
@@ -123,6 +144,10 @@ typedef struct store_ops {
     /* Reads Pod ns/pod: res->pod_ip on success, NOT_FOUND when absent. */
     void (*pod_get)(store *s, const char *ns, const char *pod, int timeout_ms, store_cb cb,
                     void *ctx);
+    /* Records ev as a new Event in the Lease's namespace. res->lease has
+     * only ns and name (the Lease's). Nothing retries it. */
+    void (*record_event)(store *s, const store_lease_event *ev, int timeout_ms, store_cb cb,
+                         void *ctx);
     /* True while the store is reachable (the last request or watch worked). */
     bool (*reachable)(store *s);
     void (*destroy)(store *s);

@@ -199,14 +199,18 @@ def check_common(docs, ns):
     roles = of_kind(docs, "Role") + of_kind(docs, "ClusterRole")
     expect(roles, "no Role or ClusterRole")
     labels_on = arg_value(args, "--pod-label-keys") is not None
+    events_on = "--events" in args
     for r in roles:
         rules = r["rules"]
-        # With leader labels, one more rule: get and patch on pods, nothing else.
-        want = 2 if labels_on else 1
-        expect(len(rules) == want, f"{r['kind']}/{r['metadata']['name']} has {len(rules)} rules")
+        # With leader labels, one more rule: get and patch on pods; with
+        # events, create on events; nothing else.
+        extra = []
         if labels_on:
-            expect(rules[1] == {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
-                   f"pod rule {rules[1]}")
+            extra.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]})
+        if events_on:
+            extra.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
+        expect(len(rules) == 1 + len(extra), f"{r['kind']}/{r['metadata']['name']} has {len(rules)} rules")
+        expect(rules[1:] == extra, f"rules besides Leases {rules[1:]}, want {extra}")
         rule = rules[0]
         expect(rule["apiGroups"] == ["coordination.k8s.io"], f"apiGroups {rule['apiGroups']}")
         expect(rule["resources"] == ["leases"], f"resources {rule['resources']}")
@@ -265,8 +269,10 @@ def main():
     docs = load(path)
     dep, c, args = check_common(docs, ns)
     sm = of_kind(docs, "ServiceMonitor")
-    if case != "podlabels":
+    if case not in ("podlabels", "events"):
         expect(arg_value(args, "--pod-label-keys") is None, "--pod-label-keys without podLabelKeys")
+    if case != "events":
+        expect("--events" not in args, "--events without events")
     if case == "defaults":
         expect(dep["spec"]["replicas"] == 2, f"replicas {dep['spec']['replicas']}")
         check_namespaced(docs, ns, [ns], args)
@@ -308,6 +314,9 @@ def main():
         expect(arg_value(args, "--pod-label-keys") == "example.com/store-role,app/leader",
                f"--pod-label-keys is {arg_value(args, '--pod-label-keys')!r}")
         check_namespaced(docs, ns, [ns], args)
+    elif case == "events":
+        expect("--events" in args, "events: true does not pass --events")
+        check_namespaced(docs, ns, ["team-a", "team-b"], args)
     elif case == "single":
         expect(dep["spec"]["replicas"] == 1, f"replicas {dep['spec']['replicas']}")
         check_pdb(docs, dep, False)

@@ -79,7 +79,14 @@ cat >"$work/values/podlabels.yaml" <<'V'
 podLabelKeys: ["example.com/store-role", "app/leader"]
 V
 
-for case in defaults namespaced cluster single servicemonitor tls authnone authpod podlabels custom; do
+cat >"$work/values/events.yaml" <<'V'
+events: true
+podLabelKeys: ["example.com/store-role"]
+rbac:
+  namespaces: [team-a, team-b]
+V
+
+for case in defaults namespaced cluster single servicemonitor tls authnone authpod podlabels events custom; do
   vf=$work/values/$case.yaml
   note "case $case: lint --strict"
   "$HELM" lint --strict "$CHART" -f "$vf" >"$work/lint-$case.log" 2>&1 ||

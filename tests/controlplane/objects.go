@@ -13,7 +13,7 @@ import (
 const (
 	testNamespace = "kubelease-test"
 	saName        = "kubelease"
-	roleName      = "kubelease-leases"
+	roleName      = "kubelease-leases" // Leases, and create on Events (--events)
 	tokenTTL      = 24 * time.Hour
 	// kubeleased's reviews (--auth kubernetes): create TokenReviews and
 	// SubjectAccessReviews, cluster-scoped.
@@ -75,6 +75,11 @@ func (c *cluster) setupObjects(ctx context.Context) (tokens testTokens, err erro
 				"apiGroups": []string{"coordination.k8s.io"},
 				"resources": []string{"leases"},
 				"verbs":     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+			}, {
+				// kubeleased --events: an Event on the Lease at each term's start and end.
+				"apiGroups": []string{""},
+				"resources": []string{"events"},
+				"verbs":     []string{"create"},
 			}},
 		}},
 		{"/apis/rbac.authorization.k8s.io/v1/namespaces/" + testNamespace + "/rolebindings", obj{

@@ -1,6 +1,6 @@
 /* The engine on the Kubernetes store, against the real kube-apiserver and
  * etcd of the test control plane, with the ServiceAccount's credentials
- * (only a Role on Leases in its namespace). Two engines stand for two
+ * (only a Role on Leases, and create on Events, in its namespace). Two engines stand for two
  * replicas of kubeleased; a third store writes as a foreign client would.
  *
  * Counterparts of the reference's integration scenarios, plus: same-identity
