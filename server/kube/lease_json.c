@@ -361,7 +361,7 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
     char *text = NULL;
     if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
         !bounded(l->holder_identity, sizeof l->holder_identity) ||
-        !bounded(l->resource_version, sizeof l->resource_version) ||
+        !bounded(l->resource_version, sizeof l->resource_version) || !bounded(l->uid, sizeof l->uid) ||
         !bounded(l->term_nonce, sizeof l->term_nonce) || !base64url(l->term_nonce) ||
         !bounded(l->pod_label, sizeof l->pod_label) || l->lease_transitions < 0 ||
         l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
@@ -377,6 +377,9 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         (!patch && (!cJSON_AddStringToObject(md, "name", l->name) ||
                     !cJSON_AddStringToObject(md, "namespace", l->ns))) ||
         (with_rv && !cJSON_AddStringToObject(md, "resourceVersion", l->resource_version)) ||
+        /* the object's identity: an update of a Lease deleted and created
+         * again since is then refused, as a stale resourceVersion is */
+        (!patch && l->uid[0] && !cJSON_AddStringToObject(md, "uid", l->uid)) ||
         !add_annotations(md, l, patch) || !(spec = cJSON_AddObjectToObject(root, "spec")) ||
         !cJSON_AddStringToObject(spec, "holderIdentity", l->holder_identity) ||
         !add_number(spec, "leaseDurationSeconds", l->lease_duration_seconds,
