@@ -260,6 +260,17 @@ static void apply_pod(mem_store *m, const mem_op *op, store_result *r)
     snprintf(r->pod_ip, sizeof r->pod_ip, "%s", p->ip);
 }
 
+/* An update writes next's spec over cur, keeping spec.preferredHolder and
+ * spec.strategy as others wrote them (as the Kubernetes store's merge patch
+ * does). */
+static void keep_coordinated(store_lease *cur, const store_lease *next)
+{
+    store_lease kept = *cur;
+    *cur = *next;
+    memcpy(cur->preferred_holder, kept.preferred_holder, sizeof cur->preferred_holder);
+    memcpy(cur->strategy, kept.strategy, sizeof cur->strategy);
+}
+
 /* Applies a get, create, update or remove to the entries and fills *r.
  * Returns true when the entries changed (*ev: how the watches hear of it). */
 static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_type *ev)
@@ -296,7 +307,7 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
             fail(r, STORE_CONFLICT, "the object has been modified", &op->lease);
             return false;
         }
-        e->lease = op->lease;
+        keep_coordinated(&e->lease, &op->lease);
         snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
         r->lease = e->lease;
         return true;
@@ -486,6 +497,21 @@ const char *store_memory_pod_label(store *s, const char *ns, const char *pod, co
         if (strcmp(p->labels[i].key, key) == 0)
             return p->labels[i].value;
     return NULL;
+}
+
+int store_memory_set_preferred_holder(store *s, const char *ns, const char *name,
+                                      const char *holder, const char *strategy)
+{
+    mem_store *m = (mem_store *)s;
+    mem_entry *e = find(m, ns, name);
+    if (!e)
+        return -1;
+    snprintf(e->lease.preferred_holder, sizeof e->lease.preferred_holder, "%s",
+             holder ? holder : "");
+    snprintf(e->lease.strategy, sizeof e->lease.strategy, "%s", strategy ? strategy : "");
+    snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
+    notify(m, STORE_EVENT_PUT, &e->lease);
+    return 0;
 }
 
 int store_memory_watch_count(store *s)
