@@ -62,8 +62,7 @@ static void handoff_start(lease_state *ls, term *t, candidate *c, bool by_holder
     log_event(LOG_INFO, "handoff",
               "ns=%s lease=%s identity=%s epoch=%lld to=%s by_holder=%d why=%s wait_ms=%lld",
               ls->ns, ls->name, log_q(t->identity), (long long)t->epoch, log_q(c->req.identity),
-              (int)by_holder, why,
-              (long long)(t->finish_at_ms > now ? t->finish_at_ms - now : 0));
+              (int)by_holder, why, (long long)(t->finish_at_ms > now ? t->finish_at_ms - now : 0));
     snprintf(msg, sizeof msg, "handed off to %s%s", c->req.identity,
              strcmp(why, "preferred_holder") == 0 ? ", the Lease's preferredHolder" : "");
     engine_term_end(ls, ENGINE_LOST_HANDED_OFF, msg, true);

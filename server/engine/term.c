@@ -307,8 +307,8 @@ static bool same_term_fields(const store_lease *a, const store_lease *b)
 {
     return strcmp(a->holder, b->holder) == 0 && a->transitions == b->transitions &&
            strcmp(a->term_nonce, b->term_nonce) == 0 && a->renew_time_us == b->renew_time_us &&
-           a->acquire_time_us == b->acquire_time_us &&
-           a->lease_duration_s == b->lease_duration_s && strcmp(a->pod_label, b->pod_label) == 0;
+           a->acquire_time_us == b->acquire_time_us && a->lease_duration_s == b->lease_duration_s &&
+           strcmp(a->pod_label, b->pod_label) == 0;
 }
 
 /* Renewals, the release and a handoff's transfer are compare-and-swap on

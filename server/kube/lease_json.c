@@ -411,8 +411,8 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         !bounded(l->pod_label, sizeof l->pod_label) ||
         !bounded(l->preferred_holder, sizeof l->preferred_holder) ||
         (l->preferred_holder[0] && !preferred_ok(l->preferred_holder)) ||
-        !bounded(l->strategy, sizeof l->strategy) || (l->strategy[0] && !strategy_ok(l->strategy)) ||
-        l->lease_transitions < 0 ||
+        !bounded(l->strategy, sizeof l->strategy) ||
+        (l->strategy[0] && !strategy_ok(l->strategy)) || l->lease_transitions < 0 ||
         l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||

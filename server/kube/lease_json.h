@@ -56,9 +56,10 @@ char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
  * annotations are the term nonce, when lease has one, and the pod label
  * (null when unset: removed). Everything else in the object (labels, other
  * annotations, owner references, spec.preferredHolder and spec.strategy,
- * spec fields this version does not know) is left as other writers set it. Returns a malloc'd NUL-terminated text
- * with *len set, or NULL when the resourceVersion is empty, a value cannot
- * be encoded, or memory runs out. */
+ * spec fields this version does not know) is left as other writers set
+ * it. Returns a malloc'd NUL-terminated text with *len set, or NULL when
+ * the resourceVersion is empty, a value cannot be encoded, or memory runs
+ * out. */
 char *kube_lease_merge_patch(const kube_lease *lease, size_t *len);
 
 /* A decoded LeaseList. Items that cannot be decoded are counted in n_bad
