@@ -181,17 +181,22 @@ static void acquire_absent(lease_state *ls, candidate *c, store_lease *rec, int6
     write_for(ls, c, true, rec, false);
 }
 
-/* The longest-waiting candidate that is not resuming (resumes are handled
- * when they arrive), or NULL. */
+/* The Lease's preferred holder (spec.preferredHolder) if it waits here,
+ * else the longest-waiting candidate; never one resuming (resumes are
+ * handled when they arrive) or with a Pod to verify. NULL: none. */
 static candidate *next_in_line(const lease_state *ls)
 {
+    candidate *first = NULL;
     KL__LIST_FOREACH (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
-        /* resumes are handled when they arrive; a Pod to verify waits */
-        if (c->state != CAMPAIGN_RESUMING && c->state != CAMPAIGN_VERIFYING)
+        if (c->state == CAMPAIGN_RESUMING || c->state == CAMPAIGN_VERIFYING)
+            continue;
+        if (engine_preferred(ls, c->req.identity))
             return c;
+        if (!first)
+            first = c;
     }
-    return NULL;
+    return first;
 }
 
 /* An acquisition whose answer was lost, seen in the Lease after all: its
@@ -309,9 +314,12 @@ void engine_try_resume(lease_state *ls, candidate *c)
             refuse_resume(ls, c);
             return;
         }
-        /* Renew the record as ours; the CAS fails if anyone wrote since. */
+        /* Renew the record as ours; the CAS fails if anyone wrote since.
+         * Its renewTime is always later than the record's, so that the
+         * replica it leaves sees a takeover (term.c, engine_term_follow). */
         store_lease rec = ls->record;
-        rec.renew_time_us = engine_wall_us(ls->e);
+        int64_t wall = engine_wall_us(ls->e);
+        rec.renew_time_us = wall > rec.renew_time_us ? wall : rec.renew_time_us + 1;
         rec.lease_duration_s = c->req.lease_duration_s;
         engine_campaign_set(c, CAMPAIGN_STANDBY);
         write_for(ls, c, false, &rec, true);

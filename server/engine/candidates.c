@@ -1,7 +1,8 @@
 /* ListCandidates: the campaigns for one Lease, in line order — the leader,
  * then the standbys in the order next_in_line (acquire.c) would elect them,
- * which is arrival order — each with how long it has campaigned and the
- * replica holding it. A replica knows only its own campaigns; a live holder
+ * the Lease's preferred holder first, then arrival order — each with how
+ * long it has campaigned and the replica holding it. A replica knows only
+ * its own campaigns; a live holder
  * campaigning through another replica (or another writer) is shown from the
  * Lease, its replica unknown. Reads only what is followed: a Lease not
  * followed here answers an empty list and is not read, so listing made-up
@@ -48,11 +49,14 @@ void engine_candidates_list(cmd *k)
         else if (holder[0])
             fill(&rows[i++], holder, ls->transition_ms ? now - ls->transition_ms : 0, true,
                  t ? e->replica : "");
-        KL__LIST_FOREACH (link, &ls->candidates) {
-            candidate *c = engine_candidate_of(link);
-            if (c->state != CAMPAIGN_LEADING)
-                fill(&rows[i++], c->req.identity, now - c->since_ms, false, e->replica);
-        }
+        /* Two passes: the preferred standby, then the others. */
+        for (int pass = 0; pass < 2; pass++)
+            KL__LIST_FOREACH (link, &ls->candidates) {
+                candidate *c = engine_candidate_of(link);
+                bool first = c->state == CAMPAIGN_STANDBY && engine_preferred(ls, c->req.identity);
+                if (c->state != CAMPAIGN_LEADING && first == (pass == 0))
+                    fill(&rows[i++], c->req.identity, now - c->since_ms, false, e->replica);
+            }
     }
     r.n_candidates = i;
     r.candidates = rows;

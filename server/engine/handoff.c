@@ -13,7 +13,15 @@
  * acknowledges with a Resign carrying its token (its library sends one on
  * Lost HANDED_OFF after it stopped reporting leadership) or, at the
  * latest, until the last validity granted to it has passed
- * (term->finish_at_ms). Engine thread only. */
+ * (term->finish_at_ms).
+ *
+ * The Lease's spec.preferredHolder (Kubernetes' coordinated leader
+ * election) asks the same: when it names a standby campaigning here and
+ * not the holder, the holder's next Confirm hands the term off to it as an
+ * operator's Handoff would, and without a named standby a Handoff prefers
+ * it to the first in line. Whoever may write the Lease may set it, so it
+ * is taken as the cluster's intent (docs/design.md, rules 3 and 7).
+ * Engine thread only. */
 #include <string.h>
 
 #include "core/log.h"
@@ -26,18 +34,38 @@ static void reply_error(cmd *k, engine_code code, const char *msg)
     k->done(k->ctx, &r);
 }
 
-/* The standby to hand off to: to, or the first in line other than the
- * holder. */
+/* The standby to hand off to: to, or (to "") the Lease's preferred holder
+ * if it stands by here, else the first in line other than the holder. */
 static candidate *handoff_target(lease_state *ls, const term *t, const char *to)
 {
+    candidate *first = NULL;
     KL__LIST_FOREACH (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
         if (c->state != CAMPAIGN_STANDBY || strcmp(c->req.identity, t->identity) == 0)
             continue;
-        if (!to[0] || strcmp(c->req.identity, to) == 0)
+        if (to[0] ? strcmp(c->req.identity, to) == 0 : engine_preferred(ls, c->req.identity))
             return c;
+        if (!first)
+            first = c;
     }
-    return NULL;
+    return to[0] ? NULL : first;
+}
+
+/* Ends t, handed off to c: at once when its holder asked (by_holder), else
+ * once it acknowledges or its grant has run out. */
+static void handoff_start(lease_state *ls, term *t, candidate *c, bool by_holder, const char *why)
+{
+    int64_t now = engine_now_ms(ls->e);
+    char msg[512];
+    ls->handoff_id = c->id;
+    t->finish_at_ms = by_holder ? 0 : t->granted_until_ms;
+    log_event(LOG_INFO, "handoff",
+              "ns=%s lease=%s identity=%s epoch=%lld to=%s by_holder=%d why=%s wait_ms=%lld",
+              ls->ns, ls->name, log_q(t->identity), (long long)t->epoch, log_q(c->req.identity),
+              (int)by_holder, why, (long long)(t->finish_at_ms > now ? t->finish_at_ms - now : 0));
+    snprintf(msg, sizeof msg, "handed off to %s%s", c->req.identity,
+             strcmp(why, "preferred_holder") == 0 ? ", the Lease's preferredHolder" : "");
+    engine_term_end(ls, ENGINE_LOST_HANDED_OFF, msg, true);
 }
 
 void engine_handoff_run(cmd *k)
@@ -75,18 +103,23 @@ void engine_handoff_run(cmd *k)
                     k->to[0] ? msg : "no standby campaigns through this kubeleased replica");
         return;
     }
-    int64_t now = engine_now_ms(k->e);
     engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
     engine_copy_str(r.holder, sizeof r.holder, c->req.identity);
-    ls->handoff_id = c->id;
-    t->finish_at_ms = by_holder ? 0 : t->granted_until_ms;
-    log_event(LOG_INFO, "handoff",
-              "ns=%s lease=%s identity=%s epoch=%lld to=%s by_holder=%d wait_ms=%lld", ls->ns,
-              ls->name, log_q(t->identity), (long long)t->epoch, log_q(c->req.identity),
-              (int)by_holder, (long long)(t->finish_at_ms > now ? t->finish_at_ms - now : 0));
-    snprintf(msg, sizeof msg, "handed off to %s", c->req.identity);
     k->done(k->ctx, &r);
-    engine_term_end(ls, ENGINE_LOST_HANDED_OFF, msg, true);
+    handoff_start(ls, t, c, by_holder, "handoff");
+}
+
+bool engine_handoff_preferred(lease_state *ls)
+{
+    term *t = ls->term;
+    if (!t || engine_term_over(t) || !ls->record.preferred_holder[0] ||
+        strcmp(ls->record.preferred_holder, t->identity) == 0)
+        return false;
+    candidate *c = handoff_target(ls, t, ls->record.preferred_holder);
+    if (!c)
+        return false; /* not campaigning here: nothing (docs/design.md, rule 3) */
+    handoff_start(ls, t, c, false, "preferred_holder");
+    return true;
 }
 
 bool engine_handoff_acknowledged(lease_state *ls, cmd *k)

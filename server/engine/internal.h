@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/list.h"
 #include "engine/engine.h"
@@ -349,6 +350,14 @@ static inline void engine_send_event(const engine_listener *l, const engine_even
         l->on_event(l->ctx, ev);
 }
 
+/* True when the Lease names identity in spec.preferredHolder: the standby
+ * the cluster wants to lead next (docs/design.md, rule 3). */
+static inline bool engine_preferred(const lease_state *ls, const char *identity)
+{
+    return ls->exists && ls->record.preferred_holder[0] &&
+           strcmp(ls->record.preferred_holder, identity) == 0;
+}
+
 /* Over: ended, waiting for its renewal to land or its release to be written. */
 static inline bool engine_term_over(const term *t)
 {
@@ -372,6 +381,12 @@ void engine_candidates_list(cmd *k);
 /* --- handoff.c --- */
 
 void engine_handoff_run(cmd *k);
+/* At a Confirm of ls's live term: when the Lease's spec.preferredHolder
+ * names a standby campaigning here, hands the term off to it as an operator's
+ * Handoff does (Lost HANDED_OFF now; the transfer once the holder
+ * acknowledges or its grant has run out) and returns true: the Confirm is
+ * refused. Else changes nothing and returns false. */
+bool engine_handoff_preferred(lease_state *ls);
 /* A Resign by the holder of a term waiting for its acknowledgement of a
  * handoff: finishes the handoff now and answers; true when it was one. */
 bool engine_handoff_acknowledged(lease_state *ls, cmd *k);
@@ -463,6 +478,11 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
 void engine_term_renew_now(lease_state *ls);
 /* Reattaches a resuming candidate to ls's term and tells it it leads. */
 void engine_term_reattach(lease_state *ls, candidate *c);
+/* A write by someone else that kept every field of ls's term's last write
+ * (it set spec.preferredHolder, a label, an annotation): the term's next
+ * write is compare-and-swap on next's resourceVersion. Called before next
+ * is adopted. */
+void engine_term_follow(lease_state *ls, const store_lease *next);
 /* Ends the term: tells its owner why, and releases the Lease when release is
  * true (only once nobody can believe in the term any more, or on resign). */
 void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg, bool release);

@@ -218,6 +218,12 @@ static void do_confirm(cmd *k)
                    "the campaign stream is gone; resume it first");
         return;
     }
+    if (engine_handoff_preferred(ls)) {
+        /* No grant: the term is over (docs/design.md, rule 3). */
+        reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
+                   "not the holder: the term was handed off to the Lease's preferredHolder");
+        return;
+    }
     engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
     r.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
     if (r.valid_for_ms <= 0) {

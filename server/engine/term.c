@@ -375,6 +375,33 @@ void engine_term_renew_now(lease_state *ls)
         schedule_renew(ls, engine_now_ms(ls->e));
 }
 
+/* The fields a term writes, equal in a and b. */
+static bool same_term_fields(const store_lease *a, const store_lease *b)
+{
+    return strcmp(a->holder, b->holder) == 0 && a->transitions == b->transitions &&
+           strcmp(a->term_nonce, b->term_nonce) == 0 && a->renew_time_us == b->renew_time_us &&
+           a->acquire_time_us == b->acquire_time_us && a->lease_duration_s == b->lease_duration_s &&
+           strcmp(a->pod_label, b->pod_label) == 0;
+}
+
+/* Renewals, the release and a handoff's transfer are compare-and-swap on
+ * the term's last write (t->rv), so that a takeover by another replica
+ * makes them fail. A write that changed none of the fields the term wrote
+ * is no takeover (a resume on another replica always writes a later
+ * renewTime, acquire.c): it set something of others' (spec.preferredHolder,
+ * a label), and the term goes on from it, or its next write would fail and
+ * end it for nothing. */
+void engine_term_follow(lease_state *ls, const store_lease *next)
+{
+    term *t = ls->term;
+    if (!t || !ls->exists || strcmp(ls->record.resource_version, t->rv) != 0 ||
+        !same_term_fields(&ls->record, next))
+        return;
+    log_event(LOG_DEBUG, "term_follow", "ns=%s lease=%s epoch=%lld from_rv=%s rv=%s", ls->ns,
+              ls->name, (long long)t->epoch, t->rv, next->resource_version);
+    engine_copy_str(t->rv, sizeof t->rv, next->resource_version);
+}
+
 /* ---------- end and release ---------- */
 
 void engine_term_answer_resign(lease_state *ls, bool released)

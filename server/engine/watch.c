@@ -46,6 +46,7 @@ static void on_put(lease_state *ls, const store_lease *lease, int64_t now)
 {
     if (ls->exists && !engine_rv_newer(lease->resource_version, ls->record.resource_version))
         return; /* seen already, or older than what our own write returned */
+    engine_term_follow(ls, lease);
     engine_adopt_record(ls, lease, now);
     if (!lease->holder[0] && !ls->vacant_ms)
         ls->vacant_ms = now;

@@ -23,6 +23,8 @@
 #define KUBE_POD_IPS_MAX          128 /* a Pod's addresses (dual-stack: two), space-separated */
 #define KUBE_NONCE_MAX            64
 #define KUBE_UID_MAX              64 /* metadata.uid: a UUID, 36 bytes */
+/* spec.strategy: a qualified name, [prefix (DNS subdomain, 253) '/'] name (63) */
+#define KUBE_STRATEGY_MAX 320
 
 /* The annotation holding the random value of the term kubelease started on a
  * Lease (never the term's token, which derives from it under a key only
@@ -46,6 +48,13 @@ typedef struct kube_lease {
     /* metadata.annotations[KUBE_TERM_NONCE_ANNOTATION]; "" when unset (or not
      * a base64url string that fits: someone else's value is ignored) */
     char term_nonce[KUBE_NONCE_MAX];
+    /* spec.preferredHolder and spec.strategy (Kubernetes' coordinated leader
+     * election): others' fields, which kubelease reads and never patches; ""
+     * when unset, or when not a value kubelease could act on (a preferred
+     * holder that is not an identity, a strategy that is not a printable
+     * token): such a value is ignored, not an error */
+    char preferred_holder[KUBE_HOLDER_MAX];
+    char strategy[KUBE_STRATEGY_MAX];
 } kube_lease;
 
 /* A core/v1 Event about a Lease, as kubeleased records it: the Lease is

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/names.h"
+
 /* ---- MicroTime ---------------------------------------------------------- */
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
@@ -247,6 +249,38 @@ static void get_term_nonce(const cJSON *md, char *dst, size_t cap)
         snprintf(dst, cap, "%s", v->valuestring);
 }
 
+/* A strategy kubelease can carry: 1 to KUBE_STRATEGY_MAX - 1 printable
+ * ASCII bytes without spaces (Kubernetes allows qualified names). */
+static bool strategy_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (!n || n >= KUBE_STRATEGY_MAX)
+        return false;
+    for (; *s; s++)
+        if (*s <= ' ' || *s > '~')
+            return false;
+    return true;
+}
+
+static bool preferred_ok(const char *s)
+{
+    return kl__name_check_identity(s, NULL) == KL__NAME_OK;
+}
+
+/* spec.preferredHolder and spec.strategy, when they are values kubelease
+ * could act on; anything else (another type, too long, a byte an identity
+ * cannot hold) is read as absent. They are others' fields, never patched by
+ * kubelease, so a stray value must not make the Lease unreadable. */
+static void get_coordinated(const cJSON *spec, kube_lease *out)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(spec, "preferredHolder");
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(spec, "strategy");
+    if (cJSON_IsString(p) && p->valuestring && preferred_ok(p->valuestring))
+        snprintf(out->preferred_holder, sizeof out->preferred_holder, "%s", p->valuestring);
+    if (cJSON_IsString(s) && s->valuestring && strategy_ok(s->valuestring))
+        snprintf(out->strategy, sizeof out->strategy, "%s", s->valuestring);
+}
+
 int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
@@ -300,6 +334,7 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
         goto fail;
     out->lease_duration_seconds = (int32_t)dur;
     out->lease_transitions = (int32_t)trans;
+    get_coordinated(spec, out);
     return 0;
 fail:
     memset(out, 0, sizeof *out);
@@ -354,6 +389,17 @@ static bool add_annotations(cJSON *md, const kube_lease *l, bool patch)
            add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL, patch);
 }
 
+/* spec.preferredHolder and spec.strategy, in the whole object only: a patch
+ * leaves them as others wrote them. */
+static bool add_coordinated(cJSON *spec, const kube_lease *l, bool patch)
+{
+    if (patch)
+        return true;
+    return (!l->preferred_holder[0] ||
+            cJSON_AddStringToObject(spec, "preferredHolder", l->preferred_holder)) &&
+           (!l->strategy[0] || cJSON_AddStringToObject(spec, "strategy", l->strategy));
+}
+
 /* The object (patch false) or a JSON merge patch (patch true) for l. */
 static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
 {
@@ -363,7 +409,11 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         !bounded(l->holder_identity, sizeof l->holder_identity) ||
         !bounded(l->resource_version, sizeof l->resource_version) || !bounded(l->uid, sizeof l->uid) ||
         !bounded(l->term_nonce, sizeof l->term_nonce) || !base64url(l->term_nonce) ||
-        !bounded(l->pod_label, sizeof l->pod_label) || l->lease_transitions < 0 ||
+        !bounded(l->pod_label, sizeof l->pod_label) ||
+        !bounded(l->preferred_holder, sizeof l->preferred_holder) ||
+        (l->preferred_holder[0] && !preferred_ok(l->preferred_holder)) ||
+        !bounded(l->strategy, sizeof l->strategy) ||
+        (l->strategy[0] && !strategy_ok(l->strategy)) || l->lease_transitions < 0 ||
         l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
@@ -386,7 +436,8 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
                     l->lease_duration_seconds > 0, patch) ||
         !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)l->lease_transitions) ||
         !add_string(spec, "acquireTime", l->acquire_time_us ? acq : NULL, patch) ||
-        !add_string(spec, "renewTime", l->renew_time_us ? ren : NULL, patch))
+        !add_string(spec, "renewTime", l->renew_time_us ? ren : NULL, patch) ||
+        !add_coordinated(spec, l, patch))
         goto done;
     text = cJSON_PrintUnformatted(root);
     if (text && len)

@@ -33,14 +33,17 @@ int kube_status_from_json(const struct cJSON *obj, kube_status *out);
  * type is an error naming the field (nothing is truncated). The term-nonce
  * annotation is the exception: one that is not a base64url string of at most
  * KUBE_NONCE_MAX - 1 bytes is read as absent, so that a stray value written
- * by someone else cannot make the Lease unreadable. Returns 0, or -1 with err
- * filled. */
+ * by someone else cannot make the Lease unreadable; so are
+ * spec.preferredHolder (read only when it is an identity: 1-253 printable
+ * bytes) and spec.strategy (1-319 printable bytes, no spaces). Returns 0, or
+ * -1 with err filled. */
 int kube_lease_decode(const char *buf, size_t len, kube_lease *out, char *err, size_t err_len);
 int kube_lease_from_json(const struct cJSON *obj, kube_lease *out, char *err, size_t err_len);
 
 /* Encodes a Lease for create (with_rv false) or update (with_rv true:
  * metadata.resourceVersion is included). Unset fields (duration 0, times 0,
- * no term nonce) are omitted; holderIdentity is always written. Returns a malloc'd
+ * no term nonce, no preferred holder or strategy) are omitted;
+ * holderIdentity is always written. Returns a malloc'd
  * NUL-terminated JSON text (caller frees) with *len set, or NULL when a
  * value cannot be encoded or memory runs out. */
 char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
@@ -52,10 +55,11 @@ char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
  * with unset fields written as null so that they are removed; the
  * annotations are the term nonce, when lease has one, and the pod label
  * (null when unset: removed). Everything else in the object (labels, other
- * annotations, owner references, spec fields this version does not know)
- * is left as other writers set it. Returns a malloc'd NUL-terminated text
- * with *len set, or NULL when the resourceVersion is empty, a value cannot
- * be encoded, or memory runs out. */
+ * annotations, owner references, spec.preferredHolder and spec.strategy,
+ * spec fields this version does not know) is left as other writers set
+ * it. Returns a malloc'd NUL-terminated text with *len set, or NULL when
+ * the resourceVersion is empty, a value cannot be encoded, or memory runs
+ * out. */
 char *kube_lease_merge_patch(const kube_lease *lease, size_t *len);
 
 /* A decoded LeaseList. Items that cannot be decoded are counted in n_bad

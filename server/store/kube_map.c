@@ -13,7 +13,8 @@
 _Static_assert(SAME_SIZE(ns, ns) && SAME_SIZE(name, name) && SAME_SIZE(holder, holder_identity) &&
                    SAME_SIZE(resource_version, resource_version) &&
                    SAME_SIZE(term_nonce, term_nonce) && SAME_SIZE(pod_label, pod_label) &&
-                   SAME_SIZE(uid, uid),
+                   SAME_SIZE(uid, uid) && SAME_SIZE(preferred_holder, preferred_holder) &&
+                   SAME_SIZE(strategy, strategy),
                "store_lease and kube_lease strings differ in size");
 
 #define ANY_VERB (-1)
@@ -88,6 +89,8 @@ void store_lease_from_kube(const kube_lease *in, store_lease *out)
     out->renew_time_us = in->renew_time_us;
     memcpy(out->pod_label, in->pod_label, sizeof out->pod_label);
     memcpy(out->term_nonce, in->term_nonce, sizeof out->term_nonce);
+    memcpy(out->preferred_holder, in->preferred_holder, sizeof out->preferred_holder);
+    memcpy(out->strategy, in->strategy, sizeof out->strategy);
 }
 
 bool store_lease_to_kube(const store_lease *in, kube_lease *out)
@@ -105,6 +108,8 @@ bool store_lease_to_kube(const store_lease *in, kube_lease *out)
     out->renew_time_us = in->renew_time_us;
     memcpy(out->pod_label, in->pod_label, sizeof out->pod_label);
     memcpy(out->term_nonce, in->term_nonce, sizeof out->term_nonce);
+    memcpy(out->preferred_holder, in->preferred_holder, sizeof out->preferred_holder);
+    memcpy(out->strategy, in->strategy, sizeof out->strategy);
     return true;
 }
 

@@ -268,13 +268,16 @@ static void apply_pod(mem_store *m, const mem_op *op, store_result *r)
     snprintf(r->pod_ip, sizeof r->pod_ip, "%s", p->ip);
 }
 
-/* Writes l over e's Lease; the uid is the store's and stays. */
+/* Writes l over e's Lease as an update: the uid is the store's and stays,
+ * and so do spec.preferredHolder and spec.strategy as others wrote them
+ * (as the Kubernetes store's merge patch keeps them). */
 static void entry_update(mem_entry *e, const store_lease *l)
 {
-    char uid[STORE_UID_MAX];
-    memcpy(uid, e->lease.uid, sizeof uid);
+    store_lease kept = e->lease;
     e->lease = *l;
-    memcpy(e->lease.uid, uid, sizeof uid);
+    memcpy(e->lease.uid, kept.uid, sizeof e->lease.uid);
+    memcpy(e->lease.preferred_holder, kept.preferred_holder, sizeof e->lease.preferred_holder);
+    memcpy(e->lease.strategy, kept.strategy, sizeof e->lease.strategy);
 }
 
 /* Applies a get, create, update or remove to the entries and fills *r.
@@ -532,6 +535,21 @@ const char *store_memory_pod_label(store *s, const char *ns, const char *pod, co
         if (strcmp(p->labels[i].key, key) == 0)
             return p->labels[i].value;
     return NULL;
+}
+
+int store_memory_set_preferred_holder(store *s, const char *ns, const char *name,
+                                      const char *holder, const char *strategy)
+{
+    mem_store *m = (mem_store *)s;
+    mem_entry *e = find(m, ns, name);
+    if (!e)
+        return -1;
+    snprintf(e->lease.preferred_holder, sizeof e->lease.preferred_holder, "%s",
+             holder ? holder : "");
+    snprintf(e->lease.strategy, sizeof e->lease.strategy, "%s", strategy ? strategy : "");
+    snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
+    notify(m, STORE_EVENT_PUT, &e->lease);
+    return 0;
 }
 
 int store_memory_watch_count(store *s)

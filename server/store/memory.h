@@ -54,6 +54,14 @@ const char *store_memory_pod_label(store *s, const char *ns, const char *pod, co
 int64_t store_memory_event_count(store *s);
 const store_lease_event *store_memory_event(store *s, int64_t i);
 
+/* Sets spec.preferredHolder and spec.strategy of Lease ns/name ("" or NULL:
+ * unset) as a writer other than kubelease would (kubectl, the coordinated
+ * leader election controller): a new resourceVersion and a watch event, the
+ * rest of the Lease as it was. Returns 0, or -1 when the Lease does not
+ * exist. Loop thread only. */
+int store_memory_set_preferred_holder(store *s, const char *ns, const char *name,
+                                      const char *holder, const char *strategy);
+
 /* How many watches are open (not yet stopped). Loop thread only. */
 int store_memory_watch_count(store *s);
 

@@ -28,6 +28,7 @@
 #define STORE_POD_IPS_MAX   128 /* a Pod's addresses, space-separated (dual-stack) */
 #define STORE_NONCE_MAX     64  /* a term nonce: base64url text */
 #define STORE_UID_MAX       64  /* metadata.uid: a UUID, 36 bytes */
+#define STORE_STRATEGY_MAX  320 /* spec.strategy: a qualified name */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
 typedef struct store_lease {
@@ -49,6 +50,13 @@ typedef struct store_lease {
      * which the term's token derives (docs/design.md, rule 8); "" when none.
      * Not a secret: it lives in the Lease beside the holder. */
     char term_nonce[STORE_NONCE_MAX];
+    /* spec.preferredHolder and spec.strategy (Kubernetes' coordinated leader
+     * election): whom the cluster wants to lead, and by which strategy it
+     * chose; "" when unset. Written by whoever may write the Lease, never
+     * by kubelease: create writes them as given (kubelease gives none),
+     * update keeps the Lease's whatever lease says (docs/design.md, rule 3). */
+    char preferred_holder[STORE_HOLDER_MAX];
+    char strategy[STORE_STRATEGY_MAX];
 } store_lease;
 
 /* The outcome of an operation, X(name, text): the enum gets STORE_<name>
@@ -125,7 +133,8 @@ typedef struct store_ops {
     /* Writes lease's spec (holder, duration, times, transitions) and, when
      * set, its term nonce, if the Lease's resourceVersion still equals
      * lease->resource_version (else CONFLICT); what else the object carries
-     * (labels, other annotations) is kept. */
+     * (labels, other annotations, spec.preferredHolder and spec.strategy) is
+     * kept. */
     void (*update)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
     /* Deletes the Lease (unconditionally when resource_version is NULL or ""). */
     void (*remove)(store *s, const char *ns, const char *name, const char *resource_version,

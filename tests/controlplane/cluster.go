@@ -180,6 +180,14 @@ func (c *cluster) apiArgs() []string {
 		}, ","),
 		"--profiling=false",
 		"--cert-dir=" + pk,
+		// Lease spec.preferredHolder and spec.strategy persist only with
+		// this gate (the apiserver drops them otherwise); kubeleased honours
+		// preferredHolder (docs/design.md, rule 3). With the gate on, the
+		// apiserver's coordinated leader election controller watches
+		// LeaseCandidates, and /readyz waits for that informer: their API
+		// (beta in 1.34) must be served.
+		"--feature-gates=CoordinatedLeaderElection=true",
+		"--runtime-config=coordination.k8s.io/v1beta1=true",
 	}
 }
 

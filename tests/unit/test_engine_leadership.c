@@ -1,7 +1,8 @@
 /* Leadership that follows the application, in the engine: the fencing
  * check (CheckEpoch), the candidates (ListCandidates) and planned handoff
- * (Handoff; docs/design.md, rules 2, 3 and 8). The engine runs on a manual clock over
- * the memory store (engine_harness.h). */
+ * (Handoff; docs/design.md, rules 2, 3 and 8), also as the Lease's
+ * spec.preferredHolder asks it. The engine runs on a manual clock over the
+ * memory store (engine_harness.h). */
 #include "support/engine_harness.h"
 #include "store/memory.h"
 
@@ -394,6 +395,182 @@ static void test_engine_handoff_is_dropped_with_a_term_that_was_not_released(voi
     sink_free(d);
 }
 
+/* ---------- the Lease's spec.preferredHolder ---------- */
+
+typedef struct preferred_arg {
+    const char *lease;
+    const char *holder;
+    int rc;
+} preferred_arg;
+
+static void preferred_on_loop(fixture *f, void *arg)
+{
+    preferred_arg *p = arg;
+    p->rc = store_memory_set_preferred_holder(f->store, f->ns, p->lease, p->holder,
+                                              "OldestEmulationVersion");
+}
+
+/* Sets the Lease's spec.preferredHolder (and strategy) as another writer
+ * would (kubectl, the coordinated leader election controller). */
+static void set_preferred(fixture *f, const char *lease, const char *holder)
+{
+    preferred_arg p = {.lease = lease, .holder = holder, .rc = -1};
+    run_on_loop(f, preferred_on_loop, &p);
+    assert_int_equal(p.rc, 0);
+}
+
+typedef struct read_arg {
+    const char *lease;
+    store_result res;
+    atomic_bool done;
+} read_arg;
+
+static void read_cb(void *ctx, const store_result *r)
+{
+    read_arg *a = ctx;
+    a->res = *r;
+    atomic_store(&a->done, true);
+}
+
+static void read_on_loop(fixture *f, void *arg)
+{
+    read_arg *a = arg;
+    f->store->ops->get(f->store, f->ns, a->lease, 1000, read_cb, a);
+}
+
+/* The Lease as the store has it. */
+static store_lease read_lease(fixture *f, const char *lease)
+{
+    read_arg a = {.lease = lease};
+    run_on_loop(f, read_on_loop, &a);
+    for (int spins = 0; !atomic_load(&a.done) && spins < 100; spins++)
+        run_on_loop(f, noop_on_loop, NULL);
+    assert_true(atomic_load(&a.done));
+    assert_int_equal(a.res.status, STORE_OK);
+    return a.res.lease;
+}
+
+static void assert_preferred_kept(fixture *f, const char *lease, const char *holder)
+{
+    store_lease l = read_lease(f, lease);
+    assert_string_equal(l.preferred_holder, holder);
+    assert_string_equal(l.strategy, "OldestEmulationVersion");
+}
+
+/* The Lease names a standby campaigning here: the holder's next Confirm is
+ * refused and its term handed off to that standby (not the first in line)
+ * with the next epoch, once the holder's last grant has run out (rule 3;
+ * its acknowledgement would end the wait sooner, as for any Handoff). A
+ * renewal between the preferredHolder write and the Confirm does not end
+ * the term: the write kept every field the term wrote. After the handoff,
+ * the new holder is the preferred one: nothing more happens, and its
+ * renewals and its release keep preferredHolder and strategy. */
+static void test_engine_preferred_standby_gets_the_term_at_the_next_confirm(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for_ns("default", "pref", "a"));
+    int64_t e1 = elected_epoch(a);
+    campaign(f, b, req_for_ns("default", "pref", "b"));
+    campaign(f, c, req_for_ns("default", "pref", "c"));
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    manual_clock_advance(&f->clock, 1000);
+    assert_int_equal(confirm(f, "pref", "a", e1).code, ENGINE_OK); /* grants until +3000 */
+    set_preferred(f, "pref", "c");
+    manual_clock_advance(&f->clock, 1500); /* a renewal (at +2000) lands meanwhile */
+    assert_int_equal(take_kind(a, ENGINE_EVENT_LOST), -1);
+    engine_reply r = confirm(f, "pref", "a", e1);
+    assert_int_equal(r.code, ENGINE_FAILED_PRECONDITION);
+    assert_non_null(strstr(r.message, "preferredHolder"));
+    assert_true(lost_handed_off(a));
+    manual_clock_advance(&f->clock, 499); /* a's last grant has not run out */
+    assert_int_equal(take_kind(c, ENGINE_EVENT_ELECTED), -1);
+    manual_clock_advance(&f->clock, 1);
+    assert_int_equal(elected_epoch(c), e1 + 1);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    assert_preferred_kept(f, "pref", "c");
+    /* The preferred holder leads: confirmed and renewed, never handed off. */
+    for (int k = 0; k < 4; k++) {
+        manual_clock_advance(&f->clock, 1000);
+        assert_int_equal(confirm(f, "pref", "c", e1 + 1).code, ENGINE_OK);
+    }
+    assert_int_equal(take_kind(c, ENGINE_EVENT_LOST), -1);
+    assert_true(read_lease(f, "pref").renew_time_us > harness_wall_us() - 2000000);
+    assert_preferred_kept(f, "pref", "c");
+    assert_true(resign(f, "pref", "c").released);
+    assert_int_equal(elected_epoch(b), e1 + 2);
+    assert_preferred_kept(f, "pref", "c");
+    resign(f, "pref", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+}
+
+/* A preferredHolder that does not campaign here (perhaps through another
+ * replica), or that already leads, changes nothing: the holder is
+ * confirmed and renewed, the standby waits. */
+static void test_engine_preferred_holder_not_a_standby_here_changes_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *a = sink_new(), *b = sink_new();
+    campaign(f, a, req_for_ns("default", "pref-no", "a"));
+    int64_t e1 = elected_epoch(a);
+    campaign(f, b, req_for_ns("default", "pref-no", "b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    const char *preferred[] = {"elsewhere", "a"};
+    for (int p = 0; p < 2; p++) {
+        set_preferred(f, "pref-no", preferred[p]);
+        for (int k = 0; k < 4; k++) {
+            manual_clock_advance(&f->clock, 1000);
+            assert_int_equal(confirm(f, "pref-no", "a", e1).code, ENGINE_OK);
+        }
+        assert_preferred_kept(f, "pref-no", preferred[p]);
+    }
+    assert_int_equal(take_kind(a, ENGINE_EVENT_LOST), -1);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    assert_int_equal(read_lease(f, "pref-no").transitions, e1);
+    resign(f, "pref-no", "a");
+    assert_int_equal(elected_epoch(b), e1 + 1);
+    resign(f, "pref-no", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+}
+
+/* When the Lease falls free, the preferred standby is next in line, ahead
+ * of those who waited longer, and ListCandidates shows it so. */
+static void test_engine_next_in_line_is_the_preferred_holder(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){.replica_name = "replica-0"});
+    sink *a = sink_new(), *b = sink_new(), *c = sink_new();
+    campaign(f, a, req_for_ns("default", "pref-line", "a"));
+    int64_t e1 = elected_epoch(a);
+    campaign(f, b, req_for_ns("default", "pref-line", "b"));
+    campaign(f, c, req_for_ns("default", "pref-line", "c"));
+    assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    set_preferred(f, "pref-line", "c");
+    cand_box *l = list_candidates(f, "pref-line");
+    assert_int_equal(l->n, 3);
+    assert_string_equal(l->rows[0].identity, "a");
+    assert_string_equal(l->rows[1].identity, "c");
+    assert_string_equal(l->rows[2].identity, "b");
+    assert_true(resign(f, "pref-line", "a").released); /* no Confirm: no handoff */
+    assert_int_equal(elected_epoch(c), e1 + 1);
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    assert_preferred_kept(f, "pref-line", "c");
+    resign(f, "pref-line", "c");
+    assert_int_equal(elected_epoch(b), e1 + 2);
+    resign(f, "pref-line", "b");
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(b);
+    sink_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,6 +583,9 @@ int main(void)
         cmocka_unit_test(test_engine_handoff_by_operator_without_ack_waits_the_grant),
         cmocka_unit_test(test_engine_handoff_refusals_change_nothing),
         cmocka_unit_test(test_engine_handoff_is_dropped_with_a_term_that_was_not_released),
+        cmocka_unit_test(test_engine_preferred_standby_gets_the_term_at_the_next_confirm),
+        cmocka_unit_test(test_engine_preferred_holder_not_a_standby_here_changes_nothing),
+        cmocka_unit_test(test_engine_next_in_line_is_the_preferred_holder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,6 +215,78 @@ static void test_lease_merge_patch(void **state)
     assert_null(kube_lease_merge_patch(&in, NULL));
 }
 
+/* spec.preferredHolder and spec.strategy (coordinated leader election) are
+ * read, written in the whole object (a create) and never in a patch, so
+ * that an update keeps them as others wrote them; a value kubelease could
+ * not act on is read as absent, never an error. */
+static void test_lease_preferred_holder_and_strategy(void **state)
+{
+    (void)state;
+    const char *held = "{\"kind\":\"Lease\",\"metadata\":{\"name\":\"demo\",\"namespace\":"
+                       "\"default\",\"resourceVersion\":\"7\"},\"spec\":{\"holderIdentity\":"
+                       "\"a\",\"preferredHolder\":\"b c\",\"strategy\":"
+                       "\"OldestEmulationVersion\"}}";
+    kube_lease l;
+    char err[256];
+    assert_int_equal(kube_lease_decode(held, strlen(held), &l, err, sizeof err), 0);
+    assert_string_equal(l.preferred_holder, "b c");
+    assert_string_equal(l.strategy, "OldestEmulationVersion");
+    char *patch = kube_lease_merge_patch(&l, NULL);
+    assert_non_null(patch);
+    assert_null(strstr(patch, "preferredHolder"));
+    assert_null(strstr(patch, "strategy"));
+    free(patch);
+    size_t len;
+    char *obj = kube_lease_encode(&l, true, &len);
+    assert_non_null(obj);
+    kube_lease again;
+    assert_int_equal(kube_lease_decode(obj, len, &again, err, sizeof err), 0);
+    assert_memory_equal(&l, &again, sizeof l);
+    free(obj);
+    store_lease rec;
+    store_lease_from_kube(&l, &rec);
+    assert_string_equal(rec.preferred_holder, "b c");
+    assert_string_equal(rec.strategy, "OldestEmulationVersion");
+
+    /* Not values kubelease could act on: absent, and the Lease still reads. */
+    char too_long[400];
+    memset(too_long, 'x', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = 0;
+    const char *bad[][2] = {
+        {"\"\"", "\"\""},
+        {"7", "{}"},
+        {"\"tab\\there\"", "\"two words\""},
+        {"\"del\\u007fhere\"", "\"\\u00e9t\u00e9\""},
+        {NULL, NULL}, /* too long, both */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char doc[1024], p[512], st[512];
+        snprintf(p, sizeof p, "%s", bad[k][0] ? bad[k][0] : "");
+        snprintf(st, sizeof st, "%s", bad[k][1] ? bad[k][1] : "");
+        if (!bad[k][0]) {
+            snprintf(p, sizeof p, "\"%.300s\"", too_long);
+            snprintf(st, sizeof st, "\"%.399s\"", too_long);
+        }
+        snprintf(doc, sizeof doc,
+                 "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\"},\"spec\":{"
+                 "\"holderIdentity\":\"a\",\"preferredHolder\":%s,\"strategy\":%s}}",
+                 p, st);
+        assert_int_equal(kube_lease_decode(doc, strlen(doc), &l, err, sizeof err), 0);
+        assert_string_equal(l.holder_identity, "a");
+        assert_string_equal(l.preferred_holder, "");
+        assert_string_equal(l.strategy, "");
+    }
+    /* Nor does the encoder write one. */
+    memset(&l, 0, sizeof l);
+    strcpy(l.ns, "default");
+    strcpy(l.name, "demo");
+    strcpy(l.preferred_holder, "tab\there");
+    assert_null(kube_lease_encode(&l, false, NULL));
+    strcpy(l.preferred_holder, "b");
+    strcpy(l.strategy, "two words");
+    assert_null(kube_lease_encode(&l, false, NULL));
+}
+
 /* A term's Pod label travels in one annotation: written by create and
  * patch, read back, other annotations left alone. */
 static void test_lease_pod_label_annotation(void **state)
@@ -518,6 +590,7 @@ int main(void)
         cmocka_unit_test(test_lease_pod_label_annotation),
         cmocka_unit_test(test_pod_label_patch_and_decode),
         cmocka_unit_test(test_lease_term_nonce_annotation),
+        cmocka_unit_test(test_lease_preferred_holder_and_strategy),
         cmocka_unit_test(test_microtime_round_trips_six_digits),
         cmocka_unit_test(test_microtime_rejects_malformed),
         cmocka_unit_test(test_status_decode_and_mapping),

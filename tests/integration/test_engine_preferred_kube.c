@@ -1,0 +1,226 @@
+/* The Lease's spec.preferredHolder (Kubernetes' coordinated leader
+ * election) against the real kube-apiserver of the test control plane,
+ * which keeps the field only with the CoordinatedLeaderElection gate (the
+ * harness turns it on). Two engines stand for two replicas of kubeleased,
+ * with the ServiceAccount's credentials; a foreign writer (cluster admin,
+ * as kubectl would) sets the field with a merge patch (docs/design.md,
+ * rule 3). */
+#include <curl/curl.h>
+
+#include "support/engine_harness.h"
+#include "kube/lease_json.h"
+#include "store/kube.h"
+
+static char env_dir[1024];
+static char test_ns[64];
+static char apiserver_url[256];
+static char run_id[32];
+
+static void read_env(void)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/env", env_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        exit(1);
+    }
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        if (strcmp(line, "KL_TEST_NAMESPACE") == 0)
+            snprintf(test_ns, sizeof test_ns, "%s", eq + 1);
+        else if (strcmp(line, "KL_APISERVER_URL") == 0)
+            snprintf(apiserver_url, sizeof apiserver_url, "%s", eq + 1);
+    }
+    fclose(f);
+}
+
+static fixture *replica_start(void)
+{
+    char kubeconfig[1100], err[256];
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/sa.kubeconfig", env_dir);
+    loop *l = loop_new();
+    store_kube_opts o = {.kubeconfig = kubeconfig};
+    store *s = store_kube_new(l, &o, err, sizeof err);
+    if (!s)
+        fail_msg("store_kube_new: %s", err);
+    fixture *f = fixture_start(l, s);
+    f->ns = test_ns;
+    return f;
+}
+
+/* ---------- the foreign writer: the apiserver as cluster admin ---------- */
+
+typedef struct membuf {
+    char *p;
+    size_t len;
+} membuf;
+
+static size_t membuf_write(char *data, size_t size, size_t n, void *ctx)
+{
+    membuf *m = ctx;
+    char *p = realloc(m->p, m->len + size * n + 1);
+    if (!p)
+        return 0;
+    memcpy(p + m->len, data, size * n);
+    m->p = p;
+    m->len += size * n;
+    m->p[m->len] = '\0';
+    return size * n;
+}
+
+/* GET (patch NULL) or merge-PATCH the Lease; returns it as decoded. */
+static kube_lease lease_request(const char *lease, const char *patch)
+{
+    char url[512], cert[1100], key[1100], ca[1100];
+    snprintf(url, sizeof url, "%s/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
+             apiserver_url, test_ns, lease);
+    snprintf(cert, sizeof cert, "%s/pki/admin.crt", env_dir);
+    snprintf(key, sizeof key, "%s/pki/admin.key", env_dir);
+    snprintf(ca, sizeof ca, "%s/pki/ca.crt", env_dir);
+    membuf m = {0};
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/merge-patch+json");
+    CURL *h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
+    curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+    curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, membuf_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
+    if (patch) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, patch);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    }
+    long code = 0;
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hdr);
+    if (rc != CURLE_OK || code != 200 || !m.p)
+        fail_msg("%s %s: %s %ld %s", patch ? "PATCH" : "GET", url, curl_easy_strerror(rc), code,
+                 m.p ? m.p : "");
+    kube_lease l;
+    char err[256];
+    if (kube_lease_decode(m.p, m.len, &l, err, sizeof err) != 0)
+        fail_msg("bad Lease: %s", err);
+    free(m.p);
+    return l;
+}
+
+static void set_preferred(const char *lease, const char *holder)
+{
+    char patch[512];
+    snprintf(patch, sizeof patch,
+             "{\"spec\":{\"preferredHolder\":\"%s\",\"strategy\":\"OldestEmulationVersion\"}}",
+             holder);
+    kube_lease l = lease_request(lease, patch);
+    /* The apiserver drops the field without the CoordinatedLeaderElection gate. */
+    assert_string_equal(l.preferred_holder, holder);
+}
+
+/* Keeps identity confirming its term (as its library does, every third of
+ * the validity) until the Lease shows two renewals after `after` (µs of
+ * wall time), each keeping the preferred holder; every Confirm is granted. */
+static void lead_through_renewals(fixture *f, const char *lease, const char *identity,
+                                  int64_t epoch, int64_t after, const char *preferred)
+{
+    int renewals = 0;
+    int64_t last = after, deadline = mono_ms() + 15000;
+    while (renewals < 2) {
+        assert_true(mono_ms() < deadline);
+        assert_int_equal(confirm(f, lease, identity, epoch).code, ENGINE_OK);
+        kube_lease l = lease_request(lease, NULL);
+        assert_string_equal(l.holder_identity, identity);
+        assert_int_equal(l.lease_transitions, epoch);
+        assert_string_equal(l.preferred_holder, preferred);
+        assert_string_equal(l.strategy, "OldestEmulationVersion");
+        if (l.renew_time_us > last) {
+            last = l.renew_time_us;
+            renewals++;
+        }
+        harness_sleep_ms(300);
+    }
+}
+
+/* A preferredHolder campaigning through the other replica changes nothing;
+ * one standing by on the holder's replica gets the term at the holder's
+ * next Confirm, once the holder acknowledged (its Resign with the token,
+ * as its library sends on Lost HANDED_OFF), with the next epoch; its
+ * renewals keep the field, and it is not handed off again. */
+static void test_kube_preferred_holder_gets_the_term_at_the_next_confirm(void **state)
+{
+    (void)state;
+    fixture *r0 = replica_start(), *r1 = replica_start();
+    char lease[128];
+    snprintf(lease, sizeof lease, "preferred-%s", run_id);
+    sink *a = sink_new(), *b = sink_new(), *x = sink_new();
+    campaign(r0, a, req_for_ns(test_ns, lease, "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 15000);
+    assert_true(i >= 0);
+    int64_t e1 = a->events[i].epoch;
+    campaign(r0, b, req_for_ns(test_ns, lease, "b"));
+    campaign(r1, x, req_for_ns(test_ns, lease, "x"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 15000) >= 0);
+    assert_true(wait_kind(x, ENGINE_EVENT_CANDIDATE, 15000) >= 0);
+
+    /* Preferred, but campaigning through the other replica: nothing. */
+    set_preferred(lease, "x");
+    lead_through_renewals(r0, lease, "a", e1, wall_us(), "x");
+    assert_int_equal(take_kind(a, ENGINE_EVENT_LOST), -1);
+
+    /* Preferred and standing by here: handed off at a's next Confirm. */
+    set_preferred(lease, "b");
+    int64_t deadline = mono_ms() + 10000;
+    engine_reply c;
+    while ((c = confirm(r0, lease, "a", e1)).code == ENGINE_OK) {
+        assert_true(mono_ms() < deadline);
+        harness_sleep_ms(100);
+    }
+    assert_int_equal(c.code, ENGINE_FAILED_PRECONDITION);
+    i = wait_kind(a, ENGINE_EVENT_LOST, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].reason, ENGINE_LOST_HANDED_OFF);
+    assert_true(resign(r0, lease, "a").released); /* the acknowledgement */
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_int_equal(b->events[j].epoch, e1 + 1);
+    assert_int_equal(take_kind(x, ENGINE_EVENT_ELECTED), -1);
+    lead_through_renewals(r0, lease, "b", e1 + 1, wall_us(), "b");
+    assert_int_equal(take_kind(b, ENGINE_EVENT_LOST), -1);
+
+    resign(r0, lease, "b");
+    assert_true(wait_kind(x, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    assert_string_equal(lease_request(lease, NULL).preferred_holder, "b");
+    resign(r1, lease, "x");
+    fixture_stop(r0);
+    fixture_stop(r1);
+    sink_free(a);
+    sink_free(b);
+    sink_free(x);
+}
+
+int main(void)
+{
+    const char *dir = getenv("KUBELEASE_TEST_ENV");
+    if (!dir || !*dir) {
+        fprintf(stderr, "KUBELEASE_TEST_ENV is not set: skipped (needs the test control plane)\n");
+        return 77;
+    }
+    snprintf(env_dir, sizeof env_dir, "%s", dir);
+    snprintf(run_id, sizeof run_id, "%lx", (unsigned long)(mono_us() & 0xffffff));
+    read_env();
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kube_preferred_holder_gets_the_term_at_the_next_confirm),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
