@@ -140,8 +140,8 @@ static int configure_auth(const options *o, http_auth_config *cfg)
 /* Checks what single flags cannot and fills in cfg. Returns 0, or -1 after
  * saying what is wrong. *namespaces and *pod_label_keys (free them) back
  * cfg's lists; key backs cfg's term key. */
-static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces,
-                     char ***pod_label_keys, uint8_t key[TERM_KEY_MAX + 1])
+/* The checks of single flags and pairs of flags that need no allocation. */
+static int check_flags(const options *o, log_level *level)
 {
     if (log_parse_level(o->log_level, level) != 0) {
         fprintf(stderr, "kubeleased: --log-level: \"%s\" is not debug, info, warn or error\n",
@@ -169,13 +169,21 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         fprintf(stderr, "kubeleased: --tls-cert-file, --tls-key-file: %s\n", err);
         return -1;
     }
-    ssize_t key_len = 0;
-    if (o->term_key_file && (key_len = read_term_key(o->term_key_file, key)) < 0)
-        return -1;
     if (o->ops_listen && http_listen_check(o->ops_listen, err, sizeof err) != 0) {
         fprintf(stderr, "kubeleased: --ops-listen: %s\n", err);
         return -1;
     }
+    return 0;
+}
+
+static int configure(const options *o, service_config *cfg, log_level *level, char ***namespaces,
+                     char ***pod_label_keys, uint8_t key[TERM_KEY_MAX + 1])
+{
+    if (check_flags(o, level) != 0)
+        return -1;
+    ssize_t key_len = 0;
+    if (o->term_key_file && (key_len = read_term_key(o->term_key_file, key)) < 0)
+        return -1;
     *namespaces = NULL;
     if (o->namespaces) {
         *namespaces =
