@@ -60,6 +60,7 @@ typedef struct mem_store {
     store_status writes_fail; /* STORE_OK: writes are applied */
     int writes_fail_left;     /* how many more writes fail so; -1: all */
     bool answers_lost;        /* writes are applied but answered unavailable */
+    int64_t writes;           /* Lease writes applied (store_memory_writes) */
     int latency_ms;
     int watch_delay_ms;
     store_lease_event events[MEM_EVENTS];
@@ -386,6 +387,8 @@ static void run_op(void *arg)
         return;
     }
     bool changed = apply(m, op, &r, &ev);
+    if (changed && (op->kind == OP_CREATE || op->kind == OP_UPDATE || op->kind == OP_REMOVE))
+        m->writes++;
     if (m->answers_lost && (op->kind == OP_CREATE || op->kind == OP_UPDATE || op->kind == OP_REMOVE)) {
         store_lease applied = r.lease;
         fail(&r, STORE_UNAVAILABLE, "memory store lost the answer (fault injected)", &applied);
@@ -550,6 +553,11 @@ int store_memory_set_preferred_holder(store *s, const char *ns, const char *name
     snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++m->revision);
     notify(m, STORE_EVENT_PUT, &e->lease);
     return 0;
+}
+
+int64_t store_memory_writes(store *s)
+{
+    return ((mem_store *)s)->writes;
 }
 
 int store_memory_watch_count(store *s)

@@ -62,6 +62,10 @@ const store_lease_event *store_memory_event(store *s, int64_t i);
 int store_memory_set_preferred_holder(store *s, const char *ns, const char *name,
                                       const char *holder, const char *strategy);
 
+/* How many Lease writes (create, update, remove) were applied. Loop thread
+ * only. */
+int64_t store_memory_writes(store *s);
+
 /* How many watches are open (not yet stopped). Loop thread only. */
 int store_memory_watch_count(store *s);
 
