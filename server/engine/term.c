@@ -112,6 +112,25 @@ static void term_schedule_guard(lease_state *ls)
 
 static void renew_fire(void *arg);
 
+/* How long after a renewal's send time the next one is due. The other
+ * observers of the Lease (the other replicas, client-go candidates) judge it
+ * expired a whole lease duration after the last change they saw, so a third
+ * of it keeps the Lease fresh for them with room for two failed attempts.
+ * The holder's grants never reach beyond the last renewal's send time plus
+ * the renew deadline (rule 2), so the next renewal must land a full grant,
+ * and half a retry period for its own latency, before that deadline, or the
+ * grants shrink. Never more often than every retry period (client-go's
+ * cadence). docs/design.md, rule 6. */
+static int64_t renew_interval_ms(const lease_state *ls, const term *t)
+{
+    int64_t third = (int64_t)t->lease_s * 1000 / 3;
+    int64_t room = (int64_t)t->renew_s * 1000 - engine_grant_ms(ls->e, t->retry_s) -
+                   (int64_t)t->retry_s * 500;
+    int64_t every = third < room ? third : room;
+    int64_t floor = (int64_t)t->retry_s * 1000;
+    return every > floor ? every : floor;
+}
+
 static void schedule_renew(lease_state *ls, int64_t due)
 {
     loop_timer_start(&ls->term->renew_timer, due, renew_fire, ls);
@@ -234,7 +253,7 @@ static void renew_done(void *ctx, const store_result *r)
         t->renewed_sent_ms = sent;
         engine_adopt_record(ls, &r->lease, now);
         term_schedule_guard(ls);
-        schedule_renew(ls, sent + (int64_t)t->retry_s * 1000);
+        schedule_renew(ls, sent + renew_interval_ms(ls, t));
         heartbeat(ls);
         engine_podlabel_apply(ls);
         return;
@@ -340,7 +359,7 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     }
     engine_send_event(&c->listener, &ev);
     term_started(ls, ev.valid_for_ms, resumed, now);
-    schedule_renew(ls, sent_ms + (int64_t)t->retry_s * 1000);
+    schedule_renew(ls, sent_ms + renew_interval_ms(ls, t));
     engine_notify_standbys(ls);
     engine_notify_watchers(ls, false);
     engine_podlabel_apply(ls); /* after the term has started (docs/design.md, rule 9) */

@@ -71,7 +71,7 @@ curl -sN -X POST -H 'Content-Type: application/connect+json' \
 OPS_PIDS+=($!)
 ops_wait 10 grep -q 'holder' "$OPS_TMP/watch.out" || fail "WatchHolder stream sent nothing"
 
-# One renewal (every retry period) before looking.
+# One renewal (every third of the lease duration) before looking.
 ops_wait 10 bash -c "curl -sf '$OPS_URL/metrics' | grep -q '^kubelease_renewals_total '" ||
     fail "no renewal counted"
 check_metrics before

@@ -491,6 +491,30 @@ static inline engine_reply confirm(fixture *f, const char *lease, const char *id
     return b.r;
 }
 
+static inline void harness_read_writes(fixture *f, void *arg)
+{
+    *(int64_t *)arg = store_memory_writes(f->store);
+}
+
+/* Confirms as a live holder does until the store has applied one more
+ * write (the term's next renewal), for at most 10 s; true when it has and
+ * every confirmation was granted. */
+/* (The memory store.) */
+static inline bool confirm_through_a_renewal(fixture *f, const char *lease, const char *identity,
+                                      int64_t epoch)
+{
+    int64_t before = 0;
+    run_on_loop(f, harness_read_writes, &before);
+    int64_t now = before;
+    for (int waited = 0; waited < 10000 && now == before; waited += 200) {
+        if (confirm(f, lease, identity, epoch).code != ENGINE_OK)
+            return false;
+        harness_sleep_ms(200);
+        run_on_loop(f, harness_read_writes, &now);
+    }
+    return now > before;
+}
+
 static inline engine_reply resign(fixture *f, const char *lease, const char *identity)
 {
     reply_box b = BOX_INIT;

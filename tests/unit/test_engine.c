@@ -1016,29 +1016,6 @@ static bool keep_confirming(fixture *f, const char *lease, const char *identity,
     return true;
 }
 
-static void read_writes(fixture *f, void *arg)
-{
-    *(int64_t *)arg = store_memory_writes(f->store);
-}
-
-/* Confirms as a live holder does until the store has applied one more
- * write (the term's next renewal), for at most 10 s; true when it has and
- * every confirmation was granted. */
-static bool confirm_through_a_renewal(fixture *f, const char *lease, const char *identity,
-                                      int64_t epoch)
-{
-    int64_t before = 0;
-    run_on_loop(f, read_writes, &before);
-    int64_t now = before;
-    for (int waited = 0; waited < 10000 && now == before; waited += 200) {
-        if (confirm(f, lease, identity, epoch).code != ENGINE_OK)
-            return false;
-        harness_sleep_ms(200);
-        run_on_loop(f, read_writes, &now);
-    }
-    return now > before;
-}
-
 /* A renewal that landed but whose answer was lost makes the next renewal
  * conflict (it is compare-and-swap on the write before): the engine reads
  * the Lease back, finds its own renewal there, and the term goes on. */
@@ -1081,6 +1058,44 @@ static void test_engine_release_after_a_renewal_whose_answer_was_lost(void **sta
     assert_true(b->at_ms[j] - t0 < 100);
     sink_free(a);
     sink_free(b);
+}
+
+/* Lease writes while a leader holds lease with durations l/r/p for a
+ * minute, confirming every 200 ms; every grant must be a full one. */
+static int64_t renewals_per_minute(fixture *f, const char *lease, int l, int r, int p)
+{
+    sink *a = sink_new();
+    engine_campaign_req req = req_for(lease, "leader");
+    req.lease_duration_s = l;
+    req.renew_deadline_s = r;
+    req.retry_period_s = p;
+    campaign(f, a, req);
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t before = 0, after = 0;
+    run_on_loop(f, harness_read_writes, &before);
+    for (int waited = 0; waited < 60000; waited += 200) {
+        engine_reply c = confirm(f, lease, "leader", a->events[i].epoch);
+        assert_int_equal(c.code, ENGINE_OK);
+        assert_int_equal(c.valid_for_ms, (int64_t)p * 1000); /* never a shrunken grant */
+        harness_sleep_ms(200);
+    }
+    run_on_loop(f, harness_read_writes, &after);
+    resign(f, lease, "leader");
+    assert_true(wait_closed(a, 5000));
+    sink_free(a);
+    return after - before;
+}
+
+/* The Lease is renewed every third of its duration (as often as other
+ * observers need), not every retry period as client-go does: 12 writes a
+ * minute at 15/10/2 (client-go: 30), 40 at the first users' 5/3/1 (where
+ * the renew deadline allows no more than 1.5 s between renewals). */
+static void test_engine_renews_every_third_of_the_lease_duration(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(renewals_per_minute(f, "cadence-15", 15, 10, 2), 12);
+    assert_int_equal(renewals_per_minute(f, "cadence-5", 5, 3, 1), 40);
 }
 
 /* A ListLeases answer: the count and the first row. */
@@ -1355,6 +1370,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_renewal_whose_answer_was_lost_keeps_the_term,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_release_after_a_renewal_whose_answer_was_lost,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_renews_every_third_of_the_lease_duration,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
                                         teardown),

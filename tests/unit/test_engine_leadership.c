@@ -465,34 +465,44 @@ static void assert_preferred_kept(fixture *f, const char *lease, const char *hol
  * the term: the write kept every field the term wrote. After the handoff,
  * the new holder is the preferred one: nothing more happens, and its
  * renewals and its release keep preferredHolder and strategy. */
+/* 5/3/1 s: renewals every 1.5 s, grants of 1 s. */
+static engine_campaign_req fast_req(const char *lease, const char *identity)
+{
+    engine_campaign_req r = req_for_ns("default", lease, identity);
+    r.lease_duration_s = 5;
+    r.renew_deadline_s = 3;
+    r.retry_period_s = 1;
+    return r;
+}
+
 static void test_engine_preferred_standby_gets_the_term_at_the_next_confirm(void **state)
 {
     (void)state;
     fixture *f = fixture_start_manual((engine_config){0});
     sink *a = sink_new(), *b = sink_new(), *c = sink_new();
-    campaign(f, a, req_for_ns("default", "pref", "a"));
+    campaign(f, a, fast_req("pref", "a"));
     int64_t e1 = elected_epoch(a);
-    campaign(f, b, req_for_ns("default", "pref", "b"));
-    campaign(f, c, req_for_ns("default", "pref", "c"));
+    campaign(f, b, fast_req("pref", "b"));
+    campaign(f, c, fast_req("pref", "c"));
     assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
-    manual_clock_advance(&f->clock, 1000);
-    assert_int_equal(confirm(f, "pref", "a", e1).code, ENGINE_OK); /* grants until +3000 */
+    manual_clock_advance(&f->clock, 900);
+    assert_int_equal(confirm(f, "pref", "a", e1).code, ENGINE_OK); /* grants until +1900 */
     set_preferred(f, "pref", "c");
-    manual_clock_advance(&f->clock, 1500); /* a renewal (at +2000) lands meanwhile */
+    manual_clock_advance(&f->clock, 700); /* a renewal (at +1500) lands meanwhile */
     assert_int_equal(take_kind(a, ENGINE_EVENT_LOST), -1);
     engine_reply r = confirm(f, "pref", "a", e1);
     assert_int_equal(r.code, ENGINE_FAILED_PRECONDITION);
     assert_non_null(strstr(r.message, "preferredHolder"));
     assert_true(lost_handed_off(a));
-    manual_clock_advance(&f->clock, 499); /* a's last grant has not run out */
+    manual_clock_advance(&f->clock, 299); /* a's last grant has not run out */
     assert_int_equal(take_kind(c, ENGINE_EVENT_ELECTED), -1);
     manual_clock_advance(&f->clock, 1);
     assert_int_equal(elected_epoch(c), e1 + 1);
     assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
     assert_preferred_kept(f, "pref", "c");
     /* The preferred holder leads: confirmed and renewed, never handed off. */
-    for (int k = 0; k < 4; k++) {
-        manual_clock_advance(&f->clock, 1000);
+    for (int k = 0; k < 8; k++) {
+        manual_clock_advance(&f->clock, 500);
         assert_int_equal(confirm(f, "pref", "c", e1 + 1).code, ENGINE_OK);
     }
     assert_int_equal(take_kind(c, ENGINE_EVENT_LOST), -1);
