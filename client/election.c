@@ -397,8 +397,10 @@ int64_t kl__elections_process(const struct kl__list *list, int64_t now)
                 continue;
         }
         if (el->stream) {
-            /* The service writes to every campaign at least each retry
-             * period; a stream silent for a whole lease duration is dead. */
+            /* The service writes to every campaign at least every third
+             * of the lease duration (a standby's keep-alive each retry
+             * period, a leader's heartbeat at each renewal); a stream
+             * silent for a whole lease duration is dead. */
             int64_t idle_limit = (int64_t)el->lease_s * 1000;
             if (now - el->stream->last_rx_ms > idle_limit) {
                 drop_xfer(&el->stream);
