@@ -24,14 +24,19 @@ const (
 	replicaName      = "replica"
 	electionRoleName = "kubelease-test-elections"
 	replicaAudience  = "kubelease"
+	// An operator: may read elections and hand off others' terms (verb
+	// handoff), not campaign.
+	operatorName     = "operator"
+	operatorRoleName = "kubelease-test-operators"
 )
 
 type obj = map[string]any
 
 // testTokens: the ServiceAccount kubelease's token (kubeleased's own
-// credentials) and the ServiceAccount replica's (the test clients').
+// credentials), the ServiceAccount replica's (the test clients') and the
+// ServiceAccount operator's.
 type testTokens struct {
-	sa, replica string
+	sa, replica, operator string
 }
 
 // step: an object to create (POST body to path).
@@ -90,6 +95,8 @@ func (c *cluster) setupObjects(ctx context.Context) (tokens testTokens, err erro
 		}},
 		{ns + "/serviceaccounts", obj{"apiVersion": "v1", "kind": "ServiceAccount",
 			"metadata": obj{"name": replicaName}}},
+		{ns + "/serviceaccounts", obj{"apiVersion": "v1", "kind": "ServiceAccount",
+			"metadata": obj{"name": operatorName}}},
 	}
 	reviews := clusterRoleAndBinding(reviewRoleName, []obj{
 		{"apiGroups": []string{"authentication.k8s.io"}, "resources": []string{"tokenreviews"},
@@ -101,7 +108,11 @@ func (c *cluster) setupObjects(ctx context.Context) (tokens testTokens, err erro
 		{"apiGroups": []string{"kubelease.io"}, "resources": []string{"elections"},
 			"verbs": []string{"campaign", "get", "watch", "list"}},
 	}, replicaName)
-	steps = append(append(steps, reviews...), elections...)
+	operators := clusterRoleAndBinding(operatorRoleName, []obj{
+		{"apiGroups": []string{"kubelease.io"}, "resources": []string{"elections"},
+			"verbs": []string{"get", "watch", "list", "handoff"}},
+	}, operatorName)
+	steps = append(append(append(steps, reviews...), elections...), operators...)
 	deadline := time.Now().Add(c.timeout)
 	for _, s := range steps {
 		if _, err := c.post(ctx, deadline, s.path, s.body, true); err != nil {
@@ -114,23 +125,35 @@ func (c *cluster) setupObjects(ctx context.Context) (tokens testTokens, err erro
 	if tokens.replica, err = c.requestToken(ctx, deadline, replicaName, replicaAudience); err != nil {
 		return tokens, err
 	}
+	if tokens.operator, err = c.requestToken(ctx, deadline, operatorName, replicaAudience); err != nil {
+		return tokens, err
+	}
 	leases := c.apiURL() + "/apis/coordination.k8s.io/v1/namespaces/" + testNamespace + "/leases"
 	if err := c.waitAuthorized(ctx, tokens.sa, "list leases", http.MethodGet, leases, nil); err != nil {
 		return tokens, err
 	}
 	// kubeleased's credentials may review, and the replica may campaign.
-	review, _ := json.Marshal(obj{
-		"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-		"spec": obj{"user": "system:serviceaccount:" + testNamespace + ":" + replicaName,
-			"groups": []string{"system:serviceaccounts", "system:serviceaccounts:" + testNamespace, "system:authenticated"},
-			"resourceAttributes": obj{"namespace": testNamespace, "verb": "campaign",
-				"group": "kubelease.io", "resource": "elections", "name": "x"}},
-	})
 	sar := c.apiURL() + "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-	if err := c.waitAuthorized(ctx, tokens.sa, "review the replica's access to elections", http.MethodPost, sar, review); err != nil {
+	if err := c.waitAuthorized(ctx, tokens.sa, "review the replica's access to elections", http.MethodPost, sar, electionReview(replicaName, "campaign")); err != nil {
+		return tokens, err
+	}
+	if err := c.waitAuthorized(ctx, tokens.sa, "review the operator's access to elections", http.MethodPost, sar, electionReview(operatorName, "handoff")); err != nil {
 		return tokens, err
 	}
 	return tokens, nil
+}
+
+// electionReview: a SubjectAccessReview of ServiceAccount sa's verb on an
+// election in the test namespace.
+func electionReview(sa, verb string) []byte {
+	review, _ := json.Marshal(obj{
+		"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+		"spec": obj{"user": "system:serviceaccount:" + testNamespace + ":" + sa,
+			"groups": []string{"system:serviceaccounts", "system:serviceaccounts:" + testNamespace, "system:authenticated"},
+			"resourceAttributes": obj{"namespace": testNamespace, "verb": verb,
+				"group": "kubelease.io", "resource": "elections", "name": "x"}},
+	})
+	return review
 }
 
 // requestToken asks the TokenRequest API for a token of the ServiceAccount

@@ -66,6 +66,7 @@ current-context: %[1]s
 		{filepath.Join(saDir, "ca.crt"), string(c.pki.caCert), 0o644},
 		{filepath.Join(saDir, "namespace"), testNamespace, 0o644},
 		{filepath.Join(replicaDir, "token"), tokens.replica, 0o644},
+		{filepath.Join(replicaDir, "operator-token"), tokens.operator, 0o644},
 	}
 	for _, f := range files {
 		if err := writeFile(f.path, []byte(f.data), f.mode); err != nil {
@@ -82,6 +83,7 @@ current-context: %[1]s
 		{"KL_SA_KUBECONFIG", filepath.Join(c.stateDir, "sa.kubeconfig")},
 		{"KL_ADMIN_KUBECONFIG", filepath.Join(c.stateDir, "admin.kubeconfig")},
 		{"KL_REPLICA_TOKEN_FILE", filepath.Join(replicaDir, "token")},
+		{"KL_OPERATOR_TOKEN_FILE", filepath.Join(replicaDir, "operator-token")},
 		{"KL_CONTROL_URL", controlURL},
 		{"KL_ETCD_URL", c.etcdURL()},
 		{"KL_BIN_DIR", binDir},
