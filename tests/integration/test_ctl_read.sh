@@ -74,7 +74,10 @@ checks() {
     grep -q 'No Leases' "$KL_TMP/err" || fail "list of an empty namespace: no message"
     echo "ok: list (-n, -A, json and table)"
 
-    # watch: the current holder, its resignation, the next holder.
+    # watch: the current holder, its resignation, the next holder. The files
+    # go first: a background job's redirection truncates them only once it
+    # runs, and the waits below must not read the previous run's lines.
+    rm -f "$KL_TMP/watch.json" "$KL_TMP/watch.txt"
     "$KUBELEASECTL" --endpoint "$KL_ENDPOINT" watch "$KL_NS/$lease" -o json \
         >"$KL_TMP/watch.json" 2>"$KL_TMP/watch.err" &
     local watch=$!
