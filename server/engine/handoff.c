@@ -103,8 +103,8 @@ static void request_done(void *ctx, const store_result *r)
     lease_state *ls = ctx;
     ls->handoff_req.writing = false;
     log_event(r->status == STORE_OK ? LOG_INFO : LOG_WARN, "handoff_requested",
-              "ns=%s lease=%s to=%s status=%s msg=%s", ls->ns, ls->name,
-              log_q(ls->handoff_req.to), store_status_name(r->status), log_q(r->message));
+              "ns=%s lease=%s to=%s status=%s msg=%s", ls->ns, ls->name, log_q(ls->handoff_req.to),
+              store_status_name(r->status), log_q(r->message));
     if (r->status == STORE_OK)
         engine_handoff_answer_pending(ls, ENGINE_OK, "");
     else if (r->status == STORE_CONFLICT)
@@ -138,8 +138,7 @@ static bool request_through_lease(cmd *k, lease_state *ls, const char *holder)
     log_event(LOG_INFO, "handoff_request", "ns=%s lease=%s holder=%s epoch=%lld to=%s", ls->ns,
               ls->name, log_q(holder), (long long)rec.transitions, log_q(c->req.identity));
     ls->e->store->ops->update(ls->e->store, &rec,
-                              engine_request_timeout_ms(c->req.renew_deadline_s), request_done,
-                              ls);
+                              engine_request_timeout_ms(c->req.renew_deadline_s), request_done, ls);
     return true;
 }
 
@@ -205,8 +204,7 @@ bool engine_handoff_acknowledged(lease_state *ls, cmd *k)
 {
     term *t = ls->term;
     if (!t || t->state != TERM_ENDING || !t->finish_at_ms ||
-        (!ls->handoff_id && !ls->handoff_remote[0]) ||
-        strcmp(t->identity, k->req.identity) != 0 ||
+        (!ls->handoff_id && !ls->handoff_remote[0]) || strcmp(t->identity, k->req.identity) != 0 ||
         !engine_token_equal(t->token, k->req.term_token))
         return false;
     log_event(LOG_INFO, "handoff_acknowledged", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns,
@@ -276,8 +274,8 @@ static bool transfer_remote(lease_state *ls, term *t, const char *to)
     engine_term_free(ls);
     if (engine_acquire_transfer_remote(ls, id, rv, epoch, lease_s, timeout) != 0) {
         /* No randomness, no nonce: nothing written; the Lease expires. */
-        log_event(LOG_ERROR, "handoff_transferred", "ns=%s lease=%s to=%s msg=%s", ls->ns,
-                  ls->name, log_q(id), log_q("the random generator failed"));
+        log_event(LOG_ERROR, "handoff_transferred", "ns=%s lease=%s to=%s msg=%s", ls->ns, ls->name,
+                  log_q(id), log_q("the random generator failed"));
         engine_schedule_expiry(ls);
     }
     return true;

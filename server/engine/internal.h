@@ -239,7 +239,7 @@ struct lease_state {
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
         loop_timer retry_timer;
     } label;
-    uint64_t handoff_id;  /* the standby the ending term goes to (handoff.c); 0: none */
+    uint64_t handoff_id; /* the standby the ending term goes to (handoff.c); 0: none */
     /* Handoffs across replicas (handoff.c): the standby of another replica
      * the ending term goes to ("" none), and the Handoff answered once its
      * request (handoff-to) is written (done NULL: none, or answered). */

@@ -715,8 +715,8 @@ static void test_engine_handoff_at_the_other_replica_elects_its_standby(void **s
     assert_string_equal(h.holder, "x");
     assert_int_equal(h.epoch, e1);
     assert_true(lost_handed_off(a));
-    assert_int_equal(wait_kind(x, ENGINE_EVENT_ELECTED, (int)(granted_until - harness_now_ms() - 1)),
-                     -1);
+    assert_int_equal(
+        wait_kind(x, ENGINE_EVENT_ELECTED, (int)(granted_until - harness_now_ms() - 1)), -1);
     int i = wait_kind(x, ENGINE_EVENT_ELECTED, 5000);
     assert_true(i >= 0);
     assert_int_equal(x->events[i].epoch, e1 + 1);
