@@ -352,8 +352,8 @@ KL_EXPORT int kl_list_candidates(kl_client *c, const char *ns, const char *lease
                                  kl_candidate_info **out, size_t *n, kl_error *err);
 
 /* Planned handoff: ends the term of ns/lease and has to_identity (a
- * standby campaigning through the same service replica; NULL or "": the
- * next in line) elected next, in milliseconds and without a race.
+ * standby; NULL or "": the next in line of the service replica asked)
+ * elected next, in milliseconds and without a race.
  * - When this client leads ns/lease, it hands its own term off: as
  *   kl_cancel_election, it marks the election not-leader at once (waiters
  *   return before this returns), then the I/O thread sends the handoff
@@ -365,11 +365,16 @@ KL_EXPORT int kl_list_candidates(kl_client *c, const char *ns, const char *lease
  *   be allowed the verb handoff on the election. The holder's library
  *   learns it lost (kl_wait_lost returns KL_ERR_LOST, "handed off") and
  *   acknowledges; the next term starts then, or at the latest once the
- *   validity granted to the holder has passed. Errors:
- *   KL_ERR_PERMISSION_DENIED; KL_ERR_LOST (the service's
- *   failed_precondition, the message says which) when nobody holds the
- *   Lease through that service replica or to_identity is not a standby
- *   there; KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT.
+ *   validity granted to the holder has passed. When the replica asked
+ *   does not serve the term but to_identity campaigns through it, it
+ *   asks the serving replica through the Lease and KL_OK means that the
+ *   request was written: the handoff completes asynchronously (watch the
+ *   holder to see it). Errors: KL_ERR_PERMISSION_DENIED; KL_ERR_LOST (the
+ *   service's failed_precondition, the message says which) when nobody
+ *   holds the Lease, or to_identity campaigns neither through the replica
+ *   asked nor through the one serving the term; KL_ERR_UNAVAILABLE (also
+ *   when the Lease changed while the request was written: try again),
+ *   KL_ERR_TIMEOUT.
  * Negative on bad arguments (KL_ERR_INVALID_ARGUMENT naming them). */
 KL_EXPORT int kl_handoff(kl_client *c, const char *ns, const char *lease, const char *to_identity,
                          kl_error *err);

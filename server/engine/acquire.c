@@ -17,7 +17,8 @@
 
 static const char *acq_state_name(acq_state s)
 {
-    static const char *const names[] = {"idle", "acquiring", "resuming", "rereading"};
+    static const char *const names[] = {"idle",      "acquiring", "resuming",
+                                        "rereading", "claiming",  "handing"};
     return names[s];
 }
 
@@ -73,10 +74,22 @@ static void reread(lease_state *ls)
                            ls);
 }
 
+/* A claim of a handed-to term that failed: nothing starts, the record is
+ * not claimed again, and the Lease expires as after a failed handoff (a
+ * claim whose answer was lost is not recognised: it expires too). */
+static void claim_failed(lease_state *ls, const store_result *r)
+{
+    log_event(LOG_WARN, "handoff_claim_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns,
+              ls->name, store_status_name(r->status), log_q(r->message));
+    engine_copy_str(ls->acq.claim_failed_rv, sizeof ls->acq.claim_failed_rv, ls->acq.base_rv);
+    engine_schedule_expiry(ls);
+}
+
 static void acquire_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     bool resume = ls->acq.state == ACQ_RESUMING;
+    bool claim = ls->acq.state == ACQ_CLAIMING;
     acq_set(ls, ACQ_IDLE);
     log_event(LOG_DEBUG, "acquire_done", "ns=%s lease=%s status=%s rv=%s", ls->ns, ls->name,
               store_status_name(r->status),
@@ -90,6 +103,10 @@ static void acquire_done(void *ctx, const store_result *r)
             return;
         }
         engine_term_start(ls, c, &r->lease, sent, resume);
+        return;
+    }
+    if (claim) {
+        claim_failed(ls, r);
         return;
     }
     if (resume && c) {
@@ -137,10 +154,12 @@ void engine_schedule_expiry(lease_state *ls)
     loop_timer_start(&ls->expiry_timer, due, expiry_fire, ls);
 }
 
-/* Writes rec for c: a new term (with a fresh nonce) or a resumed one. */
-static void write_for(lease_state *ls, candidate *c, bool create, store_lease *rec, bool resume)
+/* Writes rec for c: a new term (ACQ_ACQUIRING, with a fresh nonce), a
+ * resumed one (ACQ_RESUMING) or one handed to it (ACQ_CLAIMING). */
+static void write_for(lease_state *ls, candidate *c, bool create, store_lease *rec,
+                      acq_state state)
 {
-    if (!resume && engine_token_nonce(rec->term_nonce) != 0) {
+    if (state == ACQ_ACQUIRING && engine_token_nonce(rec->term_nonce) != 0) {
         /* No randomness, no token: no term (tried again a retry period later). */
         log_event(LOG_ERROR, "acquire_failed", "ns=%s lease=%s msg=%s", ls->ns, ls->name,
                   log_q("the random generator failed"));
@@ -155,7 +174,7 @@ static void write_for(lease_state *ls, candidate *c, bool create, store_lease *r
     ls->acq.epoch = rec->transitions;
     engine_copy_str(ls->acq.nonce, sizeof ls->acq.nonce, rec->term_nonce);
     engine_copy_str(ls->acq.base_rv, sizeof ls->acq.base_rv, create ? "" : rec->resource_version);
-    acq_set(ls, resume ? ACQ_RESUMING : ACQ_ACQUIRING);
+    acq_set(ls, state);
     int timeout = engine_request_timeout_ms(c->req.renew_deadline_s);
     log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
               ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
@@ -178,7 +197,7 @@ static void acquire_absent(lease_state *ls, candidate *c, store_lease *rec, int6
         return;
     }
     rec->transitions = 1;
-    write_for(ls, c, true, rec, false);
+    write_for(ls, c, true, rec, ACQ_ACQUIRING);
 }
 
 /* The Lease's preferred holder (spec.preferredHolder) if it waits here,
@@ -227,11 +246,54 @@ static bool recognise_lost_write(lease_state *ls)
     return true;
 }
 
+/* The standby here whose identity is holder, or NULL. */
+static candidate *standby_named(const lease_state *ls, const char *holder)
+{
+    KL__LIST_FOREACH (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
+        if (c->state == CAMPAIGN_STANDBY && strcmp(c->req.identity, holder) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* A term another replica handed to a standby campaigning here (the Lease
+ * holds it, marked handed-to at its epoch, not expired): claimed with one
+ * compare-and-swap on that record, as a resume renews a record (a later
+ * renewTime, the marker cleared, holder, epoch and nonce kept), and
+ * started here once written, so the standby gets the term's token in
+ * Elected (docs/design.md, rules 3 and 8). A record naming a standby here
+ * without the marker is another replica's term, or an acquisition of ours
+ * (recognise_lost_write): never claimed. True when the claim is written. */
+static bool claim_handed_to(lease_state *ls, int64_t now)
+{
+    const store_lease *r = &ls->record;
+    if (!ls->exists || !r->handed_to || r->handed_to != r->transitions || !r->term_nonce[0] ||
+        strcmp(r->resource_version, ls->acq.claim_failed_rv) == 0 ||
+        engine_record_expired(ls, now))
+        return false;
+    candidate *c = standby_named(ls, r->holder);
+    if (!c)
+        return false;
+    store_lease rec = *r;
+    int64_t wall = engine_wall_us(ls->e);
+    rec.renew_time_us = wall > rec.renew_time_us ? wall : rec.renew_time_us + 1;
+    rec.lease_duration_s = c->req.lease_duration_s;
+    rec.handed_to = 0;
+    rec.handoff_to[0] = '\0';
+    log_event(LOG_INFO, "handoff_claim", "ns=%s lease=%s holder=%s epoch=%lld", ls->ns, ls->name,
+              log_q(rec.holder), (long long)rec.transitions);
+    write_for(ls, c, false, &rec, ACQ_CLAIMING);
+    return true;
+}
+
 void engine_try_acquire(lease_state *ls)
 {
     if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
         return;
     if (recognise_lost_write(ls))
+        return;
+    if (claim_handed_to(ls, engine_now_ms(ls->e)))
         return;
     candidate *c = next_in_line(ls);
     if (!c) {
@@ -262,7 +324,7 @@ void engine_try_acquire(lease_state *ls)
      * the same identity. */
     rec.transitions = ls->record.transitions + 1;
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, ls->record.resource_version);
-    write_for(ls, c, false, &rec, false);
+    write_for(ls, c, false, &rec, ACQ_ACQUIRING);
 }
 
 void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int64_t epoch)
@@ -279,7 +341,53 @@ void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int6
      * (engine_term_finish clears it first); the new term's is recorded as
      * any acquisition's (rule 9). */
     engine_podlabel_format(&c->req, rec.pod_label, sizeof rec.pod_label);
-    write_for(ls, c, false, &rec, false);
+    write_for(ls, c, false, &rec, ACQ_ACQUIRING);
+}
+
+/* The transfer to a standby of another replica landed (or not): nothing
+ * starts here; that replica claims the term (claim_handed_to). A transfer
+ * that failed leaves the Lease to expire, as a failed handoff does. */
+static void remote_transfer_done(void *ctx, const store_result *r)
+{
+    lease_state *ls = ctx;
+    acq_set(ls, ACQ_IDLE);
+    log_event(r->status == STORE_OK ? LOG_INFO : LOG_WARN, "handoff_transferred",
+              "ns=%s lease=%s to=%s epoch=%lld status=%s msg=%s", ls->ns, ls->name,
+              r->status == STORE_OK ? log_q(r->lease.holder) : "-", (long long)ls->acq.epoch,
+              store_status_name(r->status), log_q(r->message));
+    if (r->status == STORE_OK &&
+        (!ls->exists || engine_rv_newer(r->lease.resource_version, ls->record.resource_version)))
+        engine_adopt_record(ls, &r->lease, engine_now_ms(ls->e));
+    engine_notify_watchers(ls, false);
+    engine_notify_standbys(ls);
+    engine_schedule_expiry(ls);
+    engine_try_acquire(ls);
+}
+
+int engine_acquire_transfer_remote(lease_state *ls, const char *identity, const char *rv,
+                                   int64_t epoch, int32_t lease_s, int timeout_ms)
+{
+    store_lease rec = {0};
+    if (engine_token_nonce(rec.term_nonce) != 0)
+        return -1;
+    engine_copy_str(rec.ns, sizeof rec.ns, ls->ns);
+    engine_copy_str(rec.name, sizeof rec.name, ls->name);
+    engine_copy_str(rec.holder, sizeof rec.holder, identity);
+    engine_copy_str(rec.resource_version, sizeof rec.resource_version, rv);
+    rec.lease_duration_s = lease_s;
+    rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
+    rec.transitions = epoch; /* larger than the term handed off (rule 4) */
+    rec.handed_to = epoch;   /* for the standby's replica to claim */
+    /* No Pod label: the standby's replica records its own when it claims
+     * (engine_podlabel_apply, as after a resume). */
+    ls->acq.campaign_id = 0;
+    ls->acq.sent_ms = engine_now_ms(ls->e);
+    ls->acq.epoch = epoch;
+    engine_copy_str(ls->acq.nonce, sizeof ls->acq.nonce, rec.term_nonce);
+    engine_copy_str(ls->acq.base_rv, sizeof ls->acq.base_rv, rv);
+    acq_set(ls, ACQ_HANDING);
+    ls->e->store->ops->update(ls->e->store, &rec, timeout_ms, remote_transfer_done, ls);
+    return 0;
 }
 
 /* A resume of a live term with a token that is not the term's: whoever
@@ -322,7 +430,7 @@ void engine_try_resume(lease_state *ls, candidate *c)
         rec.renew_time_us = wall > rec.renew_time_us ? wall : rec.renew_time_us + 1;
         rec.lease_duration_s = c->req.lease_duration_s;
         engine_campaign_set(c, CAMPAIGN_STANDBY);
-        write_for(ls, c, false, &rec, true);
+        write_for(ls, c, false, &rec, ACQ_RESUMING);
         return;
     }
     if (ls->acq.state != ACQ_IDLE)

@@ -281,7 +281,10 @@ int engine_list_candidates(engine *e, const char *ns, const char *name, engine_d
                            void *ctx);
 /* Handoff (handoff.c): ends ns/name's term, held through this replica,
  * with ENGINE_LOST_HANDED_OFF and elects to (a standby campaigning here;
- * "" or NULL: the next in line) in one compare-and-swap write. identity
+ * "" or NULL: the next in line) in one compare-and-swap write. A term
+ * another replica serves, to a standby here: the request is written in the
+ * Lease (handoff-to) and answered OK once it landed (holder: to, epoch:
+ * the current one); the serving replica completes it asynchronously. identity
  * and term_token: the holder's own handoff (rule 8), which takes effect at
  * once; both "" (or NULL): someone else's, which takes effect when the
  * holder acknowledges with Resign or its granted validity has passed

@@ -21,7 +21,16 @@
  * operator's Handoff would, and without a named standby a Handoff prefers
  * it to the first in line. Whoever may write the Lease may set it, so it
  * is taken as the cluster's intent (docs/design.md, rules 3 and 7).
- * Engine thread only. */
+ *
+ * Across replicas, the Lease carries the request: a replica asked to hand
+ * off a term it does not serve, to a standby campaigning through it,
+ * writes the annotation kubelease.io/handoff-to (nothing else, so the
+ * serving replica follows the edit); the serving replica hands the term
+ * off as for an operator (same wait), and writes the transfer marked
+ * kubelease.io/handed-to for the standby's replica, which claims it
+ * (acquire.c, claim_handed_to) and starts the term there. The annotation
+ * is trusted as spec.preferredHolder is: whoever can write it can write
+ * the Lease. Engine thread only. */
 #include <string.h>
 
 #include "core/log.h"
@@ -35,13 +44,13 @@ static void reply_error(cmd *k, engine_code code, const char *msg)
 }
 
 /* The standby to hand off to: to, or (to "") the Lease's preferred holder
- * if it stands by here, else the first in line other than the holder. */
-static candidate *handoff_target(lease_state *ls, const term *t, const char *to)
+ * if it stands by here, else the first in line other than holder. */
+static candidate *handoff_target(lease_state *ls, const char *holder, const char *to)
 {
     candidate *first = NULL;
     KL__LIST_FOREACH (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
-        if (c->state != CAMPAIGN_STANDBY || strcmp(c->req.identity, t->identity) == 0)
+        if (c->state != CAMPAIGN_STANDBY || strcmp(c->req.identity, holder) == 0)
             continue;
         if (to[0] ? strcmp(c->req.identity, to) == 0 : engine_preferred(ls, c->req.identity))
             return c;
@@ -51,21 +60,86 @@ static candidate *handoff_target(lease_state *ls, const term *t, const char *to)
     return to[0] ? NULL : first;
 }
 
-/* Ends t, handed off to c: at once when its holder asked (by_holder), else
- * once it acknowledges or its grant has run out. */
-static void handoff_start(lease_state *ls, term *t, candidate *c, bool by_holder, const char *why)
+/* Ends t, handed off to `to` (the standby c here; NULL: a standby of
+ * another replica): at once when its holder asked (by_holder), else once
+ * it acknowledges or its grant has run out. */
+static void handoff_start(lease_state *ls, term *t, candidate *c, const char *to, bool by_holder,
+                          const char *why)
 {
     int64_t now = engine_now_ms(ls->e);
     char msg[512];
-    ls->handoff_id = c->id;
+    ls->handoff_id = c ? c->id : 0;
+    engine_copy_str(ls->handoff_remote, sizeof ls->handoff_remote, c ? "" : to);
     t->finish_at_ms = by_holder ? 0 : t->granted_until_ms;
     log_event(LOG_INFO, "handoff",
-              "ns=%s lease=%s identity=%s epoch=%lld to=%s by_holder=%d why=%s wait_ms=%lld",
-              ls->ns, ls->name, log_q(t->identity), (long long)t->epoch, log_q(c->req.identity),
+              "ns=%s lease=%s identity=%s epoch=%lld to=%s remote=%d by_holder=%d why=%s "
+              "wait_ms=%lld",
+              ls->ns, ls->name, log_q(t->identity), (long long)t->epoch, log_q(to), (int)!c,
               (int)by_holder, why, (long long)(t->finish_at_ms > now ? t->finish_at_ms - now : 0));
-    snprintf(msg, sizeof msg, "handed off to %s%s", c->req.identity,
+    snprintf(msg, sizeof msg, "handed off to %s%s", to,
              strcmp(why, "preferred_holder") == 0 ? ", the Lease's preferredHolder" : "");
     engine_term_end(ls, ENGINE_LOST_HANDED_OFF, msg, true);
+}
+
+void engine_handoff_answer_pending(lease_state *ls, engine_code code, const char *msg)
+{
+    engine_done done = ls->handoff_req.done;
+    if (!done)
+        return;
+    ls->handoff_req.done = NULL;
+    engine_reply r = {.code = code};
+    if (code == ENGINE_OK) {
+        r.epoch = ls->exists ? ls->record.transitions : 0;
+        engine_copy_str(r.holder, sizeof r.holder, ls->handoff_req.to);
+    }
+    engine_copy_str(r.message, sizeof r.message, msg);
+    done(ls->handoff_req.ctx, &r);
+}
+
+/* The request written (or not): the Handoff is answered; the serving
+ * replica completes it asynchronously (engine_handoff_requested). */
+static void request_done(void *ctx, const store_result *r)
+{
+    lease_state *ls = ctx;
+    ls->handoff_req.writing = false;
+    log_event(r->status == STORE_OK ? LOG_INFO : LOG_WARN, "handoff_requested",
+              "ns=%s lease=%s to=%s status=%s msg=%s", ls->ns, ls->name, log_q(ls->handoff_req.to),
+              store_status_name(r->status), log_q(r->message));
+    if (r->status == STORE_OK)
+        engine_handoff_answer_pending(ls, ENGINE_OK, "");
+    else if (r->status == STORE_CONFLICT)
+        engine_handoff_answer_pending(ls, ENGINE_UNAVAILABLE,
+                                      "the Lease changed while the handoff was asked for: "
+                                      "try again");
+    else
+        engine_handoff_answer_pending(ls, ENGINE_UNAVAILABLE, r->message);
+}
+
+/* A Handoff reaching a replica that does not serve the live term (held by
+ * holder through another replica): when the standby to elect campaigns
+ * here, the request goes to the serving replica through the Lease, as the
+ * annotation handoff-to written with one compare-and-swap on the cached
+ * record; the term's fields are untouched, so that replica follows the
+ * edit. False: nothing written (the target is not a standby here: this
+ * replica cannot know whether it campaigns anywhere). */
+static bool request_through_lease(cmd *k, lease_state *ls, const char *holder)
+{
+    if (ls->term || ls->handoff_req.writing || k->req.identity[0])
+        return false;
+    candidate *c = handoff_target(ls, holder, k->to);
+    if (!c)
+        return false;
+    store_lease rec = ls->record;
+    engine_copy_str(rec.handoff_to, sizeof rec.handoff_to, c->req.identity);
+    engine_copy_str(ls->handoff_req.to, sizeof ls->handoff_req.to, c->req.identity);
+    ls->handoff_req.writing = true;
+    ls->handoff_req.done = k->done;
+    ls->handoff_req.ctx = k->ctx;
+    log_event(LOG_INFO, "handoff_request", "ns=%s lease=%s holder=%s epoch=%lld to=%s", ls->ns,
+              ls->name, log_q(holder), (long long)rec.transitions, log_q(c->req.identity));
+    ls->e->store->ops->update(ls->e->store, &rec,
+                              engine_request_timeout_ms(c->req.renew_deadline_s), request_done, ls);
+    return true;
 }
 
 void engine_handoff_run(cmd *k)
@@ -75,11 +149,15 @@ void engine_handoff_run(cmd *k)
     char msg[512];
     if (!t) {
         const char *holder = ls && ls->synced ? engine_live_holder(ls, engine_now_ms(k->e)) : "";
+        if (holder[0] && request_through_lease(k, ls, holder))
+            return; /* answered once the request is written */
         if (holder[0])
             snprintf(msg, sizeof msg,
-                     "%.200s does not hold the Lease through this kubeleased replica: call "
-                     "Handoff on the replica it campaigns through",
-                     holder);
+                     "%.200s does not hold the Lease through this kubeleased replica and "
+                     "%.200s: call Handoff on the replica it campaigns through",
+                     holder,
+                     k->to[0] ? "to_identity is not a standby campaigning here"
+                              : "no standby campaigns here");
         reply_error(k, ENGINE_FAILED_PRECONDITION, holder[0] ? msg : "nobody holds the Lease");
         return;
     }
@@ -92,7 +170,7 @@ void engine_handoff_run(cmd *k)
                     "off (others need the verb handoff and no token)");
         return;
     }
-    candidate *c = handoff_target(ls, t, k->to);
+    candidate *c = handoff_target(ls, t->identity, k->to);
     if (!c) {
         if (k->to[0])
             snprintf(msg, sizeof msg,
@@ -106,7 +184,7 @@ void engine_handoff_run(cmd *k)
     engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
     engine_copy_str(r.holder, sizeof r.holder, c->req.identity);
     k->done(k->ctx, &r);
-    handoff_start(ls, t, c, by_holder, "handoff");
+    handoff_start(ls, t, c, c->req.identity, by_holder, "handoff");
 }
 
 bool engine_handoff_preferred(lease_state *ls)
@@ -115,18 +193,18 @@ bool engine_handoff_preferred(lease_state *ls)
     if (!t || engine_term_over(t) || !ls->record.preferred_holder[0] ||
         strcmp(ls->record.preferred_holder, t->identity) == 0)
         return false;
-    candidate *c = handoff_target(ls, t, ls->record.preferred_holder);
+    candidate *c = handoff_target(ls, t->identity, ls->record.preferred_holder);
     if (!c)
         return false; /* not campaigning here: nothing (docs/design.md, rule 3) */
-    handoff_start(ls, t, c, false, "preferred_holder");
+    handoff_start(ls, t, c, c->req.identity, false, "preferred_holder");
     return true;
 }
 
 bool engine_handoff_acknowledged(lease_state *ls, cmd *k)
 {
     term *t = ls->term;
-    if (!t || t->state != TERM_ENDING || !t->finish_at_ms || !ls->handoff_id ||
-        strcmp(t->identity, k->req.identity) != 0 ||
+    if (!t || t->state != TERM_ENDING || !t->finish_at_ms ||
+        (!ls->handoff_id && !ls->handoff_remote[0]) || strcmp(t->identity, k->req.identity) != 0 ||
         !engine_token_equal(t->token, k->req.term_token))
         return false;
     log_event(LOG_INFO, "handoff_acknowledged", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns,
@@ -140,14 +218,82 @@ bool engine_handoff_acknowledged(lease_state *ls, cmd *k)
     return true;
 }
 
+bool engine_handoff_requested(lease_state *ls)
+{
+    term *t = ls->term;
+    const char *to = ls->record.handoff_to;
+    if (!t || t->state != TERM_LEADING || !ls->exists || !to[0] ||
+        strcmp(ls->record.resource_version, t->rv) != 0 || strcmp(to, t->identity) == 0)
+        return false;
+    /* A standby here after all: the local transfer (a fresh record, so the
+     * annotation goes with it). */
+    candidate *c = handoff_target(ls, t->identity, to);
+    handoff_start(ls, t, c, to, false, "handoff_request");
+    return true;
+}
+
+void engine_handoff_drop(lease_state *ls)
+{
+    ls->handoff_id = 0;
+    ls->handoff_remote[0] = '\0';
+}
+
+/* The term ends without a handoff of its own, but its Lease, as of the
+ * term's last write, asks for one (a request that landed while a renewal
+ * was in flight: the renewal conflicted): it is honoured now, the holder's
+ * grant having run out or the holder having resigned. */
+static void adopt_request(lease_state *ls, term *t)
+{
+    const char *to = ls->record.handoff_to;
+    if (ls->handoff_id || ls->handoff_remote[0] || !to[0] ||
+        strcmp(ls->record.resource_version, t->rv) != 0 || strcmp(to, t->identity) == 0)
+        return;
+    candidate *c = handoff_target(ls, t->identity, to);
+    if (c)
+        ls->handoff_id = c->id;
+    else
+        engine_copy_str(ls->handoff_remote, sizeof ls->handoff_remote, to);
+    log_event(LOG_INFO, "handoff", "ns=%s lease=%s identity=%s epoch=%lld to=%s remote=%d why=%s",
+              ls->ns, ls->name, log_q(t->identity), (long long)t->epoch, log_q(to), (int)!c,
+              "handoff_request_at_release");
+}
+
+/* The transfer to a standby of another replica: a fresh term for it,
+ * marked handed-to, that its replica claims; nothing starts here. */
+static bool transfer_remote(lease_state *ls, term *t, const char *to)
+{
+    if (ls->acq.state != ACQ_IDLE)
+        return false;
+    char rv[STORE_RV_MAX], id[STORE_HOLDER_MAX];
+    engine_copy_str(rv, sizeof rv, t->rv);
+    engine_copy_str(id, sizeof id, to);
+    int64_t epoch = t->epoch + 1;
+    int32_t lease_s = t->lease_s;
+    int timeout = engine_request_timeout_ms(t->renew_s);
+    engine_term_answer_resign(ls, true);
+    engine_term_free(ls);
+    if (engine_acquire_transfer_remote(ls, id, rv, epoch, lease_s, timeout) != 0) {
+        /* No randomness, no nonce: nothing written; the Lease expires. */
+        log_event(LOG_ERROR, "handoff_transferred", "ns=%s lease=%s to=%s msg=%s", ls->ns, ls->name,
+                  log_q(id), log_q("the random generator failed"));
+        engine_schedule_expiry(ls);
+    }
+    return true;
+}
+
 bool engine_handoff_transfer(lease_state *ls)
 {
+    term *t = ls->term;
+    adopt_request(ls, t);
     uint64_t id = ls->handoff_id;
-    ls->handoff_id = 0;
+    char remote[STORE_HOLDER_MAX];
+    engine_copy_str(remote, sizeof remote, ls->handoff_remote);
+    engine_handoff_drop(ls);
+    if (remote[0])
+        return transfer_remote(ls, t, remote);
     if (!id)
         return false;
     candidate *c = *engine_campaign_slot(ls->e, id);
-    term *t = ls->term;
     if (!c || c->ls != ls || c->state != CAMPAIGN_STANDBY || ls->acq.state != ACQ_IDLE)
         return false; /* gone, or busy: release as usual; the next in line follows */
     char rv[STORE_RV_MAX];

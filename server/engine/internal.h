@@ -172,6 +172,10 @@ typedef enum acq_state {
     ACQ_ACQUIRING, /* a create or update for a new term is in flight */
     ACQ_RESUMING,  /* an update renewing a record as a resumed term is in flight */
     ACQ_REREADING, /* an acquisition got a conflict; the Lease is read back */
+    ACQ_CLAIMING,  /* an update claiming a term handed to a standby here by
+                      another replica (handed-to) is in flight */
+    ACQ_HANDING,   /* an update handing the term to a standby of another
+                      replica is in flight (handoff.c) */
 } acq_state;
 
 /* Everything the engine knows of one Lease: its last record as seen through
@@ -212,6 +216,9 @@ struct lease_state {
             uint64_t campaign_id;
             char nonce[STORE_NONCE_MAX];
         } lost;
+        /* A handed-to record whose claim failed: not claimed again (the
+         * Lease expires as after a failed handoff). */
+        char claim_failed_rv[STORE_RV_MAX];
     } acq;
     struct kl__list candidates; /* candidate.link, in arrival order */
     struct kl__list watchers;   /* watcher.link */
@@ -232,7 +239,17 @@ struct lease_state {
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
         loop_timer retry_timer;
     } label;
-    uint64_t handoff_id;  /* the standby the ending term goes to (handoff.c); 0: none */
+    uint64_t handoff_id; /* the standby the ending term goes to (handoff.c); 0: none */
+    /* Handoffs across replicas (handoff.c): the standby of another replica
+     * the ending term goes to ("" none), and the Handoff answered once its
+     * request (handoff-to) is written (done NULL: none, or answered). */
+    char handoff_remote[STORE_HOLDER_MAX];
+    struct {
+        bool writing;
+        engine_done done;
+        void *ctx;
+        char to[STORE_HOLDER_MAX];
+    } handoff_req;
     engine_bucket events; /* Events about this Lease (events.c) */
 };
 
@@ -390,10 +407,21 @@ bool engine_handoff_preferred(lease_state *ls);
 /* A Resign by the holder of a term waiting for its acknowledgement of a
  * handoff: finishes the handoff now and answers; true when it was one. */
 bool engine_handoff_acknowledged(lease_state *ls, cmd *k);
-/* At the release of a term handed off: writes the standby's term instead,
- * in one compare-and-swap on the term's last write. True when it did (the
- * term is then freed and any Resign answered); false: release as usual. */
+/* At the release of a term handed off (or whose Lease asks for a handoff,
+ * handoff-to): writes the standby's term instead, in one compare-and-swap
+ * on the term's last write; for a standby of another replica, a transfer
+ * marked handed-to for its replica to claim. True when it did (the term is
+ * then freed and any Resign answered); false: release as usual. */
 bool engine_handoff_transfer(lease_state *ls);
+/* ls's live term's Lease asks for a handoff (handoff-to, written by another
+ * replica, on top of the term's last write): hands the term off as an
+ * operator's Handoff does and returns true; else false. A request naming
+ * the holder is a no-op (the next renewal drops it). */
+bool engine_handoff_requested(lease_state *ls);
+/* Forgets the handoff of ls's term, if any (it ended without a release). */
+void engine_handoff_drop(lease_state *ls);
+/* Answers a Handoff waiting for its request to be written (shutdown). */
+void engine_handoff_answer_pending(lease_state *ls, engine_code code, const char *msg);
 
 /* --- term.c, for handoff.c --- */
 
@@ -406,6 +434,12 @@ void engine_term_finish_when_due(lease_state *ls);
 /* Writes c's new term at epoch over the Lease version rv (the term handed
  * off), as an acquisition. */
 void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int64_t epoch);
+/* Writes the term of identity, a standby of another replica, at epoch
+ * over the Lease version rv, marked handed-to for its replica to claim
+ * (lease_s: its duration until then). Nothing starts here. Returns 0, or
+ * -1 when nothing was written (no nonce). */
+int engine_acquire_transfer_remote(lease_state *ls, const char *identity, const char *rv,
+                                   int64_t epoch, int32_t lease_s, int timeout_ms);
 
 /* --- lease.c --- */
 

@@ -202,6 +202,8 @@ void engine_podlabel_clear_stale(lease_state *ls)
         return; /* engine_try_acquire runs again once it is off */
     store_lease rec = ls->record;
     rec.pod_label[0] = '\0';
+    rec.handoff_to[0] = '\0'; /* the term is over: nothing left to hand off */
+    rec.handed_to = 0;
     ls->label.writing = true;
     log_event(LOG_INFO, "pod_label_stale_cleared", "ns=%s lease=%s", ls->ns, ls->name);
     ls->e->store->ops->update(ls->e->store, &rec, timeout_ms(ls), stale_written, ls);

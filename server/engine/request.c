@@ -478,6 +478,7 @@ void engine_shutdown(engine *e)
             while (!kl__list_empty(&ls->watchers))
                 engine_watcher_close(engine_watcher_of(kl__list_first(&ls->watchers)));
             engine_term_answer_resign(ls, false);
+            engine_handoff_answer_pending(ls, ENGINE_UNAVAILABLE, "the service is shutting down");
         }
     }
     KL__LIST_FOREACH (link, &e->gets) {

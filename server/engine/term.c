@@ -258,6 +258,8 @@ static void renew_done(void *ctx, const store_result *r)
         engine_podlabel_apply(ls);
         return;
     }
+    if (r->status == STORE_CONFLICT && engine_handoff_requested(ls))
+        return; /* the conflict was a handoff request (handoff-to), seen meanwhile */
     if (r->status == STORE_CONFLICT || r->status == STORE_NOT_FOUND) {
         /* Someone else wrote the Lease, most likely: the term is over. The
          * release is still tried after a conflict, once the holder's grant
@@ -298,6 +300,12 @@ static void renew_fire(void *arg)
     rec.renew_time_us = engine_wall_us(ls->e);
     rec.lease_duration_s = t->lease_s;
     engine_copy_str(rec.pod_label, sizeof rec.pod_label, engine_podlabel_for_write(ls));
+    /* A live term has acted on every handoff request its Lease showed
+     * (engine_handoff_requested; one naming the holder asks nothing), and
+     * the renewal is compare-and-swap on that version: a request written
+     * since makes it conflict, never disappear. */
+    rec.handoff_to[0] = '\0';
+    rec.handed_to = 0;
     t->writing_us = rec.renew_time_us;
     ls->e->store->ops->update(ls->e->store, &rec, engine_request_timeout_ms(t->renew_s), renew_done,
                               ls);
@@ -363,6 +371,7 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     engine_notify_standbys(ls);
     engine_notify_watchers(ls, false);
     engine_podlabel_apply(ls); /* after the term has started (docs/design.md, rule 9) */
+    engine_handoff_requested(ls); /* a resume keeps a request the Lease carries */
 }
 
 void engine_term_reattach(lease_state *ls, candidate *c)
@@ -576,7 +585,7 @@ void engine_term_finish(lease_state *ls)
     t->finishing = true;
     if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
         ls->record.transitions != t->epoch) {
-        ls->handoff_id = 0; /* a handoff of this term, if any, goes with it */
+        engine_handoff_drop(ls); /* a handoff of this term, if any, goes with it */
         engine_term_answer_resign(ls, false);
         engine_term_free(ls);
         engine_try_acquire(ls);
@@ -595,6 +604,8 @@ void engine_term_finish(lease_state *ls)
     rel.holder[0] = '\0';
     rel.lease_duration_s = 1;
     rel.pod_label[0] = '\0'; /* off its Pod (engine_podlabel_clear) */
+    rel.handoff_to[0] = '\0'; /* asked of this term: it ends (engine_handoff_transfer) */
+    rel.handed_to = 0;
     rel.acquire_time_us = rel.renew_time_us = engine_wall_us(ls->e);
     ls->e->store->ops->update(ls->e->store, &rel, engine_request_timeout_ms(t->renew_s),
                               release_done, ls);

@@ -54,6 +54,8 @@ static void on_put(lease_state *ls, const store_lease *lease, int64_t now)
     if (t && !engine_term_over(t) &&
         (strcmp(lease->holder, t->identity) != 0 || lease->transitions != t->epoch)) {
         engine_term_end(ls, ENGINE_LOST_SUPERSEDED, "another writer changed the Lease", false);
+    } else if (t) {
+        engine_handoff_requested(ls); /* another replica asks for a handoff (handoff-to) */
     }
     engine_notify_watchers(ls, false);
     if (!ls->term)

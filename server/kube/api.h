@@ -31,6 +31,12 @@
  * kubeleased has). */
 #define KUBE_TERM_NONCE_ANNOTATION "kubelease.io/term-nonce"
 
+/* A planned handoff across kubeleased replicas (docs/design.md, rule 3):
+ * the identity the term is asked to go to, and the epoch of a transfer
+ * written for a standby of another replica (decimal). */
+#define KUBE_HANDOFF_TO_ANNOTATION "kubelease.io/handoff-to"
+#define KUBE_HANDED_TO_ANNOTATION  "kubelease.io/handed-to"
+
 /* A coordination.k8s.io/v1 Lease: its metadata and spec fields. Plain value:
  * copy it with '='. */
 typedef struct kube_lease {
@@ -55,6 +61,11 @@ typedef struct kube_lease {
      * token): such a value is ignored, not an error */
     char preferred_holder[KUBE_HOLDER_MAX];
     char strategy[KUBE_STRATEGY_MAX];
+    /* metadata.annotations[KUBE_HANDOFF_TO_ANNOTATION] (an identity) and
+     * [KUBE_HANDED_TO_ANNOTATION] (an epoch, 1 to INT32_MAX in decimal);
+     * ""/0 when unset or not such a value (ignored, not an error) */
+    char handoff_to[KUBE_HOLDER_MAX];
+    int64_t handed_to;
 } kube_lease;
 
 /* A core/v1 Event about a Lease, as kubeleased records it: the Lease is

@@ -281,6 +281,39 @@ static void get_coordinated(const cJSON *spec, kube_lease *out)
         snprintf(out->strategy, sizeof out->strategy, "%s", s->valuestring);
 }
 
+/* An epoch as the handed-to annotation writes it: 1 to INT32_MAX in
+ * decimal digits; 0 for anything else. */
+static int64_t epoch_of(const char *s)
+{
+    int64_t v = 0;
+    if (!*s || *s == '0')
+        return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return 0;
+        v = v * 10 + (*s - '0');
+        if (v > INT32_MAX)
+            return 0;
+    }
+    return v;
+}
+
+/* The handoff annotations, when they are values kubelease could have
+ * written (an identity, an epoch); anything else is read as unset, so that
+ * a stray value cannot make the Lease unreadable nor ask for anything. */
+static void get_handoff(const cJSON *md, kube_lease *out)
+{
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    if (!cJSON_IsObject(ann))
+        return;
+    const cJSON *to = cJSON_GetObjectItemCaseSensitive(ann, KUBE_HANDOFF_TO_ANNOTATION);
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(ann, KUBE_HANDED_TO_ANNOTATION);
+    if (cJSON_IsString(to) && to->valuestring && preferred_ok(to->valuestring))
+        snprintf(out->handoff_to, sizeof out->handoff_to, "%s", to->valuestring);
+    if (cJSON_IsString(at) && at->valuestring)
+        out->handed_to = epoch_of(at->valuestring);
+}
+
 int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
@@ -310,6 +343,7 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
         goto fail;
     }
     get_term_nonce(md, out->term_nonce, sizeof out->term_nonce);
+    get_handoff(md, out);
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
     if (cJSON_IsObject(ann) && copy_str(ann, KUBE_POD_LABEL_ANNOTATION,
                                         "metadata.annotations[\"" KUBE_POD_LABEL_ANNOTATION "\"]",
@@ -376,17 +410,24 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
 }
 
 /* metadata.annotations: the term nonce when l has one, and the pod label
- * when set; a patch removes an unset pod label (null) and leaves every
- * other annotation as it is. */
+ * and the handoff annotations when set; a patch removes an unset pod label
+ * or handoff annotation (null) and leaves every other annotation as it
+ * is. */
 static bool add_annotations(cJSON *md, const kube_lease *l, bool patch)
 {
-    if (!l->term_nonce[0] && !l->pod_label[0] && !patch)
+    if (!l->term_nonce[0] && !l->pod_label[0] && !l->handoff_to[0] && !l->handed_to && !patch)
         return true;
+    char at[24];
+    snprintf(at, sizeof at, "%lld", (long long)l->handed_to);
     cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
     return ann &&
            (!l->term_nonce[0] ||
             cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
-           add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL, patch);
+           add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL,
+                      patch) &&
+           add_string(ann, KUBE_HANDOFF_TO_ANNOTATION, l->handoff_to[0] ? l->handoff_to : NULL,
+                      patch) &&
+           add_string(ann, KUBE_HANDED_TO_ANNOTATION, l->handed_to ? at : NULL, patch);
 }
 
 /* spec.preferredHolder and spec.strategy, in the whole object only: a patch
@@ -413,7 +454,10 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         !bounded(l->preferred_holder, sizeof l->preferred_holder) ||
         (l->preferred_holder[0] && !preferred_ok(l->preferred_holder)) ||
         !bounded(l->strategy, sizeof l->strategy) ||
-        (l->strategy[0] && !strategy_ok(l->strategy)) || l->lease_transitions < 0 ||
+        (l->strategy[0] && !strategy_ok(l->strategy)) ||
+        !bounded(l->handoff_to, sizeof l->handoff_to) ||
+        (l->handoff_to[0] && !preferred_ok(l->handoff_to)) || l->handed_to < 0 ||
+        l->handed_to > INT32_MAX || l->lease_transitions < 0 ||
         l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||

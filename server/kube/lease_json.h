@@ -35,8 +35,9 @@ int kube_status_from_json(const struct cJSON *obj, kube_status *out);
  * KUBE_NONCE_MAX - 1 bytes is read as absent, so that a stray value written
  * by someone else cannot make the Lease unreadable; so are
  * spec.preferredHolder (read only when it is an identity: 1-253 printable
- * bytes) and spec.strategy (1-319 printable bytes, no spaces). Returns 0, or
- * -1 with err filled. */
+ * bytes) and spec.strategy (1-319 printable bytes, no spaces), and the
+ * handoff annotations (an identity; an epoch in decimal, 1 to INT32_MAX).
+ * Returns 0, or -1 with err filled. */
 int kube_lease_decode(const char *buf, size_t len, kube_lease *out, char *err, size_t err_len);
 int kube_lease_from_json(const struct cJSON *obj, kube_lease *out, char *err, size_t err_len);
 
@@ -53,8 +54,8 @@ char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
  * lease->resource_version (the apiserver answers 409 Conflict otherwise):
  * {"metadata":{"resourceVersion":...,"annotations":{...}},"spec":{...}},
  * with unset fields written as null so that they are removed; the
- * annotations are the term nonce, when lease has one, and the pod label
- * (null when unset: removed). Everything else in the object (labels, other
+ * annotations are the term nonce, when lease has one, the pod label and
+ * the handoff annotations (null when unset: removed). Everything else in the object (labels, other
  * annotations, owner references, spec.preferredHolder and spec.strategy,
  * spec fields this version does not know) is left as other writers set
  * it. Returns a malloc'd NUL-terminated text with *len set, or NULL when

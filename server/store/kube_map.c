@@ -14,7 +14,7 @@ _Static_assert(SAME_SIZE(ns, ns) && SAME_SIZE(name, name) && SAME_SIZE(holder, h
                    SAME_SIZE(resource_version, resource_version) &&
                    SAME_SIZE(term_nonce, term_nonce) && SAME_SIZE(pod_label, pod_label) &&
                    SAME_SIZE(uid, uid) && SAME_SIZE(preferred_holder, preferred_holder) &&
-                   SAME_SIZE(strategy, strategy),
+                   SAME_SIZE(strategy, strategy) && SAME_SIZE(handoff_to, handoff_to),
                "store_lease and kube_lease strings differ in size");
 
 #define ANY_VERB (-1)
@@ -91,6 +91,8 @@ void store_lease_from_kube(const kube_lease *in, store_lease *out)
     memcpy(out->term_nonce, in->term_nonce, sizeof out->term_nonce);
     memcpy(out->preferred_holder, in->preferred_holder, sizeof out->preferred_holder);
     memcpy(out->strategy, in->strategy, sizeof out->strategy);
+    memcpy(out->handoff_to, in->handoff_to, sizeof out->handoff_to);
+    out->handed_to = in->handed_to;
 }
 
 bool store_lease_to_kube(const store_lease *in, kube_lease *out)
@@ -110,6 +112,8 @@ bool store_lease_to_kube(const store_lease *in, kube_lease *out)
     memcpy(out->term_nonce, in->term_nonce, sizeof out->term_nonce);
     memcpy(out->preferred_holder, in->preferred_holder, sizeof out->preferred_holder);
     memcpy(out->strategy, in->strategy, sizeof out->strategy);
+    memcpy(out->handoff_to, in->handoff_to, sizeof out->handoff_to);
+    out->handed_to = in->handed_to;
     return true;
 }
 

@@ -57,6 +57,15 @@ typedef struct store_lease {
      * update keeps the Lease's whatever lease says (docs/design.md, rule 3). */
     char preferred_holder[STORE_HOLDER_MAX];
     char strategy[STORE_STRATEGY_MAX];
+    /* A planned handoff across replicas (docs/design.md, rule 3):
+     * handoff_to (annotation kubelease.io/handoff-to) asks the replica
+     * serving the term to hand it to that identity, a standby of another
+     * replica; handed_to (kubelease.io/handed-to) marks a transfer written
+     * for such a standby, at that epoch, for its replica to claim. ""/0:
+     * unset. kubelease writes them with every create and update, as the
+     * rest of the record (an update that leaves them unset removes them). */
+    char handoff_to[STORE_HOLDER_MAX];
+    int64_t handed_to;
 } store_lease;
 
 /* The outcome of an operation, X(name, text): the enum gets STORE_<name>
@@ -130,8 +139,9 @@ typedef struct store_ops {
     void (*get)(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb, void *ctx);
     /* Creates the Lease; resource_version is ignored. */
     void (*create)(store *s, const store_lease *lease, int timeout_ms, store_cb cb, void *ctx);
-    /* Writes lease's spec (holder, duration, times, transitions) and, when
-     * set, its term nonce, if the Lease's resourceVersion still equals
+    /* Writes lease's spec (holder, duration, times, transitions), its Pod
+     * label and handoff annotations (unset: removed) and, when set, its term
+     * nonce, if the Lease's resourceVersion still equals
      * lease->resource_version (else CONFLICT); what else the object carries
      * (labels, other annotations, spec.preferredHolder and spec.strategy) is
      * kept. */

@@ -581,6 +581,287 @@ static void test_engine_next_in_line_is_the_preferred_holder(void **state)
     sink_free(c);
 }
 
+/* ---------- handoffs across replicas (docs/design.md, rule 3) ---------- */
+
+/* A second replica of the service (its own engine, the shared loop, store
+ * and term key), as test_engine.c makes one. */
+static engine *replica_new(fixture *f)
+{
+    engine_config cfg = fixture_engine_config(f, (engine_config){0});
+    engine *e = engine_new(&cfg);
+    assert_non_null(e);
+    return e;
+}
+
+/* Stops both replicas (the second first: its stop stops the shared loop). */
+static void replicas_stop(fixture *f, engine *e2)
+{
+    engine_stop(e2);
+    fixture_join(f);
+    engine_stop(f->engine);
+    loop_drain(f->loop);
+    engine_free(e2);
+    fixture_stop(f);
+}
+
+/* A campaign through replica e (its Elected tokens are noted, as campaign()). */
+static void campaign_at(engine *e, sink *s, engine_campaign_req r)
+{
+    s->req = r;
+    s->has_req = true;
+    s->id = engine_campaign(e, &r, listener_of(s));
+    assert_true(s->id > 0);
+}
+
+static engine_reply handoff_at(engine *e, const char *lease, const char *to)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_handoff(e, "default", lease, "", "", to, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+static engine_reply confirm_at(engine *e, const char *lease, const char *identity, int64_t epoch)
+{
+    reply_box b = BOX_INIT;
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, "default", lease, identity, epoch);
+    assert_int_equal(engine_confirm(e, "default", lease, identity, epoch, token, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+typedef struct lease_io {
+    store_lease lease;
+    store_status status;
+    bool done;
+} lease_io;
+
+static void lease_io_done(void *ctx, const store_result *r)
+{
+    lease_io *io = ctx;
+    io->status = r->status;
+    if (r->status == STORE_OK)
+        io->lease = r->lease;
+    io->done = true;
+}
+
+static void lease_create_on_loop(fixture *f, void *arg)
+{
+    lease_io *io = arg;
+    f->store->ops->create(f->store, &io->lease, 1000, lease_io_done, io);
+}
+
+static bool lease_io_done_yet(void *arg)
+{
+    return ((lease_io *)arg)->done;
+}
+
+/* Writes a Lease as another replica would have: holder at epoch, with a
+ * nonce, handed_to as given (0: unmarked). */
+static void put_lease(fixture *f, const char *name, const char *holder, int64_t epoch,
+                      int64_t handed_to)
+{
+    lease_io io = {0};
+    snprintf(io.lease.ns, sizeof io.lease.ns, "default");
+    snprintf(io.lease.name, sizeof io.lease.name, "%s", name);
+    snprintf(io.lease.holder, sizeof io.lease.holder, "%s", holder);
+    snprintf(io.lease.term_nonce, sizeof io.lease.term_nonce, "bm9uY2Utb2YtYW5vdGhlcg");
+    io.lease.lease_duration_s = 15;
+    io.lease.transitions = epoch;
+    io.lease.acquire_time_us = io.lease.renew_time_us = harness_wall_us();
+    io.lease.handed_to = handed_to;
+    run_on_loop(f, lease_create_on_loop, &io);
+    assert_true(harness_run_until(lease_io_done_yet, &io, 5000));
+    assert_int_equal(io.status, STORE_OK);
+}
+
+static void fail_next_write_on_loop(fixture *f, void *arg)
+{
+    store_memory_fail_next_write(f->store, *(store_status *)arg);
+}
+
+static int64_t writes_of(fixture *f)
+{
+    int64_t n = 0;
+    run_on_loop(f, harness_read_writes, &n);
+    return n;
+}
+
+/* An operator's Handoff reaches the replica that does not serve the term
+ * (R), naming a standby campaigning through R: R asks through the Lease
+ * (handoff-to, answered at once), the serving replica (S) ends the term
+ * (Lost HANDED_OFF) and, once the holder's last grant has passed (it does
+ * not acknowledge), writes the next term for that standby, which R claims
+ * and starts: epoch + 1, a token that confirms, never before the holder's
+ * last grant ran out, nobody else in between (a standby on S stays one). */
+static void test_engine_handoff_at_the_other_replica_elects_its_standby(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    engine *r = replica_new(f);
+    sink *a = sink_new(), *b = sink_new(), *x = sink_new();
+    campaign(f, a, req_for_ns("default", "xh", "a"));
+    int64_t e1 = elected_epoch(a);
+    campaign(f, b, req_for_ns("default", "xh", "b")); /* a standby on S */
+    campaign_at(r, x, req_for_ns("default", "xh", "x"));
+    assert_true(wait_kind(x, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    engine_reply c = confirm(f, "xh", "a", e1);
+    assert_int_equal(c.code, ENGINE_OK);
+    int64_t granted_until = harness_now_ms() + c.valid_for_ms;
+
+    engine_reply h = handoff_at(r, "xh", "x");
+    assert_int_equal(h.code, ENGINE_OK);
+    assert_string_equal(h.holder, "x");
+    assert_int_equal(h.epoch, e1);
+    assert_true(lost_handed_off(a));
+    assert_int_equal(
+        wait_kind(x, ENGINE_EVENT_ELECTED, (int)(granted_until - harness_now_ms() - 1)), -1);
+    int i = wait_kind(x, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(x->events[i].epoch, e1 + 1);
+    assert_false(x->events[i].resumed);
+    assert_true(x->at_ms[i] >= granted_until); /* a's last grant never overlaps */
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    assert_int_equal(confirm_at(r, "xh", "x", e1 + 1).code, ENGINE_OK);
+    store_lease l = read_lease(f, "xh");
+    assert_string_equal(l.holder, "x");
+    assert_int_equal(l.transitions, e1 + 1);
+    assert_string_equal(l.handoff_to, "");
+    assert_int_equal(l.handed_to, 0); /* claimed */
+    /* x's term lives on R: confirmed past a renewal there (every 5 s), and
+     * b on S stays a standby. */
+    int64_t until = harness_now_ms() + 6000;
+    while (harness_now_ms() < until) {
+        assert_int_equal(confirm_at(r, "xh", "x", e1 + 1).code, ENGINE_OK);
+        assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 500) < 0);
+    }
+    assert_true(read_lease(f, "xh").renew_time_us > harness_wall_us() - 2000000);
+    replicas_stop(f, r);
+    sink_free(a);
+    sink_free(b);
+    sink_free(x);
+}
+
+/* Without to_identity, R picks its own next in line; the holder's
+ * acknowledgement (its library's Resign with the token) lets S transfer at
+ * once. */
+static void test_engine_handoff_at_the_other_replica_picks_its_next_in_line(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    engine *r = replica_new(f);
+    sink *a = sink_new(), *p = sink_new(), *q = sink_new();
+    campaign(f, a, req_for_ns("default", "xh-next", "a"));
+    int64_t e1 = elected_epoch(a);
+    assert_int_equal(confirm(f, "xh-next", "a", e1).code, ENGINE_OK);
+    campaign_at(r, p, req_for_ns("default", "xh-next", "p"));
+    assert_true(wait_kind(p, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    campaign_at(r, q, req_for_ns("default", "xh-next", "q"));
+    assert_true(wait_kind(q, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    char token[ENGINE_TOKEN_MAX];
+    harness_token_get(token, "default", "xh-next", "a", e1);
+
+    engine_reply h = handoff_at(r, "xh-next", "");
+    assert_int_equal(h.code, ENGINE_OK);
+    assert_string_equal(h.holder, "p");
+    assert_true(lost_handed_off(a));
+    int64_t acked = harness_now_ms();
+    engine_reply ack = resign_with(f, "xh-next", "a", token);
+    assert_int_equal(ack.code, ENGINE_OK);
+    assert_true(ack.released);
+    int i = wait_kind(p, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(p->events[i].epoch, e1 + 1);
+    assert_true(p->at_ms[i] - acked < 100); /* at once, not at the grant's end */
+    assert_int_equal(take_kind(q, ENGINE_EVENT_ELECTED), -1);
+    replicas_stop(f, r);
+    sink_free(a);
+    sink_free(p);
+    sink_free(q);
+}
+
+/* R does not serve the term and the standby named does not campaign
+ * through R: failed_precondition, and nothing is written. */
+static void test_engine_handoff_at_the_other_replica_for_a_stranger_writes_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    engine *r = replica_new(f);
+    sink *a = sink_new(), *x = sink_new();
+    campaign(f, a, req_for_ns("default", "xh-no", "a"));
+    int64_t e1 = elected_epoch(a);
+    campaign_at(r, x, req_for_ns("default", "xh-no", "x"));
+    assert_true(wait_kind(x, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    int64_t before = writes_of(f);
+    engine_reply h = handoff_at(r, "xh-no", "zed");
+    assert_int_equal(h.code, ENGINE_FAILED_PRECONDITION);
+    assert_non_null(strstr(h.message, "call Handoff on the replica it campaigns through"));
+    assert_int_equal(handoff_at(r, "xh-no", "a").code, ENGINE_FAILED_PRECONDITION); /* the holder */
+    assert_int_equal(writes_of(f), before);
+    assert_int_equal(confirm(f, "xh-no", "a", e1).code, ENGINE_OK);
+    replicas_stop(f, r);
+    sink_free(a);
+    sink_free(x);
+}
+
+/* A transfer handed to a standby here whose claim conflicts: nothing
+ * starts, the claim is not tried again, and the Lease expires as usual
+ * (its leaseDurationSeconds after it was seen), then the standby acquires
+ * a new term. */
+static void test_engine_handed_to_claim_that_conflicts_starts_nothing(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *x = sink_new(), *y = sink_new();
+    put_lease(f, "xh-conflict", "x", 5, 5);
+    store_status st = STORE_CONFLICT;
+    run_on_loop(f, fail_next_write_on_loop, &st);
+    int64_t seen = harness_now_ms();
+    campaign(f, x, req_for_ns("default", "xh-conflict", "x"));
+    assert_int_equal(wait_kind(x, ENGINE_EVENT_ELECTED, 1000), -1);
+    /* Another campaign arriving tries the next acquisition: no new claim. */
+    campaign(f, y, req_for_ns("default", "xh-conflict", "y"));
+    assert_int_equal(wait_kind(x, ENGINE_EVENT_ELECTED, 13900), -1);
+    int i = wait_kind(x, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_true(x->at_ms[i] >= seen + 15000);
+    assert_int_equal(x->events[i].epoch, 6);
+    assert_int_equal(take_kind(y, ENGINE_EVENT_ELECTED), -1);
+    resign(f, "xh-conflict", "x");
+    resign(f, "xh-conflict", "y");
+    fixture_stop(f);
+    sink_free(x);
+    sink_free(y);
+}
+
+/* A record naming a standby here without the handed-to mark is another
+ * replica's term: never claimed (nothing written), acquired only once it
+ * has expired. A mark for another epoch is no mark. */
+static void test_engine_unmarked_record_naming_a_standby_is_not_claimed(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){0});
+    sink *x = sink_new(), *y = sink_new();
+    put_lease(f, "xh-plain", "x", 5, 0);
+    put_lease(f, "xh-stale", "y", 5, 4);
+    int64_t before = writes_of(f);
+    campaign(f, x, req_for_ns("default", "xh-plain", "x"));
+    campaign(f, y, req_for_ns("default", "xh-stale", "y"));
+    assert_int_equal(wait_kind(x, ENGINE_EVENT_ELECTED, 14900), -1);
+    assert_int_equal(take_kind(y, ENGINE_EVENT_ELECTED), -1);
+    assert_int_equal(writes_of(f), before);
+    int i = wait_kind(x, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(x->events[i].epoch, 6);
+    assert_int_equal(elected_epoch(y), 6);
+    resign(f, "xh-plain", "x");
+    resign(f, "xh-stale", "y");
+    fixture_stop(f);
+    sink_free(x);
+    sink_free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -596,6 +877,11 @@ int main(void)
         cmocka_unit_test(test_engine_preferred_standby_gets_the_term_at_the_next_confirm),
         cmocka_unit_test(test_engine_preferred_holder_not_a_standby_here_changes_nothing),
         cmocka_unit_test(test_engine_next_in_line_is_the_preferred_holder),
+        cmocka_unit_test(test_engine_handoff_at_the_other_replica_elects_its_standby),
+        cmocka_unit_test(test_engine_handoff_at_the_other_replica_picks_its_next_in_line),
+        cmocka_unit_test(test_engine_handoff_at_the_other_replica_for_a_stranger_writes_nothing),
+        cmocka_unit_test(test_engine_handed_to_claim_that_conflicts_starts_nothing),
+        cmocka_unit_test(test_engine_unmarked_record_naming_a_standby_is_not_claimed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,7 +188,8 @@ static void test_lease_merge_patch(void **state)
     assert_non_null(json);
     assert_int_equal(len, strlen(json));
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
-                              "\"kubelease.io/pod-label\":null}},\"spec\":{"
+                              "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
+                              "\"kubelease.io/handed-to\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":15,"
                               "\"leaseTransitions\":3,"
                               "\"acquireTime\":\"2026-11-29T14:00:00.500000Z\","
@@ -202,7 +203,8 @@ static void test_lease_merge_patch(void **state)
     json = kube_lease_merge_patch(&in, NULL);
     assert_non_null(json);
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
-                              "\"kubelease.io/pod-label\":null}},\"spec\":{"
+                              "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
+                              "\"kubelease.io/handed-to\":null}},\"spec\":{"
                               "\"holderIdentity\":\"\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -301,7 +303,8 @@ static void test_lease_pod_label_annotation(void **state)
     char *json = kube_lease_merge_patch(&in, NULL);
     assert_non_null(json);
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"7\",\"annotations\":{"
-                              "\"kubelease.io/pod-label\":\"kv-0 example.com/role=leader\"}},"
+                              "\"kubelease.io/pod-label\":\"kv-0 example.com/role=leader\","
+                              "\"kubelease.io/handoff-to\":null,\"kubelease.io/handed-to\":null}},"
                               "\"spec\":{\"holderIdentity\":\"a\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":0,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -367,7 +370,8 @@ static void test_lease_term_nonce_annotation(void **state)
     assert_non_null(json);
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
                               "\"kubelease.io/term-nonce\":\"Zm9v-YmFy_09\","
-                              "\"kubelease.io/pod-label\":null}},\"spec\":{"
+                              "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
+                              "\"kubelease.io/handed-to\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -413,6 +417,68 @@ static void round_trip(const char *in, const char *want)
     int64_t again;
     assert_int_equal(kube_microtime_parse(out, &again), 0);
     assert_int_equal(again, us);
+}
+
+/* The handoff annotations (docs/design.md, rule 3): decoded when they are
+ * an identity and an epoch, written by the merge patch when set and removed
+ * (null) when not; anything else reads as unset and the Lease still reads. */
+static void test_lease_handoff_annotations(void **state)
+{
+    (void)state;
+    const char *held = "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\","
+                       "\"resourceVersion\":\"7\",\"annotations\":{"
+                       "\"kubelease.io/handoff-to\":\"b c\",\"kubelease.io/handed-to\":\"12\"}},"
+                       "\"spec\":{\"holderIdentity\":\"a\",\"leaseTransitions\":11}}";
+    kube_lease l;
+    char err[256];
+    assert_int_equal(kube_lease_decode(held, strlen(held), &l, err, sizeof err), 0);
+    assert_string_equal(l.handoff_to, "b c");
+    assert_int_equal(l.handed_to, 12);
+    char *patch = kube_lease_merge_patch(&l, NULL);
+    assert_non_null(patch);
+    assert_non_null(strstr(patch, "\"kubelease.io/handoff-to\":\"b c\""));
+    assert_non_null(strstr(patch, "\"kubelease.io/handed-to\":\"12\""));
+    free(patch);
+    size_t len;
+    char *obj = kube_lease_encode(&l, true, &len);
+    assert_non_null(obj);
+    kube_lease again;
+    assert_int_equal(kube_lease_decode(obj, len, &again, err, sizeof err), 0);
+    assert_memory_equal(&l, &again, sizeof l);
+    free(obj);
+    store_lease rec;
+    store_lease_from_kube(&l, &rec);
+    assert_string_equal(rec.handoff_to, "b c");
+    assert_int_equal(rec.handed_to, 12);
+
+    const char *bad[][2] = {
+        {"\"\"", "\"\""},    {"7", "12"},          {"\"tab\\there\"", "\"012\""},
+        {"\"x\"", "\"-3\""}, {"\"x\"", "\"1e3\""}, {"\"x\"", "\"2147483648\""},
+        {"\"x\"", "\"0\""},  {"{}", "\" 5\""},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char doc[512];
+        snprintf(doc, sizeof doc,
+                 "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"annotations\":{"
+                 "\"kubelease.io/handoff-to\":%s,\"kubelease.io/handed-to\":%s}},"
+                 "\"spec\":{\"holderIdentity\":\"a\"}}",
+                 bad[k][0], bad[k][1]);
+        assert_int_equal(kube_lease_decode(doc, strlen(doc), &l, err, sizeof err), 0);
+        assert_string_equal(l.holder_identity, "a");
+        assert_int_equal(l.handed_to, 0);
+        if (k != 4 && k != 5 && k != 6 && k != 3)
+            assert_string_equal(l.handoff_to, "");
+    }
+    /* Nor does the encoder write one. */
+    memset(&l, 0, sizeof l);
+    strcpy(l.ns, "default");
+    strcpy(l.name, "demo");
+    strcpy(l.resource_version, "7");
+    strcpy(l.handoff_to, "tab\there");
+    assert_null(kube_lease_merge_patch(&l, NULL));
+    l.handoff_to[0] = 0;
+    l.handed_to = -1;
+    assert_null(kube_lease_merge_patch(&l, NULL));
 }
 
 static void test_microtime_round_trips_six_digits(void **state)
@@ -591,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_pod_label_patch_and_decode),
         cmocka_unit_test(test_lease_term_nonce_annotation),
         cmocka_unit_test(test_lease_preferred_holder_and_strategy),
+        cmocka_unit_test(test_lease_handoff_annotations),
         cmocka_unit_test(test_microtime_round_trips_six_digits),
         cmocka_unit_test(test_microtime_rejects_malformed),
         cmocka_unit_test(test_status_decode_and_mapping),
