@@ -679,16 +679,10 @@ void store_memory_set_watch_delay(store *s, int ms)
     ((mem_store *)s)->watch_delay_ms = ms;
 }
 
-void store_memory_set_writes_fail(store *s, store_status status)
+void store_memory_set_writes_fail(store *s, store_status status, int count)
 {
     ((mem_store *)s)->writes_fail = status;
-    ((mem_store *)s)->writes_fail_left = -1;
-}
-
-void store_memory_fail_next_write(store *s, store_status status)
-{
-    ((mem_store *)s)->writes_fail = status;
-    ((mem_store *)s)->writes_fail_left = 1;
+    ((mem_store *)s)->writes_fail_left = count;
 }
 
 void store_memory_set_answers_lost(store *s, bool lost)

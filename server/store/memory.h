@@ -15,13 +15,12 @@
  * Kubernetes store does after a reconnection. Loop thread only. */
 void store_memory_set_available(store *s, bool available);
 
-/* Makes every later create, update and remove fail with status, changing
- * nothing (STORE_OK: back to normal); reads and watches go on. Models an
- * apiserver that refuses writes for a while, e.g. 403 until its RBAC caches
- * have synced after a restart. Loop thread only. */
-void store_memory_set_writes_fail(store *s, store_status status);
-/* The same for the next create, update or remove only. Loop thread only. */
-void store_memory_fail_next_write(store *s, store_status status);
+/* Makes the next count creates, updates and removes (-1: every later one)
+ * fail with status, changing nothing (STORE_OK: back to normal); reads and
+ * watches go on. Models an apiserver that refuses writes for a while, e.g.
+ * 403 until its RBAC caches have synced after a restart, or a 409 nobody's
+ * write explains. Loop thread only. */
+void store_memory_set_writes_fail(store *s, store_status status, int count);
 
 /* While on, every create, update and remove is applied (and its watch event
  * sent) but answered STORE_UNAVAILABLE, as when an apiserver times out

@@ -811,13 +811,13 @@ static void test_engine_renew_failure_ends_term_by_deadline(void **state)
 static void refuse_writes(fixture *f, void *arg)
 {
     (void)arg;
-    store_memory_set_writes_fail(f->store, STORE_FORBIDDEN);
+    store_memory_set_writes_fail(f->store, STORE_FORBIDDEN, -1);
 }
 
 static void accept_writes(fixture *f, void *arg)
 {
     (void)arg;
-    store_memory_set_writes_fail(f->store, STORE_OK);
+    store_memory_set_writes_fail(f->store, STORE_OK, 0);
 }
 
 /* The leader resigns while the store fails (break), and it recovers a
@@ -874,13 +874,13 @@ static void test_engine_release_retried_after_apiserver_refusal(void **state)
 static void conflict_writes(fixture *f, void *arg)
 {
     (void)arg;
-    store_memory_set_writes_fail(f->store, STORE_CONFLICT);
+    store_memory_set_writes_fail(f->store, STORE_CONFLICT, -1);
 }
 
 static void conflict_next_write(fixture *f, void *arg)
 {
     (void)arg;
-    store_memory_fail_next_write(f->store, STORE_CONFLICT);
+    store_memory_set_writes_fail(f->store, STORE_CONFLICT, 1);
 }
 
 static void lose_answers(fixture *f, void *arg)

@@ -678,7 +678,7 @@ static void put_lease(fixture *f, const char *name, const char *holder, int64_t 
 
 static void fail_next_write_on_loop(fixture *f, void *arg)
 {
-    store_memory_fail_next_write(f->store, *(store_status *)arg);
+    store_memory_set_writes_fail(f->store, *(store_status *)arg, 1);
 }
 
 static int64_t writes_of(fixture *f)
