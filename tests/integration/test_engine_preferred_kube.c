@@ -1,5 +1,7 @@
-/* The Lease's spec.preferredHolder (Kubernetes' coordinated leader
- * election) against the real kube-apiserver of the test control plane,
+/* Handoffs between two replicas of kubeleased: the Lease's
+ * spec.preferredHolder (Kubernetes' coordinated leader election), and a
+ * Handoff asked of the replica that does not serve the term, against the
+ * real kube-apiserver of the test control plane,
  * which keeps the field only with the CoordinatedLeaderElection gate (the
  * harness turns it on). Two engines stand for two replicas of kubeleased,
  * with the ServiceAccount's credentials; a foreign writer (cluster admin,
@@ -206,6 +208,55 @@ static void test_kube_preferred_holder_gets_the_term_at_the_next_confirm(void **
     sink_free(x);
 }
 
+/* An operator's Handoff that reaches the replica not serving the term,
+ * naming a standby campaigning there: that replica writes the request into
+ * the Lease (kubelease.io/handoff-to); the serving one ends the term
+ * (HANDED_OFF), and once the holder acknowledged, transfers it to the
+ * standby at the next epoch (kubelease.io/handed-to); the standby's replica
+ * claims it and elects its standby, whose token confirms the term there
+ * (docs/design.md, rule 3). */
+static void test_kube_handoff_to_a_standby_of_the_other_replica(void **state)
+{
+    (void)state;
+    fixture *r0 = replica_start(), *r1 = replica_start();
+    char lease[128];
+    snprintf(lease, sizeof lease, "xhandoff-%s", run_id);
+    sink *a = sink_new(), *x = sink_new();
+    campaign(r0, a, req_for_ns(test_ns, lease, "a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 15000);
+    assert_true(i >= 0);
+    int64_t e1 = a->events[i].epoch;
+    campaign(r1, x, req_for_ns(test_ns, lease, "x"));
+    assert_true(wait_kind(x, ENGINE_EVENT_CANDIDATE, 15000) >= 0);
+
+    reply_box b = BOX_INIT;
+    int64_t t0 = mono_ms();
+    assert_int_equal(engine_handoff(r1->engine, test_ns, lease, NULL, NULL, "x", box_done, &b), 0);
+    box_wait(&b);
+    assert_int_equal(b.r.code, ENGINE_OK);
+    i = wait_kind(a, ENGINE_EVENT_LOST, 10000);
+    assert_true(i >= 0);
+    assert_int_equal(a->events[i].reason, ENGINE_LOST_HANDED_OFF);
+    resign(r0, lease, "a"); /* the acknowledgement, as a's library sends it */
+    int j = wait_kind(x, ENGINE_EVENT_ELECTED, 10000);
+    assert_true(j >= 0);
+    assert_int_equal(x->events[j].epoch, e1 + 1);
+    print_message("handoff to a standby of the other replica: epoch %lld -> %lld in %lld ms\n",
+                  (long long)e1, (long long)(e1 + 1), (long long)(mono_ms() - t0));
+    assert_int_equal(confirm(r1, lease, "x", e1 + 1).code, ENGINE_OK);
+    kube_lease l = lease_request(lease, NULL);
+    assert_string_equal(l.holder_identity, "x");
+    assert_int_equal(l.lease_transitions, e1 + 1);
+    assert_string_equal(l.handoff_to, "");
+    assert_int_equal(l.handed_to, 0);
+
+    resign(r1, lease, "x");
+    fixture_stop(r0);
+    fixture_stop(r1);
+    sink_free(a);
+    sink_free(x);
+}
+
 int main(void)
 {
     const char *dir = getenv("KUBELEASE_TEST_ENV");
@@ -219,6 +270,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kube_preferred_holder_gets_the_term_at_the_next_confirm),
+        cmocka_unit_test(test_kube_handoff_to_a_standby_of_the_other_replica),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
