@@ -244,11 +244,14 @@ static void count_leaders(const struct config *cfg, kl_client **c)
             valid++;
             continue;
         }
+        /* "leadership of NS/NAME (epoch N) lost: WHY": counted by WHY. */
+        const char *why = strstr(err.message, " lost: ");
+        why = why ? why + 7 : err.message;
         int r = 0;
-        while (r < n_reasons && strcmp(reasons[r], err.message) != 0)
+        while (r < n_reasons && strcmp(reasons[r], why) != 0)
             r++;
         if (r == n_reasons && n_reasons < MAX_REASONS)
-            snprintf(reasons[n_reasons++], sizeof reasons[0], "%s", err.message);
+            snprintf(reasons[n_reasons++], sizeof reasons[0], "%s", why);
         if (r < n_reasons)
             counts[r]++;
     }
