@@ -31,6 +31,11 @@
 
 #define STREAM_QUEUE_MAX      (256 * 1024) /* bytes a stream may have unsent */
 #define STREAM_IDLE_TIMEOUT_S 30           /* a stream whose peer takes nothing for this long */
+/* The response's own buffer, allocated with each stream: libmicrohttpd
+ * reads a chunked (HTTP/1.1) answer into the connection's pool instead, and
+ * uses this only for an HTTP/1.0 peer, which then gets at most this much
+ * per read. Events are a few hundred bytes. */
+#define STREAM_BLOCK 256
 
 typedef struct frame {
     struct frame *next;
@@ -369,7 +374,7 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
     if (!st)
         return http_respond_stream_error(conn, q, RPC_INTERNAL, "out of memory");
     struct MHD_Response *resp = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_response_free);
+        MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, st, stream_response_free);
     if (!resp) {
         stream_unref(st);
         return http_respond_stream_error(conn, q, RPC_INTERNAL, "out of memory");
