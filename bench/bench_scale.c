@@ -5,13 +5,15 @@
  *      from the first kl_run_election to the last kl_wait_elected (terms
  *      confirmed; the library confirms them from then on);
  *   2. W holder watches (kl_watch_holder) of those Leases, spread over WC
- *      clients (one watch per Lease per client, so W <= WC x E): the time
- *      to the first callback of every watch, the elections still running;
- *   3. "phase=steady" on stdout, then everything is held until HOLD
+ *      clients (one watch per Lease per client, so W <= WC x E), all at
+ *      once or RATE a second: the time to the first callback of every
+ *      watch, the elections still running;
+ *   3. the leaders still leading once every watch had its first callback;
+ *   4. "phase=steady" on stdout, then everything is held until HOLD
  *      seconds after the last election, when the leaders still leading are
  *      counted (kl_wait_lost_timeout with 0 ms: a loss is final, and its
  *      reason is counted).
- * Usage: bench_scale [-e E] [-w W] [-c C] [-W WC] [-d L/R/P] [-H HOLD] ENDPOINT
+ * Usage: bench_scale [-e E] [-w W] [-c C] [-W WC] [-d L/R/P] [-H HOLD] [-r RATE] ENDPOINT
  * Prints key=value lines; figures, not assertions. */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -33,6 +35,7 @@ static const char *ns = "default";
 struct config {
     const char *endpoint;
     int elections, watchers, clients, watch_clients, hold_s;
+    int watch_rate; /* watches started per second; 0: all at once */
     int lease_s, renew_s, retry_s;
 };
 
@@ -68,7 +71,8 @@ static void die(const char *what, const kl_error *err)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_scale [-e ELECTIONS] [-w WATCHERS] [-c CLIENTS] "
-                    "[-W WATCH_CLIENTS] [-d LEASE/RENEW/RETRY] [-H HOLD_S] ENDPOINT\n");
+                    "[-W WATCH_CLIENTS] [-d LEASE/RENEW/RETRY] [-H HOLD_S] [-r WATCHES_PER_S] "
+                    "ENDPOINT\n");
     exit(2);
 }
 
@@ -82,7 +86,7 @@ static void parse(int argc, char **argv, struct config *cfg)
                            .renew_s = 10,
                            .retry_s = 2};
     int o;
-    while ((o = getopt(argc, argv, "e:w:c:W:d:H:")) != -1) {
+    while ((o = getopt(argc, argv, "e:w:c:W:d:H:r:")) != -1) {
         switch (o) {
         case 'e':
             cfg->elections = atoi(optarg);
@@ -98,6 +102,9 @@ static void parse(int argc, char **argv, struct config *cfg)
             break;
         case 'H':
             cfg->hold_s = atoi(optarg);
+            break;
+        case 'r':
+            cfg->watch_rate = atoi(optarg);
             break;
         case 'd':
             if (sscanf(optarg, "%d/%d/%d", &cfg->lease_s, &cfg->renew_s, &cfg->retry_s) != 3)
@@ -197,6 +204,11 @@ static void watch_all(const struct config *cfg, kl_client **c, struct watch *w)
     kl_error err;
     int64_t t0 = now_us();
     for (int i = 0; i < cfg->watchers; i++) {
+        if (cfg->watch_rate > 0 && i > 0 && i % 100 == 0) {
+            int64_t due = t0 + (int64_t)i * 1000000 / cfg->watch_rate;
+            if (due > now_us())
+                sleep_us(due - now_us());
+        }
         lease_name(i / cfg->watch_clients, lease, sizeof lease);
         if (kl_watch_holder(c[i % cfg->watch_clients], ns, lease, on_holder, &w[i], &err) != KL_OK)
             die("kl_watch_holder", &err);
@@ -231,7 +243,7 @@ static void watch_all(const struct config *cfg, kl_client **c, struct watch *w)
 }
 
 /* 3: the leaders still leading; the reasons of the others, counted. */
-static void count_leaders(const struct config *cfg, kl_client **c)
+static void count_leaders(const struct config *cfg, kl_client **c, const char *label)
 {
     char reasons[MAX_REASONS][256];
     int counts[MAX_REASONS] = {0}, n_reasons = 0, valid = 0;
@@ -255,9 +267,9 @@ static void count_leaders(const struct config *cfg, kl_client **c)
         if (r < n_reasons)
             counts[r]++;
     }
-    printf("leaders_valid=%d/%d\n", valid, cfg->elections);
+    printf("%s=%d/%d\n", label, valid, cfg->elections);
     for (int r = 0; r < n_reasons; r++)
-        printf("lost_reason=%d \"%s\"\n", counts[r], reasons[r]);
+        printf("%s_lost=%d \"%s\"\n", label, counts[r], reasons[r]);
 }
 
 int main(int argc, char **argv)
@@ -266,9 +278,10 @@ int main(int argc, char **argv)
     parse(argc, argv, &cfg);
     raise_nofile();
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("elections=%d watchers=%d clients=%d watch_clients=%d durations=%d/%d/%d hold_s=%d\n",
+    printf("elections=%d watchers=%d clients=%d watch_clients=%d durations=%d/%d/%d hold_s=%d "
+           "watch_rate=%d\n",
            cfg.elections, cfg.watchers, cfg.clients, cfg.watch_clients, cfg.lease_s, cfg.renew_s,
-           cfg.retry_s, cfg.hold_s);
+           cfg.retry_s, cfg.hold_s, cfg.watch_rate);
     kl_client **ec = clients_new(cfg.endpoint, cfg.clients);
     kl_client **wc = clients_new(cfg.endpoint, cfg.watch_clients);
     struct watch *w = calloc((size_t)cfg.watchers + 1, sizeof *w);
@@ -278,14 +291,16 @@ int main(int argc, char **argv)
     int64_t elect_us = elect_all(&cfg, ec);
     int64_t elected_at = now_us();
     printf("elect_all_ms=%.1f\n", (double)elect_us / 1000);
-    if (cfg.watchers)
+    if (cfg.watchers) {
         watch_all(&cfg, wc, w);
+        count_leaders(&cfg, ec, "leaders_valid_after_watches");
+    }
     printf("phase=steady\n");
 
     int64_t left_us = elected_at + (int64_t)cfg.hold_s * 1000000 - now_us();
     if (left_us > 0)
         sleep_us(left_us);
-    count_leaders(&cfg, ec);
+    count_leaders(&cfg, ec, "leaders_valid");
     pthread_mutex_lock(&mu);
     printf("watch_events=%ld\n", watch_events);
     pthread_mutex_unlock(&mu);

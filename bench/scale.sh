@@ -8,8 +8,9 @@
 # Usage: bench/scale.sh [ELECTIONS [WATCHERS [CLIENTS [HOLD_S [SETTINGS...]]]]]
 #   defaults: 1000 10000 10 30 15/10/2 5/3/1
 # Environment: KL_BUILD_DIR (default build), KL_SCALE_WINDOW_S (the CPU
-# window, default 10), KL_SCALE_LOG_DIR (keep kubeleased's and the probe's
-# output there; default: a temporary directory, removed).
+# window, default 10), KL_SCALE_WATCH_RATE (watches started per second;
+# default 0: all at once), KL_SCALE_LOG_DIR (keep kubeleased's and the
+# probe's output there; default: a temporary directory, removed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 elections=${1:-1000}
@@ -21,6 +22,7 @@ settings=("$@")
 [ ${#settings[@]} -gt 0 ] || settings=(15/10/2 5/3/1)
 build=${KL_BUILD_DIR:-build}
 window=${KL_SCALE_WINDOW_S:-10}
+rate=${KL_SCALE_WATCH_RATE:-0}
 server=$build/server/kubeleased
 probe=$build/bench/bench_scale
 for f in "$server" "$probe"; do
@@ -96,7 +98,7 @@ for s in "${settings[@]}"; do
     # the figures are of the elections, not of that.
     sleep 3
     out=$logs/probe-$tag.out
-    "$probe" -e "$elections" -w "$watchers" -c "$clients" -d "$s" -H "$hold" \
+    "$probe" -e "$elections" -w "$watchers" -c "$clients" -d "$s" -H "$hold" -r "$rate" \
         "http://127.0.0.1:$port" >"$out" 2>"$logs/probe-$tag.err" &
     probe_pid=$!
     until grep -q '^phase=steady' "$out"; do
@@ -116,5 +118,5 @@ for s in "${settings[@]}"; do
         "$(field watch_first_all_ms "$out")" "$(div "$rss" 1024)" "$(div "$hwm" 1024)" \
         "$(div $((t1 - t0)) $((tck * window)))" \
         "$(field leaders_valid "$out")"
-    grep '^lost_reason=' "$out" | sed 's/^/    /' || true
+    grep -E '^leaders_valid(_after_watches)?(_lost)?=' "$out" | sed 's/^/    /' || true
 done
