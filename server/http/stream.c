@@ -354,9 +354,11 @@ static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCM
                                const char *peer)
 {
     stream_list(s, st);
-    if (st->deadline_ms)
+    if (st->deadline_ms && st->deadline_ms < s->streams_due_ms) {
+        s->streams_due_ms = st->deadline_ms;
         http_timer_wake_locked(s); /* the timer thread learns the new deadline */
-    stream_ref(st);                /* the engine's, until on_close */
+    }
+    stream_ref(st); /* the engine's, until on_close */
     st->engine_open = true;
     engine_listener l = {stream_on_event, stream_on_close, st};
     st->engine_id = rpc_stream_start(s->engine, st->method->id, m, peer, l);
@@ -451,9 +453,12 @@ static bool peer_left(const http_stream *st)
 
 int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
 {
+    if (now < s->streams_due_ms)
+        return s->streams_due_ms < wake ? s->streams_due_ms : wake;
     /* A stream past its Connect-Timeout-Ms ends with deadline_exceeded; for
      * a campaign that is a departure, not a resignation (a term in progress
      * ends when its last grant runs out). */
+    int64_t due = INT64_MAX;
     KL__LIST_FOREACH (link, &s->streams) {
         http_stream *st = stream_of(link);
         if (!st->deadline_ms || st->ended || st->aborted)
@@ -462,11 +467,12 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
             stream_detach_locked(s, st);
             stream_end_locked(st, RPC_DEADLINE_EXCEEDED, "Connect-Timeout-Ms passed");
             stream_wake_locked(st);
-        } else if (st->deadline_ms < wake) {
-            wake = st->deadline_ms;
+        } else if (st->deadline_ms < due) {
+            due = st->deadline_ms;
         }
     }
-    return wake;
+    s->streams_due_ms = due;
+    return due < wake ? due : wake;
 }
 
 void http_streams_poll_locked(http_server *s)
