@@ -3,11 +3,15 @@
 # bench_scale against it (E elections, one candidate each, then W holder
 # watches of those Leases) and, once everything is up, samples kubeleased's
 # resident memory (VmRSS, and its peak VmHWM) and CPU (utime + stime over a
-# window). Prints one table row per run.
+# window), and counts the connections the kernel dropped because
+# kubeleased's accept queue was full (ListenOverflows, for the whole
+# network namespace: a client's SYN is then retried after 1 s, then 3).
+# Prints one table row per run.
 #
 # Usage: bench/scale.sh [ELECTIONS [WATCHERS [CLIENTS [HOLD_S [SETTINGS...]]]]]
 #   defaults: 1000 10000 10 30 15/10/2 5/3/1
-# Environment: KL_BUILD_DIR (default build), KL_SCALE_WINDOW_S (the CPU
+# Environment: KL_BUILD_DIR (default build), KL_SCALE_KUBELEASED (the
+# kubeleased to measure; default: the build's), KL_SCALE_WINDOW_S (the CPU
 # window, default 10), KL_SCALE_WATCH_RATE (watches started per second;
 # default 0: all at once), KL_SCALE_LOG_DIR (keep kubeleased's and the
 # probe's output there; default: a temporary directory, removed).
@@ -23,7 +27,7 @@ settings=("$@")
 build=${KL_BUILD_DIR:-build}
 window=${KL_SCALE_WINDOW_S:-10}
 rate=${KL_SCALE_WATCH_RATE:-0}
-server=$build/server/kubeleased
+server=${KL_SCALE_KUBELEASED:-$build/server/kubeleased}
 probe=$build/bench/bench_scale
 for f in "$server" "$probe"; do
     [ -x "$f" ] || { echo "scale.sh: $f is not built" >&2; exit 1; }
@@ -72,16 +76,23 @@ div() {
     awk -v a="$1" -v b="$2" 'BEGIN { print a / b }'
 }
 
+# The network namespace's ListenOverflows so far.
+overflows() {
+    awk '$1 == "TcpExt:" && !c { for (i = 2; i <= NF; i++) if ($i == "ListenOverflows") c = i; next }
+         $1 == "TcpExt:" { print $c }' /proc/net/netstat
+}
+
 # Prints the value of KEY in a probe's output.
 field() {
     sed -n "s/^$1=//p" "$2" | head -n 1
 }
 
-printf '| %-8s | %9s | %8s | %12s | %14s | %8s | %8s | %9s | %13s |\n' \
+printf '| %-8s | %9s | %8s | %12s | %14s | %8s | %8s | %9s | %17s | %13s | %9s |\n' \
     setting elections watchers "elect all ms" "watch first ms" "RSS MB" "peak MB" "CPU cores" \
-    "leaders valid"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ---------- ----------- ---------- -------------- \
-    ---------------- ---------- ---------- ----------- ---------------
+    "valid, watches up" "valid at end" "SYN drops"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ---------- ----------- ---------- -------------- \
+    ---------------- ---------- ---------- ----------- ------------------- --------------- \
+    -----------
 for s in "${settings[@]}"; do
     tag=${s//\//-}
     rm -f "$logs/port-$tag"
@@ -98,6 +109,7 @@ for s in "${settings[@]}"; do
     # the figures are of the elections, not of that.
     sleep 3
     out=$logs/probe-$tag.out
+    drops0=$(overflows)
     "$probe" -e "$elections" -w "$watchers" -c "$clients" -d "$s" -H "$hold" -r "$rate" \
         "http://127.0.0.1:$port" >"$out" 2>"$logs/probe-$tag.err" &
     probe_pid=$!
@@ -112,11 +124,12 @@ for s in "${settings[@]}"; do
     rss=$(kib "$spid" VmRSS)
     hwm=$(kib "$spid" VmHWM)
     wait "$probe_pid" || { cat "$logs/probe-$tag.err" >&2; exit 1; }
+    drops=$(($(overflows) - drops0))
     stop_server
-    printf '| %-8s | %9s | %8s | %12s | %14s | %8.1f | %8.1f | %9.2f | %13s |\n' \
+    printf '| %-8s | %9s | %8s | %12s | %14s | %8.1f | %8.1f | %9.2f | %17s | %13s | %9s |\n' \
         "$s" "$elections" "$watchers" "$(field elect_all_ms "$out")" \
         "$(field watch_first_all_ms "$out")" "$(div "$rss" 1024)" "$(div "$hwm" 1024)" \
         "$(div $((t1 - t0)) $((tck * window)))" \
-        "$(field leaders_valid "$out")"
-    grep -E '^leaders_valid(_after_watches)?(_lost)?=' "$out" | sed 's/^/    /' || true
+        "$(field leaders_valid_after_watches "$out")" "$(field leaders_valid "$out")" "$drops"
+    grep -E '^leaders_valid_lost=' "$out" | sed 's/^/    /' || true
 done
