@@ -29,8 +29,19 @@
 #define DEFAULT_IDLE_TIMEOUT_S  60
 #define DEFAULT_USER_TIMEOUT_MS 10000
 #define DEFAULT_READ_TIMEOUT_MS 10000
-#define CONNECTION_MEMORY       16384
 #define OPS_MAX_CONNECTIONS     64 /* probes and scrapes: a few at a time */
+
+/* libmicrohttpd's memory pool per connection: the request head is read
+ * into it (a head that does not fit is answered 431 and the connection
+ * closed), then the response head and a stream's next bytes are written
+ * from it; bodies are not (requests are taken in pieces, answers sent from
+ * their own buffers). It is most of what an open stream costs, so it is
+ * sized for a Connect request's head with a ServiceAccount token (about
+ * 1.5 KiB; the head may be up to about 3.5 KiB), not for browsers: with
+ * 10,000 holder watches kubeleased takes 92 MB instead of 230 (bench/,
+ * scale.sh). The ops listener's few connections keep a larger one. */
+#define CONNECTION_MEMORY     4096
+#define OPS_CONNECTION_MEMORY 16384
 
 /* MHD hands a printf format of its own: a vprintf wrapper by nature. */
 #pragma GCC diagnostic push
@@ -129,6 +140,7 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
         return NULL;
     }
     s->engine = cfg->engine;
+    s->streams_due_ms = INT64_MAX;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_MAX_BODY;
     s->user_timeout_ms =
         cfg->stream_user_timeout_ms ? cfg->stream_user_timeout_ms : DEFAULT_USER_TIMEOUT_MS;
@@ -238,9 +250,9 @@ static struct MHD_Daemon *ops_daemon_start(http_server *s, const http_config *cf
         flags, 0, NULL, NULL, http_on_ops_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)OPS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, idle,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-        http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->ops_limits,
-        MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)OPS_CONNECTION_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        http_limits_notify, s->ops_limits, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
 typedef struct daemon_args {

@@ -31,6 +31,11 @@
 
 #define STREAM_QUEUE_MAX      (256 * 1024) /* bytes a stream may have unsent */
 #define STREAM_IDLE_TIMEOUT_S 30           /* a stream whose peer takes nothing for this long */
+/* The response's own buffer, allocated with each stream: libmicrohttpd
+ * reads a chunked (HTTP/1.1) answer into the connection's pool instead, and
+ * uses this only for an HTTP/1.0 peer, which then gets at most this much
+ * per read. Events are a few hundred bytes. */
+#define STREAM_BLOCK 256
 
 typedef struct frame {
     struct frame *next;
@@ -349,9 +354,11 @@ static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCM
                                const char *peer)
 {
     stream_list(s, st);
-    if (st->deadline_ms)
+    if (st->deadline_ms && st->deadline_ms < s->streams_due_ms) {
+        s->streams_due_ms = st->deadline_ms;
         http_timer_wake_locked(s); /* the timer thread learns the new deadline */
-    stream_ref(st);                /* the engine's, until on_close */
+    }
+    stream_ref(st); /* the engine's, until on_close */
     st->engine_open = true;
     engine_listener l = {stream_on_event, stream_on_close, st};
     st->engine_id = rpc_stream_start(s->engine, st->method->id, m, peer, l);
@@ -369,7 +376,7 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
     if (!st)
         return http_respond_stream_error(conn, q, RPC_INTERNAL, "out of memory");
     struct MHD_Response *resp = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_response_free);
+        MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, st, stream_response_free);
     if (!resp) {
         stream_unref(st);
         return http_respond_stream_error(conn, q, RPC_INTERNAL, "out of memory");
@@ -446,9 +453,12 @@ static bool peer_left(const http_stream *st)
 
 int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
 {
+    if (now < s->streams_due_ms)
+        return s->streams_due_ms < wake ? s->streams_due_ms : wake;
     /* A stream past its Connect-Timeout-Ms ends with deadline_exceeded; for
      * a campaign that is a departure, not a resignation (a term in progress
      * ends when its last grant runs out). */
+    int64_t due = INT64_MAX;
     KL__LIST_FOREACH (link, &s->streams) {
         http_stream *st = stream_of(link);
         if (!st->deadline_ms || st->ended || st->aborted)
@@ -457,11 +467,12 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
             stream_detach_locked(s, st);
             stream_end_locked(st, RPC_DEADLINE_EXCEEDED, "Connect-Timeout-Ms passed");
             stream_wake_locked(st);
-        } else if (st->deadline_ms < wake) {
-            wake = st->deadline_ms;
+        } else if (st->deadline_ms < due) {
+            due = st->deadline_ms;
         }
     }
-    return wake;
+    s->streams_due_ms = due;
+    return due < wake ? due : wake;
 }
 
 void http_streams_poll_locked(http_server *s)

@@ -1,6 +1,6 @@
 /* The HTTP server in-process, on the memory store: Connect-Timeout-Ms
- * against a slow store, the probes and the status page, and the shutdown
- * sequence with a stream open. */
+ * against a slow store, the probes and the status page, the longest request
+ * head, and the shutdown sequence with a stream open. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,6 +173,27 @@ static void test_http_probes_and_status_page(void **state)
     assert_int_equal(http(f, "/livez", NULL, NULL, "x", 1, &b), 405);
 }
 
+/* The connection's memory holds a Connect request's head with a long
+ * bearer token (ServiceAccount tokens are about 1 KiB) next to a body of
+ * --max-body-bytes; a head far past it is refused with 431. */
+static void test_http_long_head_is_served_and_a_huge_one_refused(void **state)
+{
+    fixture *f = *state;
+    body b;
+    char header[8192], json[4096 + 1];
+    size_t h = (size_t)snprintf(header, sizeof header, "Authorization: Bearer ");
+    memset(header + h, 'a', 2500);
+    header[h + 2500] = '\0';
+    int n = snprintf(json, sizeof json, "{\"namespace\":\"default\",\"name\":\"absent\"}");
+    memset(json + n, ' ', sizeof json - 1 - (size_t)n); /* JSON white space up to 4 KiB */
+    json[sizeof json - 1] = '\0';
+    assert_int_equal(rpc(f, "GetHolder", json, header, &b), 404);
+    assert_non_null(strstr(b.data, "not_found"));
+    memset(header + h, 'a', sizeof header - 1 - h);
+    header[sizeof header - 1] = '\0';
+    assert_int_equal(rpc(f, "GetHolder", json, header, &b), 431);
+}
+
 /* Once quiesced, the server closes new connections at once (clients go to
  * another replica), without libmicrohttpd's racy MHD_quiesce_daemon. */
 static void test_http_quiesce_closes_new_connections(void **state)
@@ -246,6 +267,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_connect_timeout_ms_answers_deadline_exceeded,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_probes_and_status_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_long_head_is_served_and_a_huge_one_refused, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_http_quiesce_closes_new_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_status_page_and_shutdown_ending_streams_cleanly,
                                         setup, teardown),

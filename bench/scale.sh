@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Scale benchmark: for each setting, starts kubeleased --dev, runs
+# bench_scale against it (E elections, one candidate each, then W holder
+# watches of those Leases) and, once everything is up, samples kubeleased's
+# resident memory (VmRSS, and its peak VmHWM) and CPU (utime + stime over a
+# window), and counts the connections the kernel dropped because
+# kubeleased's accept queue was full (ListenOverflows, for the whole
+# network namespace: a client's SYN is then retried after 1 s, then 3).
+# Prints one table row per run.
+#
+# Usage: bench/scale.sh [ELECTIONS [WATCHERS [CLIENTS [HOLD_S [SETTINGS...]]]]]
+#   defaults: 1000 10000 10 30 15/10/2 5/3/1
+# Environment: KL_BUILD_DIR (default build), KL_SCALE_KUBELEASED (the
+# kubeleased to measure; default: the build's), KL_SCALE_WINDOW_S (the CPU
+# window, default 10), KL_SCALE_WATCH_RATE (watches started per second;
+# default 0: all at once), KL_SCALE_LOG_DIR (keep kubeleased's and the
+# probe's output there; default: a temporary directory, removed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+elections=${1:-1000}
+watchers=${2:-10000}
+clients=${3:-10}
+hold=${4:-30}
+shift $(($# < 4 ? $# : 4))
+settings=("$@")
+[ ${#settings[@]} -gt 0 ] || settings=(15/10/2 5/3/1)
+build=${KL_BUILD_DIR:-build}
+window=${KL_SCALE_WINDOW_S:-10}
+rate=${KL_SCALE_WATCH_RATE:-0}
+server=${KL_SCALE_KUBELEASED:-$build/server/kubeleased}
+probe=$build/bench/bench_scale
+for f in "$server" "$probe"; do
+    [ -x "$f" ] || { echo "scale.sh: $f is not built" >&2; exit 1; }
+done
+if [ $((window + 5)) -ge "$hold" ]; then
+    echo "scale.sh: HOLD_S ($hold) must leave room for the ${window}s window" >&2
+    exit 2
+fi
+
+# Every connection is a descriptor on both sides.
+need=$((elections * 2 + watchers + 1024))
+ulimit -n "$(ulimit -Hn)"
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
+    echo "scale.sh: ulimit -n is $(ulimit -n), $need wanted; raise the hard limit" >&2
+    exit 1
+fi
+
+logs=${KL_SCALE_LOG_DIR:-$(mktemp -d)}
+mkdir -p "$logs"
+tck=$(getconf CLK_TCK)
+spid=
+stop_server() {
+    if [ -n "$spid" ]; then
+        kill "$spid" 2>/dev/null || true
+        wait "$spid" 2>/dev/null || true
+        spid=
+    fi
+}
+cleanup() {
+    stop_server
+    [ -n "${KL_SCALE_LOG_DIR:-}" ] || rm -rf "$logs"
+}
+trap cleanup EXIT
+
+# utime + stime of a process, in clock ticks.
+cpu_ticks() {
+    # the fields after "(comm)", which may hold spaces: 12 and 13 are 14 and 15 of stat
+    sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+kib() {
+    awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/status"
+}
+
+div() {
+    awk -v a="$1" -v b="$2" 'BEGIN { print a / b }'
+}
+
+# The network namespace's ListenOverflows so far.
+overflows() {
+    awk '$1 == "TcpExt:" && !c { for (i = 2; i <= NF; i++) if ($i == "ListenOverflows") c = i; next }
+         $1 == "TcpExt:" { print $c }' /proc/net/netstat
+}
+
+# Prints the value of KEY in a probe's output.
+field() {
+    sed -n "s/^$1=//p" "$2" | head -n 1
+}
+
+printf '| %-8s | %9s | %8s | %12s | %14s | %8s | %8s | %9s | %17s | %13s | %9s |\n' \
+    setting elections watchers "elect all ms" "watch first ms" "RSS MB" "peak MB" "CPU cores" \
+    "valid, watches up" "valid at end" "SYN drops"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ---------- ----------- ---------- -------------- \
+    ---------------- ---------- ---------- ----------- ------------------- --------------- \
+    -----------
+for s in "${settings[@]}"; do
+    tag=${s//\//-}
+    rm -f "$logs/port-$tag"
+    "$server" --dev --listen 127.0.0.1:0 --port-file "$logs/port-$tag" \
+        --max-connections $((elections * 2 + watchers + 256)) 2>"$logs/kubeleased-$tag.log" &
+    spid=$!
+    for _ in $(seq 100); do
+        [ -s "$logs/port-$tag" ] && break
+        sleep 0.1
+    done
+    [ -s "$logs/port-$tag" ] || { echo "scale.sh: kubeleased did not start" >&2; exit 1; }
+    port=$(cat "$logs/port-$tag")
+    # --dev holds back the first acquisitions for one grant after its start:
+    # the figures are of the elections, not of that.
+    sleep 3
+    out=$logs/probe-$tag.out
+    drops0=$(overflows)
+    "$probe" -e "$elections" -w "$watchers" -c "$clients" -d "$s" -H "$hold" -r "$rate" \
+        "http://127.0.0.1:$port" >"$out" 2>"$logs/probe-$tag.err" &
+    probe_pid=$!
+    until grep -q '^phase=steady' "$out"; do
+        kill -0 "$probe_pid" 2>/dev/null || { cat "$logs/probe-$tag.err" >&2; exit 1; }
+        sleep 0.2
+    done
+    sleep 2
+    t0=$(cpu_ticks "$spid")
+    sleep "$window"
+    t1=$(cpu_ticks "$spid")
+    rss=$(kib "$spid" VmRSS)
+    hwm=$(kib "$spid" VmHWM)
+    wait "$probe_pid" || { cat "$logs/probe-$tag.err" >&2; exit 1; }
+    drops=$(($(overflows) - drops0))
+    stop_server
+    printf '| %-8s | %9s | %8s | %12s | %14s | %8.1f | %8.1f | %9.2f | %17s | %13s | %9s |\n' \
+        "$s" "$elections" "$watchers" "$(field elect_all_ms "$out")" \
+        "$(field watch_first_all_ms "$out")" "$(div "$rss" 1024)" "$(div "$hwm" 1024)" \
+        "$(div $((t1 - t0)) $((tck * window)))" \
+        "$(field leaders_valid_after_watches "$out")" "$(field leaders_valid "$out")" "$drops"
+    grep -E '^leaders_valid_lost=' "$out" | sed 's/^/    /' || true
+done
