@@ -53,6 +53,10 @@ static const flag flags[] = {
      "refused as for --max-connections"},
     {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
      "largest request body accepted (larger: resource_exhausted)"},
+    {"max-header-bytes", FLAG_LONG, OPT(max_header_bytes), 1024, 1048576, "N", "3072",
+     "room for a request's head (request line and headers, the bearer token among them); "
+     "larger heads are refused with HTTP 431. Each connection holds this plus 1 KiB, most "
+     "of what an open stream costs: raise it for large tokens or proxies adding headers"},
     {"read-timeout-s", FLAG_LONG, OPT(read_timeout_s), 1, 3600, "N", "10",
      "seconds a client has to send a whole request, head and body, from the connection's "
      "start or, kept alive, from the request's first byte; slower connections are closed "
@@ -228,6 +232,7 @@ void flags_defaults(options *o)
                    .max_connections = 1024,
                    .max_per_ip = 0,
                    .max_body_bytes = 4096,
+                   .max_header_bytes = 3072,
                    .read_timeout_s = 10,
                    .max_grant_ms = 0,
                    .max_leases = 10000,

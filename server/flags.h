@@ -24,6 +24,7 @@ typedef struct options {
     long max_connections;
     long max_per_ip;
     long max_body_bytes;
+    long max_header_bytes;
     long read_timeout_s;
     long max_grant_ms;
     long max_leases;

@@ -213,6 +213,7 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_connections = (unsigned)o->max_connections,
                  .max_per_ip = (unsigned)o->max_per_ip,
                  .max_body_bytes = (size_t)o->max_body_bytes,
+                 .max_header_bytes = (size_t)o->max_header_bytes,
                  .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces,
                  .pod_label_keys = (const char *const *)*pod_label_keys,

@@ -36,11 +36,13 @@
  * closed), then the response head and a stream's next bytes are written
  * from it; bodies are not (requests are taken in pieces, answers sent from
  * their own buffers). It is most of what an open stream costs, so it is
- * sized for a Connect request's head with a ServiceAccount token (about
- * 1.5 KiB; the head may be up to about 3.5 KiB), not for browsers: with
- * 10,000 holder watches kubeleased takes 92 MB instead of 230 (bench/,
- * scale.sh). The ops listener's few connections keep a larger one. */
-#define CONNECTION_MEMORY     4096
+ * sized by --max-header-bytes (3 KiB: a Connect request's head with a
+ * ServiceAccount token is about 1.5 KiB) plus 1 KiB for the answer, not
+ * for browsers: with 10,000 holder watches kubeleased takes 92 MB instead
+ * of 230 with 16 KiB (bench/scale.sh). The ops listener's few connections
+ * keep a larger one. */
+#define DEFAULT_MAX_HEADER    3072
+#define ANSWER_MEMORY         1024
 #define OPS_CONNECTION_MEMORY 16384
 
 /* MHD hands a printf format of its own: a vprintf wrapper by nature. */
@@ -228,12 +230,14 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
     unsigned hard_max = http_limits_hard(max_conns);
     unsigned hard_per_ip = cfg->max_per_ip ? http_limits_hard(cfg->max_per_ip) : 0;
     unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
+    size_t connection_memory =
+        (cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HEADER) + ANSWER_MEMORY;
     return MHD_start_daemon(
         flags, 0, accept_policy, s, http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s,
+        connection_memory, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
 }

@@ -52,6 +52,7 @@ typedef struct http_config {
     unsigned max_connections;        /* 0: 1024; RPCs over it: resource_exhausted */
     unsigned max_per_ip;             /* 0: no per-IP limit; RPCs over it: resource_exhausted */
     size_t max_body_bytes;           /* request body cap; 0: 4096 */
+    size_t max_header_bytes;         /* room for a request head (else 431); 0: 3072 */
     unsigned idle_timeout_s;         /* idle connections (not streams); 0: 60 */
     unsigned stream_user_timeout_ms; /* TCP_USER_TIMEOUT on streams; 0: 10000 */
     /* A request's head and body must arrive within this, counted from the

@@ -50,7 +50,9 @@ static void set_latency(void *arg)
     store_memory_set_latency(a->st, a->ms);
 }
 
-static int setup(void **state)
+/* A fixture whose server has max_header_bytes of room for a head (0: the
+ * default). */
+static fixture *start(size_t max_header_bytes)
 {
     fixture *f = calloc(1, sizeof *f);
     f->l = loop_new();
@@ -59,12 +61,24 @@ static int setup(void **state)
     f->e = engine_new(&ec);
     pthread_create(&f->tid, NULL, run_engine, f->e);
     char err[256];
-    http_config hc = {.listen = "127.0.0.1:0", .engine = f->e};
+    http_config hc = {.listen = "127.0.0.1:0", .engine = f->e, .max_header_bytes = max_header_bytes};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);
     snprintf(f->base, sizeof f->base, "http://127.0.0.1:%u", (unsigned)http_server_port(f->srv));
-    *state = f;
+    return f;
+}
+
+static int setup(void **state)
+{
+    *state = start(0);
+    return 0;
+}
+
+/* --max-header-bytes 12288: room for an 8 KiB head. */
+static int setup_large_heads(void **state)
+{
+    *state = start(12288);
     return 0;
 }
 
@@ -194,6 +208,21 @@ static void test_http_long_head_is_served_and_a_huge_one_refused(void **state)
     assert_int_equal(rpc(f, "GetHolder", json, header, &b), 431);
 }
 
+/* With --max-header-bytes raised, the 8 KiB head the default refuses is
+ * served. */
+static void test_http_max_header_bytes_makes_room_for_a_larger_head(void **state)
+{
+    fixture *f = *state;
+    body b;
+    char header[8192];
+    size_t h = (size_t)snprintf(header, sizeof header, "Authorization: Bearer ");
+    memset(header + h, 'a', sizeof header - 1 - h);
+    header[sizeof header - 1] = '\0';
+    const char *json = "{\"namespace\":\"default\",\"name\":\"absent\"}";
+    assert_int_equal(rpc(f, "GetHolder", json, header, &b), 404);
+    assert_non_null(strstr(b.data, "not_found"));
+}
+
 /* Once quiesced, the server closes new connections at once (clients go to
  * another replica), without libmicrohttpd's racy MHD_quiesce_daemon. */
 static void test_http_quiesce_closes_new_connections(void **state)
@@ -269,6 +298,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_probes_and_status_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_long_head_is_served_and_a_huge_one_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_http_max_header_bytes_makes_room_for_a_larger_head,
+                                        setup_large_heads, teardown),
         cmocka_unit_test_setup_teardown(test_http_quiesce_closes_new_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_status_page_and_shutdown_ending_streams_cleanly,
                                         setup, teardown),
