@@ -11,51 +11,7 @@
 
 #include "support/engine_harness.h"
 #include "core/metrics.h"
-#include "store/kube.h"
-
-static char env_dir[1024];
-static char test_ns[64];
-static char control_url[256];
-static char apiserver_url[256];
-static char run_id[32];
-
-static void read_env(void)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/env", env_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        exit(1);
-    }
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        const char *v = eq + 1;
-        if (strcmp(line, "KL_TEST_NAMESPACE") == 0)
-            snprintf(test_ns, sizeof test_ns, "%s", v);
-        else if (strcmp(line, "KL_CONTROL_URL") == 0)
-            snprintf(control_url, sizeof control_url, "%s", v);
-        else if (strcmp(line, "KL_APISERVER_URL") == 0)
-            snprintf(apiserver_url, sizeof apiserver_url, "%s", v);
-    }
-    fclose(f);
-}
-
-static store *sa_store(loop *l)
-{
-    char kubeconfig[1100], err[256];
-    snprintf(kubeconfig, sizeof kubeconfig, "%s/sa.kubeconfig", env_dir);
-    store_kube_opts o = {.kubeconfig = kubeconfig};
-    store *s = store_kube_new(l, &o, err, sizeof err);
-    if (!s)
-        fail_msg("store_kube_new: %s", err);
-    return s;
-}
+#include "kube_env.h"
 
 /* A replica of the service: an engine over its own Kubernetes store. */
 static fixture *replica_start(void)
@@ -488,47 +444,13 @@ static void test_kube_foreign_holder_respected(void **state)
 
 /* ---------- apiserver request counting ---------- */
 
-typedef struct membuf {
-    char *p;
-    size_t len;
-} membuf;
-
-static size_t membuf_write(char *data, size_t size, size_t n, void *ctx)
-{
-    membuf *m = ctx;
-    char *p = realloc(m->p, m->len + size * n + 1);
-    if (!p)
-        return 0;
-    memcpy(p + m->len, data, size * n);
-    m->p = p;
-    m->len += size * n;
-    m->p[m->len] = '\0';
-    return size * n;
-}
-
-/* Sum of apiserver_request_total for leases in the test namespace's
- * requests, from the apiserver's own /metrics (as cluster admin). */
+/* Sum of apiserver_request_total for Leases (every namespace's, the
+ * apiserver's own among them), from its /metrics (as cluster admin). */
 static double lease_requests(void)
 {
-    char url[512], cert[1100], key[1100], ca[1100];
-    snprintf(url, sizeof url, "%s/metrics", apiserver_url);
-    snprintf(cert, sizeof cert, "%s/pki/admin.crt", env_dir);
-    snprintf(key, sizeof key, "%s/pki/admin.key", env_dir);
-    snprintf(ca, sizeof ca, "%s/pki/ca.crt", env_dir);
-    membuf m = {0};
-    CURL *h = curl_easy_init();
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
-    curl_easy_setopt(h, CURLOPT_SSLKEY, key);
-    curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, membuf_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
-    CURLcode rc = curl_easy_perform(h);
-    curl_easy_cleanup(h);
-    if (rc != CURLE_OK || !m.p)
-        fail_msg("GET %s: %s", url, curl_easy_strerror(rc));
+    char *page = admin_request("/metrics", NULL, NULL);
     double total = 0;
-    for (char *line = strtok(m.p, "\n"); line; line = strtok(NULL, "\n")) {
+    for (char *line = strtok(page, "\n"); line; line = strtok(NULL, "\n")) {
         if (strncmp(line, "apiserver_request_total{", 24) != 0 ||
             !strstr(line, "resource=\"leases\"") || !strstr(line, "group=\"coordination.k8s.io\""))
             continue;
@@ -536,7 +458,7 @@ static double lease_requests(void)
         if (sp)
             total += strtod(sp + 1, NULL);
     }
-    free(m.p);
+    free(page);
     return total;
 }
 
@@ -627,14 +549,10 @@ static void test_kube_standbys_add_no_apiserver_requests(void **state)
 
 int main(void)
 {
-    const char *dir = getenv("KUBELEASE_TEST_ENV");
-    if (!dir || !*dir) {
+    if (!kube_env_read()) {
         fprintf(stderr, "KUBELEASE_TEST_ENV is not set: skipped (needs the test control plane)\n");
         return 77;
     }
-    snprintf(env_dir, sizeof env_dir, "%s", dir);
-    snprintf(run_id, sizeof run_id, "%lx", (unsigned long)(mono_us() & 0xffffff));
-    read_env();
     metrics_init(); /* kubelease_apiserver_requests_total, for own_requests */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {

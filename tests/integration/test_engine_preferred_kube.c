@@ -7,112 +7,34 @@
  * with the ServiceAccount's credentials; a foreign writer (cluster admin,
  * as kubectl would) sets the field with a merge patch (docs/design.md,
  * rule 3). */
-#include <curl/curl.h>
-
 #include "support/engine_harness.h"
 #include "kube/lease_json.h"
-#include "store/kube.h"
-
-static char env_dir[1024];
-static char test_ns[64];
-static char apiserver_url[256];
-static char run_id[32];
-
-static void read_env(void)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/env", env_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        exit(1);
-    }
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        if (strcmp(line, "KL_TEST_NAMESPACE") == 0)
-            snprintf(test_ns, sizeof test_ns, "%s", eq + 1);
-        else if (strcmp(line, "KL_APISERVER_URL") == 0)
-            snprintf(apiserver_url, sizeof apiserver_url, "%s", eq + 1);
-    }
-    fclose(f);
-}
+#include "kube_env.h"
 
 static fixture *replica_start(void)
 {
-    char kubeconfig[1100], err[256];
-    snprintf(kubeconfig, sizeof kubeconfig, "%s/sa.kubeconfig", env_dir);
     loop *l = loop_new();
-    store_kube_opts o = {.kubeconfig = kubeconfig};
-    store *s = store_kube_new(l, &o, err, sizeof err);
-    if (!s)
-        fail_msg("store_kube_new: %s", err);
-    fixture *f = fixture_start(l, s);
+    fixture *f = fixture_start(l, sa_store(l));
     f->ns = test_ns;
     return f;
 }
 
 /* ---------- the foreign writer: the apiserver as cluster admin ---------- */
 
-typedef struct membuf {
-    char *p;
-    size_t len;
-} membuf;
-
-static size_t membuf_write(char *data, size_t size, size_t n, void *ctx)
-{
-    membuf *m = ctx;
-    char *p = realloc(m->p, m->len + size * n + 1);
-    if (!p)
-        return 0;
-    memcpy(p + m->len, data, size * n);
-    m->p = p;
-    m->len += size * n;
-    m->p[m->len] = '\0';
-    return size * n;
-}
-
-/* GET (patch NULL) or merge-PATCH the Lease; returns it as decoded. */
+/* GET (patch NULL) or merge-PATCH the Lease as cluster admin; returns it
+ * as decoded. */
 static kube_lease lease_request(const char *lease, const char *patch)
 {
-    char url[512], cert[1100], key[1100], ca[1100];
-    snprintf(url, sizeof url, "%s/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-             apiserver_url, test_ns, lease);
-    snprintf(cert, sizeof cert, "%s/pki/admin.crt", env_dir);
-    snprintf(key, sizeof key, "%s/pki/admin.key", env_dir);
-    snprintf(ca, sizeof ca, "%s/pki/ca.crt", env_dir);
-    membuf m = {0};
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/merge-patch+json");
-    CURL *h = curl_easy_init();
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
-    curl_easy_setopt(h, CURLOPT_SSLKEY, key);
-    curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, membuf_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
-    if (patch) {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, patch);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    }
-    long code = 0;
-    CURLcode rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdr);
-    if (rc != CURLE_OK || code != 200 || !m.p)
-        fail_msg("%s %s: %s %ld %s", patch ? "PATCH" : "GET", url, curl_easy_strerror(rc), code,
-                 m.p ? m.p : "");
+    char path[512];
+    snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", test_ns,
+             lease);
+    size_t len;
+    char *body = admin_request(path, patch, &len);
     kube_lease l;
     char err[256];
-    if (kube_lease_decode(m.p, m.len, &l, err, sizeof err) != 0)
+    if (kube_lease_decode(body, len, &l, err, sizeof err) != 0)
         fail_msg("bad Lease: %s", err);
-    free(m.p);
+    free(body);
     return l;
 }
 
@@ -259,14 +181,10 @@ static void test_kube_handoff_to_a_standby_of_the_other_replica(void **state)
 
 int main(void)
 {
-    const char *dir = getenv("KUBELEASE_TEST_ENV");
-    if (!dir || !*dir) {
+    if (!kube_env_read()) {
         fprintf(stderr, "KUBELEASE_TEST_ENV is not set: skipped (needs the test control plane)\n");
         return 77;
     }
-    snprintf(env_dir, sizeof env_dir, "%s", dir);
-    snprintf(run_id, sizeof run_id, "%lx", (unsigned long)(mono_us() & 0xffffff));
-    read_env();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kube_preferred_holder_gets_the_term_at_the_next_confirm),
