@@ -217,6 +217,19 @@ static void test_lease_merge_patch(void **state)
     assert_null(kube_lease_merge_patch(&in, NULL));
 }
 
+/* The Lease encodes (with its resourceVersion) and decodes back the same. */
+static void assert_round_trips(const kube_lease *l)
+{
+    size_t len;
+    char err[256];
+    char *obj = kube_lease_encode(l, true, &len);
+    assert_non_null(obj);
+    kube_lease again;
+    assert_int_equal(kube_lease_decode(obj, len, &again, err, sizeof err), 0);
+    assert_memory_equal(l, &again, sizeof *l);
+    free(obj);
+}
+
 /* spec.preferredHolder and spec.strategy (coordinated leader election) are
  * read, written in the whole object (a create) and never in a patch, so
  * that an update keeps them as others wrote them; a value kubelease could
@@ -238,13 +251,7 @@ static void test_lease_preferred_holder_and_strategy(void **state)
     assert_null(strstr(patch, "preferredHolder"));
     assert_null(strstr(patch, "strategy"));
     free(patch);
-    size_t len;
-    char *obj = kube_lease_encode(&l, true, &len);
-    assert_non_null(obj);
-    kube_lease again;
-    assert_int_equal(kube_lease_decode(obj, len, &again, err, sizeof err), 0);
-    assert_memory_equal(&l, &again, sizeof l);
-    free(obj);
+    assert_round_trips(&l);
     store_lease rec;
     store_lease_from_kube(&l, &rec);
     assert_string_equal(rec.preferred_holder, "b c");
@@ -439,13 +446,7 @@ static void test_lease_handoff_annotations(void **state)
     assert_non_null(strstr(patch, "\"kubelease.io/handoff-to\":\"b c\""));
     assert_non_null(strstr(patch, "\"kubelease.io/handed-to\":\"12\""));
     free(patch);
-    size_t len;
-    char *obj = kube_lease_encode(&l, true, &len);
-    assert_non_null(obj);
-    kube_lease again;
-    assert_int_equal(kube_lease_decode(obj, len, &again, err, sizeof err), 0);
-    assert_memory_equal(&l, &again, sizeof l);
-    free(obj);
+    assert_round_trips(&l);
     store_lease rec;
     store_lease_from_kube(&l, &rec);
     assert_string_equal(rec.handoff_to, "b c");
