@@ -224,8 +224,9 @@ static inline void deadline_in(struct timespec *ts, int ms)
     }
 }
 
-/* The next unread event of kind in s (reading past others), or -1. */
-static inline int take_kind(sink *s, engine_event_kind kind)
+/* The next unread event of kind in s (reading past others), or -1; the
+ * caller holds s->mu. */
+static inline int take_kind_locked(sink *s, engine_event_kind kind)
 {
     while (s->read < s->n) {
         int i = s->read++;
@@ -233,6 +234,16 @@ static inline int take_kind(sink *s, engine_event_kind kind)
             return i;
     }
     return -1;
+}
+
+/* The same, under the sink's lock: with the engine on its own thread,
+ * events arrive while the test reads. */
+static inline int take_kind(sink *s, engine_event_kind kind)
+{
+    pthread_mutex_lock(&s->mu);
+    int found = take_kind_locked(s, kind);
+    pthread_mutex_unlock(&s->mu);
+    return found;
 }
 
 typedef struct kind_wait {
@@ -262,7 +273,8 @@ static inline int wait_kind(sink *s, engine_event_kind kind, int timeout_ms)
     deadline_in(&ts, timeout_ms);
     int found = -1;
     pthread_mutex_lock(&s->mu);
-    while ((found = take_kind(s, kind)) < 0 && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+    while ((found = take_kind_locked(s, kind)) < 0 &&
+           pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
         ;
     pthread_mutex_unlock(&s->mu);
     return found;
