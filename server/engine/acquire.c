@@ -70,8 +70,7 @@ static void reread_done(void *ctx, const store_result *r)
 static void reread(lease_state *ls)
 {
     acq_set(ls, ACQ_REREADING);
-    ls->e->store->ops->get(ls->e->store, ls->ns, ls->name, REREAD_TIMEOUT_MS, reread_done,
-                           ls);
+    ls->e->store->ops->get(ls->e->store, ls->ns, ls->name, REREAD_TIMEOUT_MS, reread_done, ls);
 }
 
 /* A claim of a handed-to term that failed: nothing starts, the record is
@@ -79,8 +78,8 @@ static void reread(lease_state *ls)
  * claim whose answer was lost is not recognised: it expires too). */
 static void claim_failed(lease_state *ls, const store_result *r)
 {
-    log_event(LOG_WARN, "handoff_claim_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns,
-              ls->name, store_status_name(r->status), log_q(r->message));
+    log_event(LOG_WARN, "handoff_claim_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
+              store_status_name(r->status), log_q(r->message));
     engine_copy_str(ls->acq.claim_failed_rv, sizeof ls->acq.claim_failed_rv, ls->acq.base_rv);
     engine_schedule_expiry(ls);
 }
@@ -156,8 +155,7 @@ void engine_schedule_expiry(lease_state *ls)
 
 /* Writes rec for c: a new term (ACQ_ACQUIRING, with a fresh nonce), a
  * resumed one (ACQ_RESUMING) or one handed to it (ACQ_CLAIMING). */
-static void write_for(lease_state *ls, candidate *c, bool create, store_lease *rec,
-                      acq_state state)
+static void write_for(lease_state *ls, candidate *c, bool create, store_lease *rec, acq_state state)
 {
     if (state == ACQ_ACQUIRING && engine_token_nonce(rec->term_nonce) != 0) {
         /* No randomness, no token: no term (tried again a retry period later). */
@@ -269,8 +267,7 @@ static bool claim_handed_to(lease_state *ls, int64_t now)
 {
     const store_lease *r = &ls->record;
     if (!ls->exists || !r->handed_to || r->handed_to != r->transitions || !r->term_nonce[0] ||
-        strcmp(r->resource_version, ls->acq.claim_failed_rv) == 0 ||
-        engine_record_expired(ls, now))
+        strcmp(r->resource_version, ls->acq.claim_failed_rv) == 0 || engine_record_expired(ls, now))
         return false;
     candidate *c = standby_named(ls, r->holder);
     if (!c)

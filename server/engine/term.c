@@ -124,8 +124,8 @@ static void renew_fire(void *arg);
 static int64_t renew_interval_ms(const lease_state *ls, const term *t)
 {
     int64_t third = (int64_t)t->lease_s * 1000 / 3;
-    int64_t room = (int64_t)t->renew_s * 1000 - engine_grant_ms(ls->e, t->retry_s) -
-                   (int64_t)t->retry_s * 500;
+    int64_t room =
+        (int64_t)t->renew_s * 1000 - engine_grant_ms(ls->e, t->retry_s) - (int64_t)t->retry_s * 500;
     int64_t every = third < room ? third : room;
     int64_t floor = (int64_t)t->retry_s * 1000;
     return every > floor ? every : floor;
@@ -370,7 +370,7 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     schedule_renew(ls, sent_ms + renew_interval_ms(ls, t));
     engine_notify_standbys(ls);
     engine_notify_watchers(ls, false);
-    engine_podlabel_apply(ls); /* after the term has started (docs/design.md, rule 9) */
+    engine_podlabel_apply(ls);    /* after the term has started (docs/design.md, rule 9) */
     engine_handoff_requested(ls); /* a resume keeps a request the Lease carries */
 }
 
@@ -603,7 +603,7 @@ void engine_term_finish(lease_state *ls)
     rel.transitions = t->epoch;
     rel.holder[0] = '\0';
     rel.lease_duration_s = 1;
-    rel.pod_label[0] = '\0'; /* off its Pod (engine_podlabel_clear) */
+    rel.pod_label[0] = '\0';  /* off its Pod (engine_podlabel_clear) */
     rel.handoff_to[0] = '\0'; /* asked of this term: it ends (engine_handoff_transfer) */
     rel.handed_to = 0;
     rel.acquire_time_us = rel.renew_time_us = engine_wall_us(ls->e);

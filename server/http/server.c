@@ -236,10 +236,9 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
         flags, 0, accept_policy, s, http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        connection_memory, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, http_limits_notify, s->limits, MHD_OPTION_ARRAY, tls,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory,
+        MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        http_limits_notify, s->limits, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
 /* The ops listener: one thread, a few slots of its own, operator endpoints

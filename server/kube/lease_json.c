@@ -448,17 +448,17 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
     char *text = NULL;
     if (!bounded(l->ns, sizeof l->ns) || !bounded(l->name, sizeof l->name) ||
         !bounded(l->holder_identity, sizeof l->holder_identity) ||
-        !bounded(l->resource_version, sizeof l->resource_version) || !bounded(l->uid, sizeof l->uid) ||
-        !bounded(l->term_nonce, sizeof l->term_nonce) || !base64url(l->term_nonce) ||
-        !bounded(l->pod_label, sizeof l->pod_label) ||
+        !bounded(l->resource_version, sizeof l->resource_version) ||
+        !bounded(l->uid, sizeof l->uid) || !bounded(l->term_nonce, sizeof l->term_nonce) ||
+        !base64url(l->term_nonce) || !bounded(l->pod_label, sizeof l->pod_label) ||
         !bounded(l->preferred_holder, sizeof l->preferred_holder) ||
         (l->preferred_holder[0] && !preferred_ok(l->preferred_holder)) ||
         !bounded(l->strategy, sizeof l->strategy) ||
         (l->strategy[0] && !strategy_ok(l->strategy)) ||
         !bounded(l->handoff_to, sizeof l->handoff_to) ||
         (l->handoff_to[0] && !preferred_ok(l->handoff_to)) || l->handed_to < 0 ||
-        l->handed_to > INT32_MAX || l->lease_transitions < 0 ||
-        l->lease_duration_seconds < 0 || (patch && !l->resource_version[0]))
+        l->handed_to > INT32_MAX || l->lease_transitions < 0 || l->lease_duration_seconds < 0 ||
+        (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
         (l->renew_time_us && kube_microtime_format(l->renew_time_us, ren) != 0))

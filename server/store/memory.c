@@ -389,7 +389,8 @@ static void run_op(void *arg)
     bool changed = apply(m, op, &r, &ev);
     if (changed && (op->kind == OP_CREATE || op->kind == OP_UPDATE || op->kind == OP_REMOVE))
         m->writes++;
-    if (m->answers_lost && (op->kind == OP_CREATE || op->kind == OP_UPDATE || op->kind == OP_REMOVE)) {
+    if (m->answers_lost &&
+        (op->kind == OP_CREATE || op->kind == OP_UPDATE || op->kind == OP_REMOVE)) {
         store_lease applied = r.lease;
         fail(&r, STORE_UNAVAILABLE, "memory store lost the answer (fault injected)", &applied);
     }

@@ -126,7 +126,8 @@ static kl_candidate_info *wait_candidates(kl_client *c, const char *lease, size_
 static void test_list_candidates_in_line_order(void **state)
 {
     (void)state;
-    kl_client *a = h_client(&srv), *b = h_client(&srv), *c = h_client(&srv), *reader = h_client(&srv);
+    kl_client *a = h_client(&srv), *b = h_client(&srv), *c = h_client(&srv),
+              *reader = h_client(&srv);
     kl_error err;
     kl_candidate_info *rows = NULL;
     size_t n = 7;

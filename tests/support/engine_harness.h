@@ -513,7 +513,7 @@ static inline void harness_read_writes(fixture *f, void *arg)
  * every confirmation was granted. */
 /* (The memory store.) */
 static inline bool confirm_through_a_renewal(fixture *f, const char *lease, const char *identity,
-                                      int64_t epoch)
+                                             int64_t epoch)
 {
     int64_t before = 0;
     run_on_loop(f, harness_read_writes, &before);

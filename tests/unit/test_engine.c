@@ -910,8 +910,7 @@ static int64_t leader_and_standby(fixture *f, const char *lease, sink *a, sink *
 
 /* The standby b is elected within within_ms at epoch, then resigns; returns
  * the index of its ELECTED event. */
-static int standby_takes_over(fixture *f, const char *lease, sink *b, int64_t epoch,
-                              int within_ms)
+static int standby_takes_over(fixture *f, const char *lease, sink *b, int64_t epoch, int within_ms)
 {
     int j = wait_kind(b, ENGINE_EVENT_ELECTED, within_ms);
     assert_true(j >= 0);
@@ -1371,8 +1370,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_release_after_a_renewal_whose_answer_was_lost,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_engine_renews_every_third_of_the_lease_duration,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_renews_every_third_of_the_lease_duration, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_engine_holder_watch_current_state_then_changes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_get_holder_not_found_vs_no_holder, setup,

@@ -61,7 +61,8 @@ static fixture *start(size_t max_header_bytes)
     f->e = engine_new(&ec);
     pthread_create(&f->tid, NULL, run_engine, f->e);
     char err[256];
-    http_config hc = {.listen = "127.0.0.1:0", .engine = f->e, .max_header_bytes = max_header_bytes};
+    http_config hc = {
+        .listen = "127.0.0.1:0", .engine = f->e, .max_header_bytes = max_header_bytes};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);
