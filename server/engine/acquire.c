@@ -53,13 +53,18 @@ static void reread_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     acq_set(ls, ACQ_IDLE);
-    if (r->status == STORE_OK &&
-        (!ls->exists || engine_rv_newer(r->lease.resource_version, ls->record.resource_version)))
-        engine_on_watch(ls, STORE_EVENT_PUT, &r->lease); /* tries to acquire again */
-    bool moved = ls->exists ? strcmp(ls->record.resource_version, ls->acq.base_rv) != 0
-                            : ls->acq.base_rv[0] != '\0';
+    bool newer =
+        r->status == STORE_OK &&
+        (!ls->exists || engine_rv_newer(r->lease.resource_version, ls->record.resource_version));
+    bool moved = newer || (ls->exists ? strcmp(ls->record.resource_version, ls->acq.base_rv) != 0
+                                      : ls->acq.base_rv[0] != '\0');
     log_event(LOG_INFO, "acquire_reread", "ns=%s lease=%s status=%s moved=%d", ls->ns, ls->name,
               store_status_name(r->status), (int)moved);
+    if (newer) {
+        /* Taken as a watch event: resumes and the next acquisition follow. */
+        engine_on_watch(ls, STORE_EVENT_PUT, &r->lease);
+        return;
+    }
     engine_process_resumes(ls);
     if (moved)
         engine_try_acquire(ls);
