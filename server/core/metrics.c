@@ -304,8 +304,7 @@ void metrics_init(void)
     metrics_declare("kubelease_watchers", METRICS_GAUGE,
                     "Holder watch streams connected to this replica.", NULL, 0);
     metrics_declare("kubelease_leases_followed", METRICS_GAUGE,
-                    "Leases this replica follows (one store watch each); idle ones are forgotten.",
-                    NULL, 0);
+                    "Leases this replica follows; idle ones are forgotten.", NULL, 0);
     metrics_declare("kubelease_leader", METRICS_GAUGE,
                     "1 while this replica holds the lease for one of its candidates.", NULL, 0);
     metrics_declare("kubelease_terms_started_total", METRICS_COUNTER,
@@ -340,6 +339,9 @@ void metrics_init(void)
     metrics_declare("kubelease_apiserver_request_duration_seconds", METRICS_HISTOGRAM,
                     "Latency of requests to the Kubernetes API server, by verb.", latency,
                     sizeof latency / sizeof latency[0]);
+    metrics_declare("kubelease_apiserver_watches", METRICS_GAUGE,
+                    "Lease watches open on the Kubernetes API server: one per namespace in use.",
+                    NULL, 0);
     metrics_declare("kubelease_watch_reconnects_total", METRICS_COUNTER,
                     "Watch streams re-established after a disconnection.", NULL, 0);
     metrics_declare("kubelease_watch_relists_total", METRICS_COUNTER,

@@ -508,6 +508,7 @@ void kube_lease_list_clear(kube_lease_list *l)
     if (!l)
         return;
     free(l->items);
+    free(l->bad_names);
     memset(l, 0, sizeof *l);
 }
 
@@ -541,7 +542,8 @@ int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, ch
     int n = items ? cJSON_GetArraySize(items) : 0;
     if (n > 0) {
         out->items = calloc((size_t)n, sizeof *out->items);
-        if (!out->items) {
+        out->bad_names = calloc((size_t)n, sizeof *out->bad_names);
+        if (!out->items || !out->bad_names) {
             snprintf(err, err_len, "out of memory");
             goto done;
         }
@@ -552,9 +554,16 @@ int kube_lease_list_decode(const char *buf, size_t len, kube_lease_list *out, ch
         char e[200];
         if (kube_lease_from_json(it, &out->items[out->n], e, sizeof e) == 0) {
             out->n++;
-        } else if (out->n_bad++ == 0) {
-            snprintf(out->bad_reason, sizeof out->bad_reason, "%s", e);
+            continue;
         }
+        if (out->n_bad++ == 0)
+            snprintf(out->bad_reason, sizeof out->bad_reason, "%s", e);
+        const cJSON *imd = cJSON_GetObjectItemCaseSensitive(it, "metadata");
+        char *name = out->bad_names[out->n_bad_names];
+        if (cJSON_IsObject(imd) &&
+            copy_str(imd, "name", "metadata.name", name, KUBE_NAME_MAX, e, sizeof e) == 0 &&
+            name[0])
+            out->n_bad_names++;
     }
     rc = 0;
 done:

@@ -64,12 +64,16 @@ char *kube_lease_encode(const kube_lease *lease, bool with_rv, size_t *len);
 char *kube_lease_merge_patch(const kube_lease *lease, size_t *len);
 
 /* A decoded LeaseList. Items that cannot be decoded are counted in n_bad
- * (the first reason in bad_reason) and left out. */
+ * (the first reason in bad_reason) and left out; the names of those whose
+ * metadata.name could be read are in bad_names, so that a reader can tell
+ * a Lease it cannot decode from one that does not exist. */
 typedef struct kube_lease_list {
     kube_lease *items; /* malloc'd; free with kube_lease_list_clear */
     size_t n;
     size_t n_bad;
     char bad_reason[256];
+    char (*bad_names)[KUBE_NAME_MAX]; /* malloc'd, n_bad_names of them */
+    size_t n_bad_names;
     char resource_version[KUBE_RV_MAX];
 } kube_lease_list;
 

@@ -23,11 +23,12 @@ typedef struct kube_store {
     store base;
     loop *l;
     kube_client *c;
-    bool reachable;          /* the last answer showed the apiserver reachable */
-    struct kl__list ops;     /* kube_op: operations not yet completed */
-    struct kl__list watches; /* store_watch: not yet freed (an unwatched one may linger
-                                in a callback) */
-    uint64_t rng;            /* backoff jitter */
+    bool reachable;             /* the last answer showed the apiserver reachable */
+    struct kl__list ops;        /* kube_op: operations not yet completed */
+    struct kl__list namespaces; /* ns_watch: one apiserver watch per namespace in use */
+    size_t n_namespaces;
+    struct kl__list silent; /* store_watch of invalid names, which report nothing */
+    uint64_t rng;           /* backoff jitter */
 } kube_store;
 
 /* ---- kube.c: helpers -------------------------------------------------- */
@@ -57,7 +58,7 @@ void store_kube_record_event(store *s, const store_lease_event *ev, int timeout_
 /* Cancels every operation without callbacks (store destruction). */
 void store_kube_ops_cancel_all(kube_store *ks);
 
-/* ---- kube_watch.c: list, then watch ------------------------------------- */
+/* ---- kube_watch.c: one list and watch per namespace, shared ------------- */
 
 store_watch *store_kube_watch(store *s, const char *ns, const char *name, store_watch_cb cb,
                               void *ctx);

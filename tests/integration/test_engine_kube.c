@@ -462,6 +462,24 @@ static double lease_requests(void)
     return total;
 }
 
+/* Watches on Leases open on the apiserver now (its
+ * apiserver_longrunning_requests, as cluster admin). */
+static double lease_watches(void)
+{
+    char *page = admin_request("/metrics", NULL, NULL);
+    double total = 0;
+    for (char *line = strtok(page, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "apiserver_longrunning_requests{", 31) != 0 ||
+            !strstr(line, "resource=\"leases\"") || !strstr(line, "verb=\"WATCH\""))
+            continue;
+        char *sp = strrchr(line, ' ');
+        if (sp)
+            total += strtod(sp + 1, NULL);
+    }
+    free(page);
+    return total;
+}
+
 /* The apiserver requests this process's kubeleased replicas made (their
  * kubelease_apiserver_requests_total, every verb): the apiserver's own
  * counter above also counts its own Leases (its identity Lease, the
@@ -547,6 +565,39 @@ static void test_kube_standbys_add_no_apiserver_requests(void **state)
     sink_free(a);
 }
 
+/* 60 elections in one namespace on one replica, their holders read on the
+ * other: each replica holds one apiserver watch for them all. */
+static void test_kube_one_apiserver_watch_per_namespace(void **state)
+{
+    fixture **r = *state;
+    enum { N = 60 };
+    double before = lease_watches();
+    sink *s[N];
+    char lease[N][64];
+    for (int k = 0; k < N; k++) {
+        snprintf(lease[k], sizeof lease[k], "%s", lease_name("many"));
+        snprintf(lease[k] + strlen(lease[k]), sizeof lease[k] - strlen(lease[k]), "-%d", k);
+        s[k] = sink_new();
+        campaign(r[0], s[k], req(lease[k], "leader"));
+    }
+    for (int k = 0; k < N; k++) {
+        assert_true(wait_kind(s[k], ENGINE_EVENT_ELECTED, 15000) >= 0);
+        engine_reply h = get_holder(r[1], lease[k], true);
+        assert_int_equal(h.code, ENGINE_OK);
+        assert_string_equal(h.holder, "leader");
+    }
+    double during = lease_watches();
+    print_message("apiserver watches on Leases: %.0f before, %.0f with %d elections followed by "
+                  "two replicas\n",
+                  before, during, N);
+    assert_true(during - before <= 2);
+    for (int k = 0; k < N; k++) {
+        resign(r[0], lease[k], "leader");
+        assert_true(wait_closed(s[k], 10000));
+        sink_free(s[k]);
+    }
+}
+
 int main(void)
 {
     if (!kube_env_read()) {
@@ -568,6 +619,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kube_foreign_holder_respected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kube_apiserver_restart_keeps_leader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kube_one_apiserver_watch_per_namespace, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_kube_standbys_add_no_apiserver_requests, setup,
                                         teardown),
     };

@@ -632,6 +632,19 @@ static void test_lease_list_decode(void **state)
     assert_int_equal(l.n, 1);
     assert_int_equal(l.n_bad, 1);
     assert_non_null(strstr(l.bad_reason, "metadata.name"));
+    assert_int_equal(l.n_bad_names, 0);
+    kube_lease_list_clear(&l);
+
+    /* The name of a bad item is kept when it can be read: a Lease that
+     * exists, though it cannot be decoded. */
+    const char *named_bad = "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[{\"metadata\":{"
+                            "\"name\":\"bad\",\"namespace\":\"ns1\"},\"spec\":{"
+                            "\"leaseDurationSeconds\":\"x\"}},{\"metadata\":{\"name\":7}}]}";
+    assert_int_equal(kube_lease_list_decode(named_bad, strlen(named_bad), &l, err, sizeof err), 0);
+    assert_int_equal(l.n, 0);
+    assert_int_equal(l.n_bad, 2);
+    assert_int_equal(l.n_bad_names, 1);
+    assert_string_equal(l.bad_names[0], "bad");
     kube_lease_list_clear(&l);
 
     assert_int_equal(kube_lease_list_decode("{\"items\":[]}", 12, &l, err, sizeof err), -1);
