@@ -99,33 +99,31 @@ static void deliver(ns_watch *nw, ns_entry *e, store_event_type type, const stor
         emit(KL__LIST_ENTRY(node, store_watch, link), type, l);
 }
 
-/* Reports SYNCED to every ready consumer. */
-static void synced_all(ns_watch *nw)
+/* Calls fn(w, type) for every consumer of the namespace. */
+static void each_sub(ns_watch *nw, void (*fn)(store_watch *w, store_event_type type),
+                     store_event_type type)
 {
     KL__LIST_FOREACH (node, &nw->entries) {
         ns_entry *e = KL__LIST_ENTRY(node, ns_entry, link);
         KL__LIST_FOREACH (s, &e->subs)
-            emit(KL__LIST_ENTRY(s, store_watch, link), STORE_EVENT_SYNCED, NULL);
+            fn(KL__LIST_ENTRY(s, store_watch, link), type);
     }
     KL__LIST_FOREACH (node, &nw->all_subs)
-        emit(KL__LIST_ENTRY(node, store_watch, link), STORE_EVENT_SYNCED, NULL);
+        fn(KL__LIST_ENTRY(node, store_watch, link), type);
 }
 
-static void ready(store_watch *w)
+/* SYNCED or BROKEN, which carry no Lease. */
+static void emit_bare(store_watch *w, store_event_type type)
 {
+    emit(w, type, NULL);
+}
+
+/* From now on, w hears every report (its first report is due). */
+static void make_ready(store_watch *w, store_event_type unused)
+{
+    (void)unused;
     w->ready = true;
     loop_timer_stop(&w->timer);
-}
-
-static void ready_all(ns_watch *nw)
-{
-    KL__LIST_FOREACH (node, &nw->entries) {
-        ns_entry *e = KL__LIST_ENTRY(node, ns_entry, link);
-        KL__LIST_FOREACH (s, &e->subs)
-            ready(KL__LIST_ENTRY(s, store_watch, link));
-    }
-    KL__LIST_FOREACH (node, &nw->all_subs)
-        ready(KL__LIST_ENTRY(node, store_watch, link));
 }
 
 /* Entry e's state: PUT when the Lease exists; DELETE to its own consumers
@@ -180,7 +178,7 @@ int store_kube_cache_apply_list(ns_watch *nw, const kube_lease_list *list)
             e->undecodable = true;
         }
     }
-    ready_all(nw);
+    each_sub(nw, make_ready, 0);
     /* What is gone, then what does not exist, then what does. */
     KL__LIST_FOREACH (node, &nw->entries) {
         ns_entry *e = KL__LIST_ENTRY(node, ns_entry, link);
@@ -204,7 +202,7 @@ int store_kube_cache_apply_list(ns_watch *nw, const kube_lease_list *list)
     nw->garbage = true;
     nw->synced = true;
     nw->broken = false;
-    synced_all(nw);
+    each_sub(nw, emit_bare, STORE_EVENT_SYNCED);
     return 0;
 }
 
@@ -213,7 +211,7 @@ void store_kube_cache_report(ns_watch *nw)
     KL__LIST_FOREACH (node, &nw->entries)
         report_entry(nw, KL__LIST_ENTRY(node, ns_entry, link));
     nw->broken = false;
-    synced_all(nw);
+    each_sub(nw, emit_bare, STORE_EVENT_SYNCED);
 }
 
 void store_kube_cache_broken(ns_watch *nw)
@@ -221,14 +219,8 @@ void store_kube_cache_broken(ns_watch *nw)
     if (nw->broken)
         return;
     nw->broken = true;
-    ready_all(nw);
-    KL__LIST_FOREACH (node, &nw->entries) {
-        ns_entry *e = KL__LIST_ENTRY(node, ns_entry, link);
-        KL__LIST_FOREACH (s, &e->subs)
-            emit(KL__LIST_ENTRY(s, store_watch, link), STORE_EVENT_BROKEN, NULL);
-    }
-    KL__LIST_FOREACH (node, &nw->all_subs)
-        emit(KL__LIST_ENTRY(node, store_watch, link), STORE_EVENT_BROKEN, NULL);
+    each_sub(nw, make_ready, 0);
+    each_sub(nw, emit_bare, STORE_EVENT_BROKEN);
 }
 
 /* The first report of a consumer that joined a namespace already watched. */

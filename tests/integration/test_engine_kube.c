@@ -444,15 +444,16 @@ static void test_kube_foreign_holder_respected(void **state)
 
 /* ---------- apiserver request counting ---------- */
 
-/* Sum of apiserver_request_total for Leases (every namespace's, the
- * apiserver's own among them), from its /metrics (as cluster admin). */
-static double lease_requests(void)
+/* The sum of the apiserver's series of family (as "name{") that concern
+ * Leases and whose labels include also ("" any), from its /metrics (as
+ * cluster admin). */
+static double apiserver_lease_metric(const char *family, const char *also)
 {
     char *page = admin_request("/metrics", NULL, NULL);
     double total = 0;
     for (char *line = strtok(page, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "apiserver_request_total{", 24) != 0 ||
-            !strstr(line, "resource=\"leases\"") || !strstr(line, "group=\"coordination.k8s.io\""))
+        if (strncmp(line, family, strlen(family)) != 0 || !strstr(line, "resource=\"leases\"") ||
+            !strstr(line, "group=\"coordination.k8s.io\"") || !strstr(line, also))
             continue;
         char *sp = strrchr(line, ' ');
         if (sp)
@@ -462,22 +463,17 @@ static double lease_requests(void)
     return total;
 }
 
-/* Watches on Leases open on the apiserver now (its
- * apiserver_longrunning_requests, as cluster admin). */
+/* Requests on Leases so far (every namespace's, the apiserver's own among
+ * them). */
+static double lease_requests(void)
+{
+    return apiserver_lease_metric("apiserver_request_total{", "");
+}
+
+/* Watches on Leases open now. */
 static double lease_watches(void)
 {
-    char *page = admin_request("/metrics", NULL, NULL);
-    double total = 0;
-    for (char *line = strtok(page, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "apiserver_longrunning_requests{", 31) != 0 ||
-            !strstr(line, "resource=\"leases\"") || !strstr(line, "verb=\"WATCH\""))
-            continue;
-        char *sp = strrchr(line, ' ');
-        if (sp)
-            total += strtod(sp + 1, NULL);
-    }
-    free(page);
-    return total;
+    return apiserver_lease_metric("apiserver_longrunning_requests{", "verb=\"WATCH\"");
 }
 
 /* The apiserver requests this process's kubeleased replicas made (their
