@@ -20,12 +20,13 @@
 #include "core/loop.h"
 #include "http/auth_internal.h"
 
-#define TOKEN_TTL_MS     60000
-#define NEGATIVE_TTL_MS  5000
-#define ACCESS_TTL_MS    10000
-#define TOKEN_CACHE_MAX  4096
-#define ACCESS_CACHE_MAX 16384
-#define TOKEN_MAX        16384
+#define TOKEN_TTL_MS      60000
+#define NEGATIVE_TTL_MS   5000
+#define ACCESS_TTL_MS     10000
+#define TOKEN_CACHE_MAX   4096
+#define ACCESS_CACHE_MAX  16384
+#define TOKEN_MAX         16384
+#define REFRESH_QUEUE_MAX 1024 /* answers waiting to be asked again; more wait a second */
 
 struct http_auth_ticket {
     http_server *srv;
@@ -52,6 +53,8 @@ static void access_answer_free(void *v)
     free(v);
 }
 
+static void refreshes_free(http_auth *a);
+
 http_auth *http_auth_new(const http_auth_config *cfg)
 {
     http_auth *a = calloc(1, sizeof *a);
@@ -66,6 +69,7 @@ http_auth *http_auth_new(const http_auth_config *cfg)
     a->token_ttl_ms = cfg->token_ttl_ms > 0 ? cfg->token_ttl_ms : TOKEN_TTL_MS;
     a->negative_ttl_ms = cfg->negative_ttl_ms > 0 ? cfg->negative_ttl_ms : NEGATIVE_TTL_MS;
     a->access_ttl_ms = cfg->access_ttl_ms > 0 ? cfg->access_ttl_ms : ACCESS_TTL_MS;
+    pthread_mutex_init(&a->refresh_mu, NULL);
     a->tokens = auth_cache_new(TOKEN_CACHE_MAX, auth_token_answer_free);
     a->access = auth_cache_new(ACCESS_CACHE_MAX, access_answer_free);
     if (!a->tokens || !a->access) {
@@ -80,6 +84,8 @@ void http_auth_free(http_auth *a)
     if (!a)
         return;
     auth_reviews_free(a);
+    refreshes_free(a);
+    pthread_mutex_destroy(&a->refresh_mu);
     auth_cache_free(a->tokens);
     auth_cache_free(a->access);
     free(a);
@@ -290,6 +296,62 @@ static void ticket_on_access(void *ctx, const auth_access_answer *acc)
     ticket_complete(t, v, &d, narrow);
 }
 
+/* The cached answer to q; for a named election, failing that, the
+ * namespace's answer when it allows: a SubjectAccessReview without a name
+ * asks about every name, so its allowance holds for each, and one answer
+ * serves all the elections of a namespace that a caller may act on. *due:
+ * the answer used is due for refreshing; *wide: it was the namespace's;
+ * *wide_denied: the namespace's answer is cached and refuses. */
+static bool access_cached(http_auth *a, const auth_subject *s, const auth_access_question *q,
+                          auth_access_answer *acc, bool *due, bool *wide, bool *wide_denied)
+{
+    uint8_t key[AUTH_DIGEST_LEN];
+    *wide = *wide_denied = false;
+    auth_access_key(s, q, key);
+    if (auth_access_lookup(a, key, acc, due))
+        return true;
+    if (!q->name[0])
+        return false;
+    auth_access_question all = {q->verb, q->ns, ""};
+    auth_access_key(s, &all, key);
+    auth_access_answer w;
+    bool all_due = false;
+    if (!auth_access_lookup(a, key, &w, &all_due))
+        return false;
+    if (w.code != RPC_OK || !w.allowed) {
+        *wide_denied = true;
+        return false;
+    }
+    *acc = w;
+    *due = all_due;
+    *wide = true;
+    return true;
+}
+
+static void ticket_ask(http_auth_ticket *t, bool wide_first);
+
+/* The namespace's answer: every name allowed, or ask about this one. */
+static void ticket_on_wide(void *ctx, const auth_access_answer *acc)
+{
+    http_auth_ticket *t = ctx;
+    if (acc->code == RPC_OK && !acc->allowed)
+        ticket_ask(t, false);
+    else
+        ticket_on_access(t, acc); /* allowed, or no answer: no access */
+}
+
+/* Loop thread: asks the apiserver about the ticket's question; for a named
+ * election (wide_first), first about the whole namespace (access_cached). */
+static void ticket_ask(http_auth_ticket *t, bool wide_first)
+{
+    auth_access_question q = {t->verb, t->ns, wide_first ? "" : t->name};
+    char msg[300];
+    if (auth_review_access(t->srv->auth, t->subject, &q,
+                           wide_first ? ticket_on_wide : ticket_on_access, NULL, t, msg,
+                           sizeof msg) != 0)
+        ticket_fail(t, RPC_UNAVAILABLE, msg);
+}
+
 static void ticket_on_token(void *ctx, const auth_token_answer *ans)
 {
     http_auth_ticket *t = ctx;
@@ -302,14 +364,12 @@ static void ticket_on_token(void *ctx, const auth_token_answer *ans)
     }
     t->subject = auth_subject_ref(ans->subject);
     auth_access_question q = {t->verb, t->ns, t->name};
-    uint8_t key[AUTH_DIGEST_LEN];
-    auth_access_key(t->subject, &q, key);
     auth_access_answer acc;
-    char msg[300];
-    if (auth_access_lookup(a, key, &acc))
+    bool due, wide, wide_denied;
+    if (access_cached(a, t->subject, &q, &acc, &due, &wide, &wide_denied))
         ticket_on_access(t, &acc);
-    else if (auth_review_access(a, t->subject, &q, ticket_on_access, NULL, t, msg, sizeof msg) != 0)
-        ticket_fail(t, RPC_UNAVAILABLE, msg);
+    else
+        ticket_ask(t, t->name[0] && !wide_denied);
 }
 
 /* Loop thread: the ticket's first step. */
@@ -319,7 +379,7 @@ static void ticket_run(void *arg)
     http_auth *a = t->srv->auth;
     auth_token_answer ans;
     char msg[300];
-    if (auth_token_lookup(a, t->digest, &ans)) {
+    if (auth_token_lookup(a, t->digest, &ans, NULL)) {
         ticket_on_token(t, &ans);
         auth_subject_unref(ans.subject);
     } else if (auth_review_token(a, t->digest, t->token, ticket_on_token, NULL, t, msg,
@@ -412,6 +472,117 @@ static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *c
     return v;
 }
 
+/* ---- refreshes --------------------------------------------------------------------- */
+
+/* A cached answer to ask again before it expires (auth_cache.c), so that a
+ * caller who keeps calling never waits for a review. The reviews cache what
+ * they learn; a refresh that fails is asked again a second later, and the
+ * answer is never used past its expiry. */
+typedef struct auth_refresh {
+    struct kl__list link; /* in a->refreshes until the loop takes it */
+    uint8_t digest[AUTH_DIGEST_LEN];
+    char *token;           /* a token's: the token (secret); NULL: an access question's */
+    auth_subject *subject; /* an access question's */
+    char verb[16], ns[64], name[254];
+} auth_refresh;
+
+static void refresh_free(void *arg)
+{
+    auth_refresh *r = arg;
+    kl__secret_free(r->token);
+    auth_subject_unref(r->subject);
+    free(r);
+}
+
+static void refresh_token_done(void *ctx, const auth_token_answer *ans)
+{
+    (void)ans; /* cached by the review */
+    refresh_free(ctx);
+}
+
+static void refresh_access_done(void *ctx, const auth_access_answer *ans)
+{
+    (void)ans;
+    refresh_free(ctx);
+}
+
+/* Loop thread: asks every queued question again. */
+static void refreshes_run(void *arg)
+{
+    http_auth *a = arg;
+    struct kl__list batch = {0};
+    pthread_mutex_lock(&a->refresh_mu);
+    KL__LIST_FOREACH_SAFE (node, &a->refreshes) {
+        kl__list_remove(node);
+        kl__list_insert_tail(&batch, node);
+    }
+    a->n_refreshes = 0;
+    a->refresh_posted = false;
+    pthread_mutex_unlock(&a->refresh_mu);
+    KL__LIST_FOREACH_SAFE (node, &batch) {
+        kl__list_remove(node);
+        auth_refresh *r = KL__LIST_ENTRY(node, auth_refresh, link);
+        char msg[300];
+        auth_access_question q = {r->verb, r->ns, r->name};
+        int rc = r->token ? auth_review_token(a, r->digest, r->token, refresh_token_done,
+                                              refresh_free, r, msg, sizeof msg)
+                          : auth_review_access(a, r->subject, &q, refresh_access_done, refresh_free,
+                                               r, msg, sizeof msg);
+        if (rc != 0)
+            refresh_free(r);
+    }
+}
+
+/* Any thread: queues r (taken) for the loop. */
+static void refresh_queue(http_auth *a, auth_refresh *r)
+{
+    pthread_mutex_lock(&a->refresh_mu);
+    if (a->n_refreshes >= REFRESH_QUEUE_MAX) {
+        pthread_mutex_unlock(&a->refresh_mu);
+        refresh_free(r);
+        return;
+    }
+    kl__list_insert_tail(&a->refreshes, &r->link);
+    a->n_refreshes++;
+    if (!a->refresh_posted)
+        a->refresh_posted = loop_post(a->loop, refreshes_run, a) == 0;
+    pthread_mutex_unlock(&a->refresh_mu);
+}
+
+static void refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len)
+{
+    auth_refresh *r = calloc(1, sizeof *r);
+    if (!r || !(r->token = strndup(token, len))) {
+        free(r);
+        return;
+    }
+    memcpy(r->digest, digest, AUTH_DIGEST_LEN);
+    refresh_queue(a, r);
+}
+
+static void refresh_access(http_auth *a, auth_subject *s, const char *verb, const char *ns,
+                           const char *name)
+{
+    auth_refresh *r = calloc(1, sizeof *r);
+    if (!r)
+        return;
+    r->subject = auth_subject_ref(s);
+    snprintf(r->verb, sizeof r->verb, "%s", verb);
+    snprintf(r->ns, sizeof r->ns, "%s", ns);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    refresh_queue(a, r);
+}
+
+/* The owner's thread, the loop stopped: frees what was never asked. */
+static void refreshes_free(http_auth *a)
+{
+    KL__LIST_FOREACH_SAFE (node, &a->refreshes) {
+        kl__list_remove(node);
+        refresh_free(KL__LIST_ENTRY(node, auth_refresh, link));
+    }
+    a->n_refreshes = 0;
+}
+
 /* ---- the request's side ------------------------------------------------------------ */
 
 /* The token of "Authorization: Bearer <token>" into *token (pointing into
@@ -454,24 +625,30 @@ static int bearer_token(struct MHD_Connection *conn, const http_auth *a, const c
     return 0;
 }
 
-/* The decision from the caches; true when both answers were there. */
-static bool decide_cached(http_auth *a, const http_auth_action *act, const uint8_t *digest,
-                          http_req *q, http_auth_verdict *v, http_auth_denial *d)
+/* The decision from the caches; true when both answers were there. Answers
+ * due for refreshing are queued to be asked again. */
+static bool decide_cached(http_auth *a, const http_auth_action *act, const char *token,
+                          size_t token_len, const uint8_t *digest, http_req *q,
+                          http_auth_verdict *v, http_auth_denial *d)
 {
     auth_token_answer t;
-    if (!auth_token_lookup(a, digest, &t))
+    bool token_due = false, access_due = false;
+    if (!auth_token_lookup(a, digest, &t, &token_due))
         return false;
+    if (token_due && t.code == RPC_OK)
+        refresh_token(a, digest, token, token_len);
     bool decided = true;
     if (refused(a, &t, act, d)) {
         *v = HTTP_AUTH_DENIED;
     } else {
         auth_access_question aq = {act->verb, act->ns, act->name};
-        uint8_t key[AUTH_DIGEST_LEN];
         auth_access_answer acc;
-        auth_access_key(t.subject, &aq, key);
-        decided = auth_access_lookup(a, key, &acc);
+        bool wide, wide_denied;
+        decided = access_cached(a, t.subject, &aq, &acc, &access_due, &wide, &wide_denied);
         if (decided)
             *v = access_verdict(t.subject, act, &acc, d, &q->scope.subject);
+        if (access_due)
+            refresh_access(a, t.subject, act->verb, act->ns, wide ? "" : act->name);
     }
     auth_subject_unref(t.subject);
     return decided;
@@ -490,7 +667,7 @@ http_auth_verdict http_auth_authorize(http_server *s, struct MHD_Connection *con
     if (auth_digest(token, len, digest) != 0)
         return deny(d, RPC_INTERNAL, "cannot hash the token (libcrypto failed)");
     http_auth_verdict v;
-    if (decide_cached(s->auth, act, digest, q, &v, d))
+    if (decide_cached(s->auth, act, token, len, digest, q, &v, d))
         return v;
     char *copy = strndup(token, len);
     if (!copy)

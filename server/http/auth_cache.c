@@ -5,6 +5,12 @@
  * bucket walk, so MHD threads answer cached callers without a hop to
  * another thread.
  *
+ * An answer is due for refreshing once three quarters of its life have
+ * passed: the lookup that finds it so says so (to one caller a second), and
+ * that caller has it asked again in the background (auth.c), so that a
+ * caller that keeps calling — a leader confirming — never waits for a
+ * review, while no answer is used past its expiry.
+ *
  * Threads: every function is thread-safe (one mutex per cache); values are
  * copied out under it by the caller's copy function, so no value is used
  * after it may have been evicted. */
@@ -23,6 +29,7 @@ typedef struct entry {
     uint8_t key[AUTH_DIGEST_LEN];
     void *value;
     int64_t expires_ms;
+    int64_t refresh_ms;   /* from then on, a lookup asks for a refresh */
     struct entry *chain;  /* the bucket's next */
     struct kl__list link; /* in recency: first is the most recent */
 } entry;
@@ -109,7 +116,7 @@ static entry *find(const auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN])
 }
 
 bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t now_ms,
-                    void (*copy)(const void *value, void *out), void *out)
+                    void (*copy)(const void *value, void *out), void *out, bool *refresh)
 {
     bool hit = false;
     pthread_mutex_lock(&c->mu);
@@ -121,6 +128,11 @@ bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t n
         kl__list_insert_head(&c->recency, &e->link);
         copy(e->value, out);
         hit = true;
+        if (refresh && e->refresh_ms <= now_ms) {
+            *refresh = true;
+            /* The next ask, if this one brings no answer, a second later. */
+            e->refresh_ms = now_ms + AUTH_REFRESH_RETRY_MS;
+        }
     }
     pthread_mutex_unlock(&c->mu);
     return hit;
@@ -145,6 +157,8 @@ void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *val
     memcpy(e->key, key, AUTH_DIGEST_LEN);
     e->value = value;
     e->expires_ms = expires_ms;
+    int64_t now = mono_ms();
+    e->refresh_ms = now + (expires_ms - now) * 3 / 4;
     size_t b = bucket_of(c, key);
     e->chain = c->buckets[b];
     c->buckets[b] = e;
@@ -188,9 +202,10 @@ static void copy_token_answer(const void *value, void *out)
     auth_subject_ref(o->subject);
 }
 
-bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out)
+bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out,
+                       bool *refresh)
 {
-    if (!auth_cache_get(a->tokens, digest, mono_ms(), copy_token_answer, out))
+    if (!auth_cache_get(a->tokens, digest, mono_ms(), copy_token_answer, out, refresh))
         return false;
     count_hit("token");
     return true;
@@ -219,9 +234,10 @@ static void copy_access_answer(const void *value, void *out)
     *(auth_access_answer *)out = *(const auth_access_answer *)value;
 }
 
-bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out)
+bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out,
+                        bool *refresh)
 {
-    if (!auth_cache_get(a->access, key, mono_ms(), copy_access_answer, out))
+    if (!auth_cache_get(a->access, key, mono_ms(), copy_access_answer, out, refresh))
         return false;
     count_hit("access");
     return true;

@@ -12,6 +12,7 @@
 #ifndef KL_HTTP_AUTH_INTERNAL_H
 #define KL_HTTP_AUTH_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,10 +36,15 @@ typedef struct auth_cache auth_cache;
  * is evicted, expired, replaced or left at auth_cache_free. */
 auth_cache *auth_cache_new(size_t capacity, void (*free_value)(void *value));
 void auth_cache_free(auth_cache *c);
+/* How long a lookup told to refresh an answer keeps others from being told. */
+#define AUTH_REFRESH_RETRY_MS 1000
+
 /* On a live entry: copy(value, out) under the cache's lock, then true. An
- * expired entry is dropped. */
+ * expired entry is dropped. refresh (may be NULL) is set when the entry is
+ * three quarters through its life and no lookup was told so in the last
+ * AUTH_REFRESH_RETRY_MS: the caller should ask again (and put the answer). */
 bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t now_ms,
-                    void (*copy)(const void *value, void *out), void *out);
+                    void (*copy)(const void *value, void *out), void *out, bool *refresh);
 /* Takes value; replaces an entry with the same key, evicts the least
  * recently used one when full. */
 void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value,
@@ -98,15 +104,23 @@ struct http_auth {
     /* loop thread only (auth_review.c) */
     struct kl__list reviews; /* auth_review.link: in flight */
     size_t n_reviews;
+    /* answers to ask again (auth.c): queued by MHD threads, asked on the loop */
+    pthread_mutex_t refresh_mu;
+    struct kl__list refreshes; /* auth_refresh.link */
+    size_t n_refreshes;
+    bool refresh_posted; /* the loop has a task to take them */
 };
 
 /* auth_cache.c: the cached answer for a token (any thread). True on a hit,
- * with out->subject a new reference (release it with auth_subject_unref). */
-bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out);
+ * with out->subject a new reference (release it with auth_subject_unref);
+ * *refresh as auth_cache_get says (refresh may be NULL). */
+bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out,
+                       bool *refresh);
 /* The cache key of an access question and the cached answer, if any. */
 void auth_access_key(const auth_subject *s, const auth_access_question *q,
                      uint8_t key[AUTH_DIGEST_LEN]);
-bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out);
+bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out,
+                        bool *refresh);
 
 /* The identity policy for a campaign's identity. Returns 0, or -1 with the
  * reason in msg. */

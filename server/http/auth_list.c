@@ -129,7 +129,7 @@ static void ask(narrowing *n, slot *sl)
     uint8_t key[AUTH_DIGEST_LEN];
     auth_access_answer acc;
     auth_access_key(n->subject, &q, key);
-    if (auth_access_lookup(n->a, key, &acc)) {
+    if (auth_access_lookup(n->a, key, &acc, NULL)) {
         n->pending++;
         on_access(sl, &acc);
         return;

@@ -251,6 +251,16 @@ static void fake_grant(fake_apiserver *s, const char *grant)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Takes back a grant given with fake_grant. */
+static void fake_revoke(fake_apiserver *s, const char *grant)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_grants; i++)
+        if (strcmp(s->grants[i], grant) == 0)
+            memcpy(s->grants[i], s->grants[--s->n_grants], sizeof s->grants[0]);
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void fake_script(fake_apiserver *s, int token_status, int access_status, int hold)
 {
     pthread_mutex_lock(&s->mu);

@@ -57,6 +57,8 @@ static void *run_engine(void *arg)
     return NULL;
 }
 
+static int answer_ttl_ms; /* 0: the defaults */
+
 static int setup_policy(void **state, http_identity_policy policy)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -81,7 +83,9 @@ static int setup_policy(void **state, http_identity_policy policy)
                       .auth = {.mode = HTTP_AUTH_KUBERNETES,
                                .identity_policy = policy,
                                .loop = f->l,
-                               .kube = f->kube}};
+                               .kube = f->kube,
+                               .token_ttl_ms = answer_ttl_ms,
+                               .access_ttl_ms = answer_ttl_ms}};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);
@@ -102,6 +106,15 @@ static int setup_policy(void **state, http_identity_policy policy)
 static int setup(void **state)
 {
     return setup_policy(state, HTTP_IDENTITY_ANY);
+}
+
+/* Answers cached for 2 s. */
+static int setup_short_ttl(void **state)
+{
+    answer_ttl_ms = 2000;
+    int rc = setup_policy(state, HTTP_IDENTITY_ANY);
+    answer_ttl_ms = 0;
+    return rc;
 }
 
 static int setup_sa(void **state)
@@ -235,6 +248,14 @@ static void test_auth_allowed_and_denied_calls_are_cached(void **state)
     for (int i = 0; i < 20; i++)
         assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
     expect_reviews(f, 1, 1);
+    /* bob may get every election of team: the namespace's answer serves
+     * the other names too. */
+    for (int i = 0; i < 20; i++) {
+        char get[64];
+        snprintf(get, sizeof get, "{\"namespace\":\"team\",\"name\":\"e%d\"}", i);
+        assert_int_equal(rpc(f, "GetHolder", get, "tok-bob", &b), 404);
+    }
+    expect_reviews(f, 1, 1);
     /* Denied, like kubectl, and cached as well. */
     const char *resign = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"a\"}";
     assert_int_equal(rpc(f, "Resign", resign, "tok-bob", &b), 403);
@@ -245,12 +266,12 @@ static void test_auth_allowed_and_denied_calls_are_cached(void **state)
                            "\\\"elections\\\" in API group \\\"kubelease.io\\\" in the namespace "
                            "\\\"team\\\""));
     assert_int_equal(rpc(f, "Resign", resign, "tok-bob", &b), 403);
-    expect_reviews(f, 1, 2);
+    expect_reviews(f, 1, 3); /* the namespace's question, then this election's */
     /* Another namespace is another question. */
     assert_int_equal(rpc(f, "GetHolder", "{\"namespace\":\"other\",\"name\":\"x\"}", "tok-bob", &b),
                      403);
     assert_non_null(strstr(b.data, "in the namespace \\\"other\\\""));
-    expect_reviews(f, 1, 3);
+    expect_reviews(f, 1, 5);
     /* The probes and the metrics need no token; the metrics count. */
     assert_int_equal(http(f->base, "/livez", NULL, NULL, NULL, 0, &b), 200);
     assert_int_equal(http(f->base, "/readyz", NULL, NULL, NULL, 0, &b), 200);
@@ -330,6 +351,63 @@ static void test_auth_fails_closed_when_the_apiserver_cannot_answer(void **state
         rpc(f, "GetHolder", "{\"namespace\":\"elsewhere\",\"name\":\"x\"}", "tok-alice", &b), 503);
     assert_non_null(strstr(b.data, "cannot reach the apiserver"));
     fake_start(&f->api); /* teardown stops it */
+}
+
+/* kubelease_auth_cache_hits_total{cache="access"} on the server's /metrics. */
+static double access_hits(const fixture *f)
+{
+    body b;
+    assert_int_equal(http(f->base, "/metrics", NULL, NULL, NULL, 0, &b), 200);
+    const char *k = "kubelease_auth_cache_hits_total{cache=\"access\"} ";
+    const char *p = strstr(b.data, k);
+    return p ? strtod(p + strlen(k), NULL) : 0;
+}
+
+/* Calls until one is answered with status, for at most 10 s; true if so. */
+static bool call_until(const fixture *f, long status, body *b)
+{
+    for (int i = 0; i < 200; i++) {
+        if (rpc(f, "GetHolder", GET_X, "tok-bob", b) == status)
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
+
+/* A caller who keeps calling (a leader confirming) is answered from the
+ * caches throughout: the answers are asked again before they expire. Yet
+ * none is used past its expiry: a revoked grant is refused, and when the
+ * apiserver stops answering, the calls fail closed. */
+static void test_auth_answers_are_refreshed_before_they_expire(void **state)
+{
+    fixture *f = *state;
+    body b;
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    expect_reviews(f, 1, 1);
+    double before = access_hits(f);
+    enum { CALLS = 100 }; /* 5 s: two and a half lifetimes of an answer */
+    for (int i = 0; i < CALLS; i++) {
+        assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+        usleep(50000);
+    }
+    int tr, ar;
+    fake_counts(&f->api, &tr, &ar, NULL);
+    printf("%d calls over 5 s, answers cached 2 s: %.0f answered from the cache; %d "
+           "TokenReviews, %d SubjectAccessReviews\n",
+           CALLS, access_hits(f) - before, tr, ar);
+    assert_int_equal(access_hits(f) - before, CALLS);
+    assert_true(tr >= 3 && ar >= 3);
+
+    /* The apiserver stops answering: the calls go on until the answer expires. */
+    fake_script(&f->api, 201, 500, 0);
+    assert_true(call_until(f, 503, &b));
+    assert_non_null(strstr(b.data, "SubjectAccessReview"));
+    fake_script(&f->api, 201, 201, 0);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    /* A revoked grant is refused once its answer is asked again. */
+    fake_revoke(&f->api, "system:serviceaccount:team:bob get team");
+    assert_true(call_until(f, 403, &b));
+    assert_non_null(strstr(b.data, "cannot get resource"));
 }
 
 static void test_auth_serviceaccount_identity_policy(void **state)
@@ -535,6 +613,8 @@ int main(void)
             test_auth_missing_malformed_invalid_expired_and_wrong_audience_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_allowed_and_denied_calls_are_cached, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_auth_answers_are_refreshed_before_they_expire,
+                                        setup_short_ttl, teardown),
         cmocka_unit_test_setup_teardown(test_auth_concurrent_first_calls_share_one_review, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_auth_fails_closed_when_the_apiserver_cannot_answer,
