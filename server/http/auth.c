@@ -20,13 +20,12 @@
 #include "core/loop.h"
 #include "http/auth_internal.h"
 
-#define TOKEN_TTL_MS      60000
-#define NEGATIVE_TTL_MS   5000
-#define ACCESS_TTL_MS     10000
-#define TOKEN_CACHE_MAX   4096
-#define ACCESS_CACHE_MAX  16384
-#define TOKEN_MAX         16384
-#define REFRESH_QUEUE_MAX 1024 /* answers waiting to be asked again; more wait a second */
+#define TOKEN_TTL_MS     60000
+#define NEGATIVE_TTL_MS  5000
+#define ACCESS_TTL_MS    10000
+#define TOKEN_CACHE_MAX  4096
+#define ACCESS_CACHE_MAX 16384
+#define TOKEN_MAX        16384
 
 struct http_auth_ticket {
     http_server *srv;
@@ -52,8 +51,6 @@ static void access_answer_free(void *v)
 {
     free(v);
 }
-
-static void refreshes_free(http_auth *a);
 
 http_auth *http_auth_new(const http_auth_config *cfg)
 {
@@ -84,7 +81,7 @@ void http_auth_free(http_auth *a)
     if (!a)
         return;
     auth_reviews_free(a);
-    refreshes_free(a);
+    auth_refreshes_free(a);
     pthread_mutex_destroy(&a->refresh_mu);
     auth_cache_free(a->tokens);
     auth_cache_free(a->access);
@@ -472,117 +469,6 @@ static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *c
     return v;
 }
 
-/* ---- refreshes --------------------------------------------------------------------- */
-
-/* A cached answer to ask again before it expires (auth_cache.c), so that a
- * caller who keeps calling never waits for a review. The reviews cache what
- * they learn; a refresh that fails is asked again a second later, and the
- * answer is never used past its expiry. */
-typedef struct auth_refresh {
-    struct kl__list link; /* in a->refreshes until the loop takes it */
-    uint8_t digest[AUTH_DIGEST_LEN];
-    char *token;           /* a token's: the token (secret); NULL: an access question's */
-    auth_subject *subject; /* an access question's */
-    char verb[16], ns[64], name[254];
-} auth_refresh;
-
-static void refresh_free(void *arg)
-{
-    auth_refresh *r = arg;
-    kl__secret_free(r->token);
-    auth_subject_unref(r->subject);
-    free(r);
-}
-
-static void refresh_token_done(void *ctx, const auth_token_answer *ans)
-{
-    (void)ans; /* cached by the review */
-    refresh_free(ctx);
-}
-
-static void refresh_access_done(void *ctx, const auth_access_answer *ans)
-{
-    (void)ans;
-    refresh_free(ctx);
-}
-
-/* Loop thread: asks every queued question again. */
-static void refreshes_run(void *arg)
-{
-    http_auth *a = arg;
-    struct kl__list batch = {0};
-    pthread_mutex_lock(&a->refresh_mu);
-    KL__LIST_FOREACH_SAFE (node, &a->refreshes) {
-        kl__list_remove(node);
-        kl__list_insert_tail(&batch, node);
-    }
-    a->n_refreshes = 0;
-    a->refresh_posted = false;
-    pthread_mutex_unlock(&a->refresh_mu);
-    KL__LIST_FOREACH_SAFE (node, &batch) {
-        kl__list_remove(node);
-        auth_refresh *r = KL__LIST_ENTRY(node, auth_refresh, link);
-        char msg[300];
-        auth_access_question q = {r->verb, r->ns, r->name};
-        int rc = r->token ? auth_review_token(a, r->digest, r->token, refresh_token_done,
-                                              refresh_free, r, msg, sizeof msg)
-                          : auth_review_access(a, r->subject, &q, refresh_access_done, refresh_free,
-                                               r, msg, sizeof msg);
-        if (rc != 0)
-            refresh_free(r);
-    }
-}
-
-/* Any thread: queues r (taken) for the loop. */
-static void refresh_queue(http_auth *a, auth_refresh *r)
-{
-    pthread_mutex_lock(&a->refresh_mu);
-    if (a->n_refreshes >= REFRESH_QUEUE_MAX) {
-        pthread_mutex_unlock(&a->refresh_mu);
-        refresh_free(r);
-        return;
-    }
-    kl__list_insert_tail(&a->refreshes, &r->link);
-    a->n_refreshes++;
-    if (!a->refresh_posted)
-        a->refresh_posted = loop_post(a->loop, refreshes_run, a) == 0;
-    pthread_mutex_unlock(&a->refresh_mu);
-}
-
-static void refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len)
-{
-    auth_refresh *r = calloc(1, sizeof *r);
-    if (!r || !(r->token = strndup(token, len))) {
-        free(r);
-        return;
-    }
-    memcpy(r->digest, digest, AUTH_DIGEST_LEN);
-    refresh_queue(a, r);
-}
-
-static void refresh_access(http_auth *a, auth_subject *s, const char *verb, const char *ns,
-                           const char *name)
-{
-    auth_refresh *r = calloc(1, sizeof *r);
-    if (!r)
-        return;
-    r->subject = auth_subject_ref(s);
-    snprintf(r->verb, sizeof r->verb, "%s", verb);
-    snprintf(r->ns, sizeof r->ns, "%s", ns);
-    snprintf(r->name, sizeof r->name, "%s", name);
-    refresh_queue(a, r);
-}
-
-/* The owner's thread, the loop stopped: frees what was never asked. */
-static void refreshes_free(http_auth *a)
-{
-    KL__LIST_FOREACH_SAFE (node, &a->refreshes) {
-        kl__list_remove(node);
-        refresh_free(KL__LIST_ENTRY(node, auth_refresh, link));
-    }
-    a->n_refreshes = 0;
-}
-
 /* ---- the request's side ------------------------------------------------------------ */
 
 /* The token of "Authorization: Bearer <token>" into *token (pointing into
@@ -636,7 +522,7 @@ static bool decide_cached(http_auth *a, const http_auth_action *act, const char 
     if (!auth_token_lookup(a, digest, &t, &token_due))
         return false;
     if (token_due && t.code == RPC_OK)
-        refresh_token(a, digest, token, token_len);
+        auth_refresh_token(a, digest, token, token_len);
     bool decided = true;
     if (refused(a, &t, act, d)) {
         *v = HTTP_AUTH_DENIED;
@@ -648,7 +534,7 @@ static bool decide_cached(http_auth *a, const http_auth_action *act, const char 
         if (decided)
             *v = access_verdict(t.subject, act, &acc, d, &q->scope.subject);
         if (access_due)
-            refresh_access(a, t.subject, act->verb, act->ns, wide ? "" : act->name);
+            auth_refresh_access(a, t.subject, act->verb, act->ns, wide ? "" : act->name);
     }
     auth_subject_unref(t.subject);
     return decided;

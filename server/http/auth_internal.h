@@ -133,6 +133,16 @@ int auth_policy_check(const http_auth *a, const auth_subject *s, const char *ide
 void auth_forbidden_message(const auth_subject *s, const auth_access_question *q,
                             const char *reason, char *msg, size_t msg_len);
 
+/* ---- auth_refresh.c: answers asked again before they expire -------------- */
+
+/* Any thread: queue a TokenReview of token (len bytes; digest its key), or
+ * an access question about s, for the loop to ask; what it learns is cached. */
+void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len);
+void auth_refresh_access(http_auth *a, auth_subject *s, const char *verb, const char *ns,
+                         const char *name);
+/* The owner's thread, the loop stopped: frees what was never asked. */
+void auth_refreshes_free(http_auth *a);
+
 /* ---- auth_review.c: reviews on the loop thread ----------------------------- */
 
 /* A review answered: a (valid during the call; take a subject reference to
