@@ -34,10 +34,11 @@
 #include "kubelease.h"
 
 #define MAX_REASONS 8
-/* Reasons are told apart by their first REASON_LEN characters: the library
- * cuts its message to kl_error's size, so the end of one reason varies with
- * the length of the Lease's name before it. */
-#define REASON_LEN 120
+/* Reasons are told apart by their first REASON_LEN characters, every run
+ * of digits read as "N": the library cuts its message to kl_error's size, so
+ * the end of one reason varies with the length of the Lease's name before
+ * it, and the validity left ("(23 ms)") varies from one loss to the next. */
+#define REASON_LEN 160
 
 struct config {
     const char *endpoint;
@@ -265,6 +266,22 @@ static void watch_all(const struct config *cfg, kl_client **c, struct watch *w)
     free(us);
 }
 
+/* WHY with each run of digits replaced by "N", cut to REASON_LEN. */
+static void reason_key(const char *why, char out[REASON_LEN + 1])
+{
+    size_t n = 0;
+    for (const char *p = why; *p && n < REASON_LEN; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (p > why && p[-1] >= '0' && p[-1] <= '9')
+                continue;
+            out[n++] = 'N';
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
 /* 3: the leaders still leading; the reasons of the others, counted. */
 static void count_leaders(const struct config *cfg, kl_client **c, const char *label)
 {
@@ -281,12 +298,13 @@ static void count_leaders(const struct config *cfg, kl_client **c, const char *l
         }
         /* "leadership of NS/NAME (epoch N) lost: WHY": counted by WHY. */
         const char *why = strstr(err.message, " lost: ");
-        why = why ? why + 7 : err.message;
+        char key[REASON_LEN + 1];
+        reason_key(why ? why + 7 : err.message, key);
         int r = 0;
-        while (r < n_reasons && strncmp(reasons[r], why, REASON_LEN) != 0)
+        while (r < n_reasons && strcmp(reasons[r], key) != 0)
             r++;
         if (r == n_reasons && n_reasons < MAX_REASONS)
-            snprintf(reasons[n_reasons++], sizeof reasons[0], "%.*s", REASON_LEN, why);
+            memcpy(reasons[n_reasons++], key, sizeof key);
         if (r < n_reasons)
             counts[r]++;
     }
