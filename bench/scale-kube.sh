@@ -16,7 +16,9 @@
 # SubjectAccessReviews; the WATCH requests on leases open at the end of the
 # window (apiserver_longrunning_requests, minus the idle ones); Lease writes
 # (every verb but GET, LIST and WATCH, minus the idle rate; the throttled
-# ones, refused with 429, included) per leader per minute. Last, the ratio of the writes per leader, client-go to kubelease.
+# ones, refused with 429, included) per leader per minute. Last, the ratio
+# of the writes per leader, client-go to kubelease. Figures in
+# bench/README.md.
 #
 # Usage: bench/scale-kube.sh [ELECTIONS...]        (default: 300 1000)
 # Environment:
@@ -46,7 +48,7 @@ if [ -z "${KUBELEASE_TEST_ENV:-}" ]; then
         command -v "$tool" >/dev/null || die "$tool is not installed (scripts/setup.sh --test)"
     done
     for f in "$server" "$probe"; do
-        [ -x "$f" ] || die "$f is not built (see the README's build line)"
+        [ -x "$f" ] || die "$f is not built (cmake --build $build)"
     done
     if [ "$n_clientgo" -gt 0 ]; then
         mkdir -p "$cache/bin"
@@ -147,7 +149,7 @@ field() { sed -n "s/^$1=//p" "$2" | head -n 1; }
 sample() {
     local pid=$1 out=$2 tag=$3 t0 t1 a0 a1 api
     until grep -qs '^phase=steady' "$out"; do
-        kill -0 "$pid" 2>/dev/null || die "$tag: the leaders exited early (see $out and its .err)"
+        kill -0 "$pid" 2>/dev/null || die "$tag: the leaders exited early: $(tail -n 3 "${out%.out}.err")"
         sleep 0.2
     done
     sleep "$settle"
@@ -156,7 +158,7 @@ sample() {
     t0=$(cpu_ticks "$pid")
     a0=$(cpu_ticks "$api")
     sleep "$window"
-    kill -0 "$pid" 2>/dev/null || die "$tag: the leaders stopped before the window's end (see $out)"
+    kill -0 "$pid" 2>/dev/null || die "$tag: the leaders stopped before the window's end: $(tail -n 3 "$out")"
     t1=$(cpu_ticks "$pid")
     a1=$(cpu_ticks "$api")
     snapshot "$logs/$tag.m1"
