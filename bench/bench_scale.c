@@ -3,7 +3,8 @@
  * and CPU while this holds still):
  *   1. E elections, one candidate each, spread over C clients: the time
  *      from the first kl_run_election to the last kl_wait_elected (terms
- *      confirmed; the library confirms them from then on);
+ *      confirmed; the library confirms them from then on), and the
+ *      elections that failed or were lost before that;
  *   2. W holder watches (kl_watch_holder) of those Leases, spread over WC
  *      clients (one watch per Lease per client, so W <= WC x E), all at
  *      once or RATE a second: the time to the first callback of every
@@ -13,7 +14,11 @@
  *      seconds after the last election, when the leaders still leading are
  *      counted (kl_wait_lost_timeout with 0 ms: a loss is final, and its
  *      reason is counted).
- * Usage: bench_scale [-e E] [-w W] [-c C] [-W WC] [-d L/R/P] [-H HOLD] [-r RATE] ENDPOINT
+ * The Leases are NAMESPACE/PREFIX-0 .. PREFIX-(E-1) (default: default/scale);
+ * on a real apiserver, give each run a prefix of its own, since a stopped
+ * kubeleased keeps its terms (docs/design.md, rule 5).
+ * Usage: bench_scale [-e E] [-w W] [-c C] [-W WC] [-d L/R/P] [-H HOLD] [-r RATE]
+ *                    [-n NAMESPACE] [-p PREFIX] ENDPOINT
  * Prints key=value lines; figures, not assertions. */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -29,11 +34,15 @@
 #include "kubelease.h"
 
 #define MAX_REASONS 8
-
-static const char *ns = "default";
+/* Reasons are told apart by their first REASON_LEN characters, every run
+ * of digits read as "N": the library cuts its message to kl_error's size, so
+ * the end of one reason varies with the length of the Lease's name before
+ * it, and the validity left ("(23 ms)") varies from one loss to the next. */
+#define REASON_LEN 160
 
 struct config {
     const char *endpoint;
+    const char *ns, *prefix; /* the Leases: NS/PREFIX-i */
     int elections, watchers, clients, watch_clients, hold_s;
     int watch_rate; /* watches started per second; 0: all at once */
     int lease_s, renew_s, retry_s;
@@ -72,13 +81,15 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_scale [-e ELECTIONS] [-w WATCHERS] [-c CLIENTS] "
                     "[-W WATCH_CLIENTS] [-d LEASE/RENEW/RETRY] [-H HOLD_S] [-r WATCHES_PER_S] "
-                    "ENDPOINT\n");
+                    "[-n NAMESPACE] [-p PREFIX] ENDPOINT\n");
     exit(2);
 }
 
 static void parse(int argc, char **argv, struct config *cfg)
 {
-    *cfg = (struct config){.elections = 1000,
+    *cfg = (struct config){.ns = "default",
+                           .prefix = "scale",
+                           .elections = 1000,
                            .watchers = 10000,
                            .clients = 10,
                            .hold_s = 30,
@@ -86,7 +97,7 @@ static void parse(int argc, char **argv, struct config *cfg)
                            .renew_s = 10,
                            .retry_s = 2};
     int o;
-    while ((o = getopt(argc, argv, "e:w:c:W:d:H:r:")) != -1) {
+    while ((o = getopt(argc, argv, "e:w:c:W:d:H:r:n:p:")) != -1) {
         switch (o) {
         case 'e':
             cfg->elections = atoi(optarg);
@@ -105,6 +116,12 @@ static void parse(int argc, char **argv, struct config *cfg)
             break;
         case 'r':
             cfg->watch_rate = atoi(optarg);
+            break;
+        case 'n':
+            cfg->ns = optarg;
+            break;
+        case 'p':
+            cfg->prefix = optarg;
             break;
         case 'd':
             if (sscanf(optarg, "%d/%d/%d", &cfg->lease_s, &cfg->renew_s, &cfg->retry_s) != 3)
@@ -148,9 +165,9 @@ static kl_client **clients_new(const char *endpoint, int n)
     return c;
 }
 
-static void lease_name(int i, char *out, size_t n)
+static void lease_name(const struct config *cfg, int i, char *out, size_t n)
 {
-    snprintf(out, n, "scale-%d", i);
+    snprintf(out, n, "%s-%d", cfg->prefix, i);
 }
 
 /* 1: every election started, then waited for in turn; the time to the
@@ -161,17 +178,23 @@ static int64_t elect_all(const struct config *cfg, kl_client **c)
     kl_error err;
     int64_t t0 = now_us();
     for (int i = 0; i < cfg->elections; i++) {
-        lease_name(i, lease, sizeof lease);
-        snprintf(id, sizeof id, "scale-leader-%d", i);
-        if (kl_run_election(c[i % cfg->clients], ns, lease, id, cfg->lease_s, cfg->renew_s,
+        lease_name(cfg, i, lease, sizeof lease);
+        snprintf(id, sizeof id, "%s-leader-%d", cfg->prefix, i);
+        if (kl_run_election(c[i % cfg->clients], cfg->ns, lease, id, cfg->lease_s, cfg->renew_s,
                             cfg->retry_s, &err) != KL_OK)
             die("kl_run_election", &err);
     }
+    /* A leader may lose its term before the last is elected (a short grant
+     * on a busy apiserver): counted, and the first reason printed. */
+    int failed = 0;
     for (int i = 0; i < cfg->elections; i++) {
-        lease_name(i, lease, sizeof lease);
-        if (kl_wait_elected(c[i % cfg->clients], ns, lease, 120, NULL, &err) != KL_OK)
-            die("kl_wait_elected", &err);
+        lease_name(cfg, i, lease, sizeof lease);
+        if (kl_wait_elected(c[i % cfg->clients], cfg->ns, lease, 120, NULL, &err) != KL_OK &&
+            failed++ == 0)
+            printf("elect_first_failure=\"%s\"\n", err.message);
     }
+    if (failed)
+        printf("elect_failed=%d/%d\n", failed, cfg->elections);
     return now_us() - t0;
 }
 
@@ -209,8 +232,9 @@ static void watch_all(const struct config *cfg, kl_client **c, struct watch *w)
             if (due > now_us())
                 sleep_us(due - now_us());
         }
-        lease_name(i / cfg->watch_clients, lease, sizeof lease);
-        if (kl_watch_holder(c[i % cfg->watch_clients], ns, lease, on_holder, &w[i], &err) != KL_OK)
+        lease_name(cfg, i / cfg->watch_clients, lease, sizeof lease);
+        if (kl_watch_holder(c[i % cfg->watch_clients], cfg->ns, lease, on_holder, &w[i], &err) !=
+            KL_OK)
             die("kl_watch_holder", &err);
     }
     int64_t started_us = now_us() - t0;
@@ -242,28 +266,45 @@ static void watch_all(const struct config *cfg, kl_client **c, struct watch *w)
     free(us);
 }
 
+/* WHY with each run of digits replaced by "N", cut to REASON_LEN. */
+static void reason_key(const char *why, char out[REASON_LEN + 1])
+{
+    size_t n = 0;
+    for (const char *p = why; *p && n < REASON_LEN; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (p > why && p[-1] >= '0' && p[-1] <= '9')
+                continue;
+            out[n++] = 'N';
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
 /* 3: the leaders still leading; the reasons of the others, counted. */
 static void count_leaders(const struct config *cfg, kl_client **c, const char *label)
 {
-    char reasons[MAX_REASONS][256];
+    char reasons[MAX_REASONS][REASON_LEN + 1];
     int counts[MAX_REASONS] = {0}, n_reasons = 0, valid = 0;
     char lease[64];
     for (int i = 0; i < cfg->elections; i++) {
         kl_error err;
-        lease_name(i, lease, sizeof lease);
-        int rc = kl_wait_lost_timeout(c[i % cfg->clients], ns, lease, 0, &err);
+        lease_name(cfg, i, lease, sizeof lease);
+        int rc = kl_wait_lost_timeout(c[i % cfg->clients], cfg->ns, lease, 0, &err);
         if (rc == KL_ERR_TIMEOUT) {
             valid++;
             continue;
         }
         /* "leadership of NS/NAME (epoch N) lost: WHY": counted by WHY. */
         const char *why = strstr(err.message, " lost: ");
-        why = why ? why + 7 : err.message;
+        char key[REASON_LEN + 1];
+        reason_key(why ? why + 7 : err.message, key);
         int r = 0;
-        while (r < n_reasons && strcmp(reasons[r], why) != 0)
+        while (r < n_reasons && strcmp(reasons[r], key) != 0)
             r++;
         if (r == n_reasons && n_reasons < MAX_REASONS)
-            snprintf(reasons[n_reasons++], sizeof reasons[0], "%s", why);
+            memcpy(reasons[n_reasons++], key, sizeof key);
         if (r < n_reasons)
             counts[r]++;
     }
@@ -279,9 +320,9 @@ int main(int argc, char **argv)
     raise_nofile();
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("elections=%d watchers=%d clients=%d watch_clients=%d durations=%d/%d/%d hold_s=%d "
-           "watch_rate=%d\n",
+           "watch_rate=%d leases=%s/%s-N\n",
            cfg.elections, cfg.watchers, cfg.clients, cfg.watch_clients, cfg.lease_s, cfg.renew_s,
-           cfg.retry_s, cfg.hold_s, cfg.watch_rate);
+           cfg.retry_s, cfg.hold_s, cfg.watch_rate, cfg.ns, cfg.prefix);
     kl_client **ec = clients_new(cfg.endpoint, cfg.clients);
     kl_client **wc = clients_new(cfg.endpoint, cfg.watch_clients);
     struct watch *w = calloc((size_t)cfg.watchers + 1, sizeof *w);

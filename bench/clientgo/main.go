@@ -6,6 +6,14 @@
 // Usage: clientgo -kubeconfig SA.kubeconfig -admin-kubeconfig ADMIN.kubeconfig \
 //
 //	-namespace NS [-lease 15s -renew 10s -retry 2s -rounds 3 -standbys 20 -window 60s]
+//
+// With -leaders N it measures nothing itself and runs N elections instead, one
+// candidate each, on the Leases PREFIX-0 .. PREFIX-(N-1), for bench/scale-kube.sh,
+// which samples the apiserver meanwhile: it prints elect_all_ms=, then
+// phase=steady, keeps leading for -hold, prints leaders_valid=V/N (the leaders
+// that never stopped leading) and exits.
+//
+//	clientgo -kubeconfig SA.kubeconfig -namespace NS -leaders N [-prefix P] [-hold 90s]
 package main
 
 import (
@@ -16,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +46,9 @@ var (
 	rounds     = flag.Int("rounds", 3, "measurements of each kind")
 	standbys   = flag.Int("standbys", 20, "standbys for the request count (0: skip)")
 	window     = flag.Duration("window", 60*time.Second, "how long to count requests")
+	leaders    = flag.Int("leaders", 0, "run this many elections and hold them (0: the comparison)")
+	prefix     = flag.String("prefix", "cg-scale", "with -leaders: the Leases' name prefix")
+	hold       = flag.Duration("hold", 90*time.Second, "with -leaders: how long to keep leading")
 )
 
 type candidate struct {
@@ -126,6 +138,41 @@ func leaseRequests(admin *rest.Config) float64 {
 	return total
 }
 
+// holdLeaders runs n elections, one candidate each, and keeps leading for
+// -hold after the last was elected.
+func holdLeaders(cs kubernetes.Interface, n int) {
+	var mu sync.Mutex
+	stopped := 0
+	t0 := time.Now()
+	var all []*candidate
+	for i := 0; i < n; i++ {
+		c := run(cs, fmt.Sprintf("%s-%d", *prefix, i), fmt.Sprintf("%s-leader-%d", *prefix, i), true)
+		all = append(all, c)
+		go func() {
+			<-c.done // le.Run returns when leadership is lost (or cancelled, below)
+			mu.Lock()
+			stopped++
+			mu.Unlock()
+		}()
+	}
+	for _, c := range all {
+		waitElected(c, 120*time.Second)
+	}
+	fmt.Printf("elect_all_ms=%.1f\n", float64(time.Since(t0).Microseconds())/1000)
+	fmt.Println("phase=steady")
+	time.Sleep(*hold)
+	mu.Lock()
+	fmt.Printf("leaders_valid=%d/%d\n", n-stopped, n)
+	mu.Unlock()
+	for _, c := range all {
+		c.cancel()
+	}
+	for _, c := range all {
+		<-c.done
+	}
+	fmt.Println("phase=done")
+}
+
 func main() {
 	klog.InitFlags(nil)
 	flag.Set("v", "0")
@@ -137,6 +184,10 @@ func main() {
 	}
 	cfg.QPS, cfg.Burst = 1000, 1000
 	cs := kubernetes.NewForConfigOrDie(cfg)
+	if *leaders > 0 {
+		holdLeaders(cs, *leaders)
+		return
+	}
 	id := time.Now().UnixNano() % 1000000
 	fmt.Printf("client-go leader election, %v/%v/%v\n", *leaseDur, *renew, *retry)
 
