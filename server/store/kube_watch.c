@@ -245,7 +245,11 @@ static void stream_done(void *ctx, const kube_response *r)
         watch_retry(nw, store_kube_backoff_ms(nw->ks, nw->gone_streak++));
     } else if (r->http_code == 200 && r->curl_code == 0 && !nw->stream_failed &&
                r->elapsed_ms >= QUICK_END_MS) {
-        /* The apiserver ended the watch (timeoutSeconds): resume at once. */
+        /* The apiserver ended the watch: resume at once. Before its
+         * timeoutSeconds, it may have found us too slow a reader. */
+        if (r->elapsed_ms < (WATCH_TIMEOUT_S - 5) * 1000)
+            log_event(LOG_INFO, "kube_watch_ended_early", "ns=%s after_ms=%lld rv=%s", nw->ns,
+                      (long long)r->elapsed_ms, log_q(nw->rv));
         watch_retry(nw, 0);
     } else {
         char e[300];
