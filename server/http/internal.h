@@ -207,8 +207,9 @@ void http_stream_request_done(http_server *s, http_req *q, enum MHD_RequestTermi
 /* s->mu held. Ends the streams past their Connect-Timeout-Ms; returns the
  * earliest deadline still to come, or wake if none comes sooner. */
 int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake);
-/* s->mu held. Resumes every stream (a suspended one only learns so that its
- * peer left), aborting those whose peer is gone. */
+/* s->mu held. Resumes the suspended streams whose peer sent something,
+ * and aborts those whose peer left (end of file or an error on the socket;
+ * TCP keepalives notice a peer gone silently). */
 void http_streams_poll_locked(http_server *s);
 /* s->mu held, the engine gone: ends every stream (unavailable) and drops the
  * engine's references. */
@@ -220,7 +221,7 @@ void http_streams_abort_locked(http_server *s);
  * many are left. */
 int http_streams_drain(http_server *s, int timeout_ms);
 
-/* --- timer.c: the thread behind deadlines and periodic resumes --------- */
+/* --- timer.c: the thread behind deadlines and the look for peers gone -- */
 
 int http_timer_start(http_server *s);
 /* Stops and joins the thread; a no-op if it did not start. */
