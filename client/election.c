@@ -155,12 +155,6 @@ void kl__election_cancel(struct kl__election *el, const char *fmt, ...)
     va_end(ap);
 }
 
-/* 1 while a Confirm is in flight. */
-static int el_confirming(const struct kl__election *el)
-{
-    return el->confirm || el->confirm_old;
-}
-
 /* The loss is reported at the deadline whatever the service does, also by
  * user threads when the I/O thread is late (docs/design.md, rule 2). */
 void kl__election_check_deadline(struct kl__election *el, int64_t now)
@@ -170,10 +164,10 @@ void kl__election_check_deadline(struct kl__election *el, int64_t now)
                   "leadership of %s (epoch %lld) lost: the kubelease service at %s did not "
                   "confirm it within its validity (%lld ms)%s%s",
                   el->key, (long long)el->epoch, el->loop->tr.endpoint, (long long)el->valid_for_ms,
-                  el->problem[0] ? "; last problem: " : (el_confirming(el) ? "; " : ""),
+                  el->problem[0] ? "; last problem: " : (kl__election_confirming(el) ? "; " : ""),
                   el->problem[0]
                       ? el->problem
-                      : (el_confirming(el) ? "the last confirmation got no answer" : ""));
+                      : (kl__election_confirming(el) ? "the last confirmation got no answer" : ""));
 }
 
 static void set_problem(struct kl__election *el, const char *text)
@@ -298,17 +292,22 @@ static void start_resign(struct kl__election *el, int64_t now)
 }
 
 /* A leader's Confirm unanswered halfway to the deadline is sent again,
- * the first left in flight (whichever answers extends the deadline): the
- * first may wait on a connection that will not serve it in time (a new
- * one the service has not accepted yet, a dead one), while a busy service
- * still answers on the others (docs/design.md, rule 2). At most two are in
- * flight. Returns when to look again. */
-static int64_t confirm_process(struct kl__election *el, int64_t now)
+ * the first left in flight (whichever answers extends the deadline): it
+ * may wait on a connection that will not serve it in time (a new one not
+ * accepted yet, a dead one) while the others are served (docs/design.md,
+ * rule 2). At most CONFIRM_RETRIES_MAX such in flight per client (*retries
+ * is what is left): when the service is slow for every leader, doubling
+ * the Confirms would only slow it more. Returns when to look again. */
+#define CONFIRM_RETRIES_MAX 4
+static int64_t confirm_process(struct kl__election *el, int64_t now, int *retries)
 {
     if (el->confirm && !el->confirm_old && kl__election_leader(el)) {
         int64_t retry_at = kl__confirm_retry_at(el->confirm->sent_ms, el->deadline_ms);
         if (now < retry_at)
             return retry_at;
+        if (*retries <= 0)
+            return INT64_MAX; /* looked at again when one is answered */
+        (*retries)--;
         el->confirm_old = el->confirm;
         el->confirm = NULL;
         el->next_confirm = now;
@@ -368,6 +367,9 @@ static int64_t check_health(struct kl__election *el, int64_t now)
 int64_t kl__elections_process(const struct kl__list *list, int64_t now)
 {
     int64_t next = INT64_MAX;
+    int retries = CONFIRM_RETRIES_MAX;
+    KL__LIST_FOREACH (link, list)
+        retries -= kl__election_of(link)->confirm_old != NULL;
     KL__LIST_FOREACH (link, list) {
         struct kl__election *el = kl__election_of(link);
         kl__election_check_deadline(el, now);
@@ -407,7 +409,7 @@ int64_t kl__elections_process(const struct kl__list *list, int64_t now)
             }
         }
         if (el_attached(el))
-            next = kl__min64(next, confirm_process(el, now));
+            next = kl__min64(next, confirm_process(el, now, &retries));
         if (kl__election_leader(el))
             next = kl__min64(next, el->deadline_ms);
     }
@@ -428,7 +430,7 @@ int kl__elections_idle(const struct kl__list *list)
  * flight (its answer decides). */
 static void retry_confirm(struct kl__election *el, int64_t at)
 {
-    if (!el_confirming(el))
+    if (!kl__election_confirming(el))
         el->next_confirm = at;
 }
 

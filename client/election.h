@@ -87,6 +87,12 @@ static inline int kl__election_leader(const struct kl__election *el)
            el->state == KL__EL_RESUMING;
 }
 
+/* 1 while a Confirm is in flight. */
+static inline int kl__election_confirming(const struct kl__election *el)
+{
+    return el->confirm || el->confirm_old;
+}
+
 /* 1 once the election ended (no more terms). */
 static inline int kl__election_over(const struct kl__election *el)
 {
