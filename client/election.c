@@ -14,48 +14,6 @@
 #include "transport.h"
 #include "util.h"
 
-/* --- pure arithmetic ------------------------------------------------------ */
-
-int64_t kl__deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms)
-{
-    return valid_for_ms > 0 ? sent_ms + valid_for_ms : sent_ms;
-}
-
-int64_t kl__next_confirm_at(int64_t sent_ms, int64_t valid_for_ms)
-{
-    int64_t third = valid_for_ms / 3;
-    return sent_ms + (third > 0 ? third : 1);
-}
-
-int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms)
-{
-    return deadline_ms > now_ms ? deadline_ms - now_ms : 0;
-}
-
-static const char *lost_reason_name(int reason)
-{
-    switch (reason) {
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_RESIGNED:
-        return "resigned";
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_RENEW_FAILED:
-        return "the service could not renew the Lease";
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_SUPERSEDED:
-        return "another writer changed the Lease";
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_DELETED:
-        return "the Lease was deleted";
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_RESUME_FAILED:
-        return "the term could not be resumed";
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_SHUTDOWN:
-        return "the service is shutting down";
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_EXPIRED:
-        return "the campaign expired or was replaced";
-    case KUBELEASE__V1__LOST_REASON__LOST_REASON_HANDED_OFF:
-        return "handed off";
-    default:
-        return "unspecified reason";
-    }
-}
-
 static int campaign_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len);
 static void campaign_done(struct kl__xfer *x, CURLcode rc);
 static void confirm_done(struct kl__xfer *x, CURLcode rc);
@@ -130,6 +88,7 @@ static void el_free(struct kl__election *el)
     el_forget_term(el);
     kl__xfer_drop(el->stream);
     kl__xfer_drop(el->confirm);
+    kl__xfer_drop(el->confirm_old);
     kl__xfer_drop(el->resign);
     free(el->key);
     free(el->ns);
@@ -205,9 +164,10 @@ void kl__election_check_deadline(struct kl__election *el, int64_t now)
                   "leadership of %s (epoch %lld) lost: the kubelease service at %s did not "
                   "confirm it within its validity (%lld ms)%s%s",
                   el->key, (long long)el->epoch, el->loop->tr.endpoint, (long long)el->valid_for_ms,
-                  el->problem[0] ? "; last problem: " : (el->confirm ? "; " : ""),
-                  el->problem[0] ? el->problem
-                                 : (el->confirm ? "the last confirmation got no answer" : ""));
+                  el->problem[0] ? "; last problem: " : (kl__election_confirming(el) ? "; " : ""),
+                  el->problem[0]
+                      ? el->problem
+                      : (kl__election_confirming(el) ? "the last confirmation got no answer" : ""));
 }
 
 static void set_problem(struct kl__election *el, const char *text)
@@ -331,6 +291,38 @@ static void start_resign(struct kl__election *el, int64_t now)
     el->resign_until = now + timeout;
 }
 
+/* A leader's Confirm unanswered halfway to the deadline is sent again,
+ * the first left in flight (whichever answers extends the deadline): it
+ * may wait on a connection that will not serve it in time (a new one not
+ * accepted yet, a dead one) while the others are served (docs/design.md,
+ * rule 2). At most CONFIRM_RETRIES_MAX such in flight per client (*retries
+ * is what is left): when the service is slow for every leader, doubling
+ * the Confirms would only slow it more. Returns when to look again. */
+#define CONFIRM_RETRIES_MAX 4
+static int64_t confirm_process(struct kl__election *el, int64_t now, int *retries)
+{
+    if (el->confirm && !el->confirm_old && kl__election_leader(el)) {
+        int64_t retry_at = kl__confirm_retry_at(el->confirm->sent_ms, el->deadline_ms);
+        if (now < retry_at)
+            return retry_at;
+        if (*retries <= 0)
+            return INT64_MAX; /* looked at again when one is answered */
+        (*retries)--;
+        el->confirm_old = el->confirm;
+        el->confirm = NULL;
+        el->next_confirm = now;
+    }
+    if (el->confirm || !el->next_confirm)
+        return INT64_MAX;
+    if (now >= el->next_confirm)
+        start_confirm(el, now);
+    if (el->confirm && !el->confirm_old && kl__election_leader(el))
+        return kl__confirm_retry_at(el->confirm->sent_ms, el->deadline_ms);
+    if (el->confirm)
+        return INT64_MAX;
+    return el->next_confirm ? el->next_confirm : INT64_MAX;
+}
+
 /* A finished election: resign if the service may hold the campaign (the
  * stream stays open meanwhile, so the service sees a resignation, not a
  * broken stream), then close everything. */
@@ -339,6 +331,7 @@ static int64_t el_wind_down(struct kl__election *el, int64_t now)
     if (el->state == KL__EL_CLOSED)
         return INT64_MAX;
     drop_xfer(&el->confirm);
+    drop_xfer(&el->confirm_old);
     if (el->state == KL__EL_RESIGNING && !el->resign)
         start_resign(el, now);
     if (el->resign) {
@@ -374,6 +367,9 @@ static int64_t check_health(struct kl__election *el, int64_t now)
 int64_t kl__elections_process(const struct kl__list *list, int64_t now)
 {
     int64_t next = INT64_MAX;
+    int retries = CONFIRM_RETRIES_MAX;
+    KL__LIST_FOREACH (link, list)
+        retries -= kl__election_of(link)->confirm_old != NULL;
     KL__LIST_FOREACH (link, list) {
         struct kl__election *el = kl__election_of(link);
         kl__election_check_deadline(el, now);
@@ -412,14 +408,8 @@ int64_t kl__elections_process(const struct kl__list *list, int64_t now)
                 next = kl__min64(next, el->stream->last_rx_ms + idle_limit + 1);
             }
         }
-        if (el_attached(el) && !el->confirm && el->next_confirm) {
-            if (now >= el->next_confirm)
-                start_confirm(el, now);
-            else
-                next = kl__min64(next, el->next_confirm);
-            if (!el->confirm && el->next_confirm)
-                next = kl__min64(next, el->next_confirm);
-        }
+        if (el_attached(el))
+            next = kl__min64(next, confirm_process(el, now, &retries));
         if (kl__election_leader(el))
             next = kl__min64(next, el->deadline_ms);
     }
@@ -436,6 +426,14 @@ int kl__elections_idle(const struct kl__list *list)
 
 /* --- transfers finishing and stream messages -------------------------------- */
 
+/* A Confirm brought no grant: another at `at`, unless one is still in
+ * flight (its answer decides). */
+static void retry_confirm(struct kl__election *el, int64_t at)
+{
+    if (!kl__election_confirming(el))
+        el->next_confirm = at;
+}
+
 static void on_confirm_answer(struct kl__election *el, struct kl__xfer *x, CURLcode rc)
 {
     kl_error e;
@@ -449,7 +447,7 @@ static void on_confirm_answer(struct kl__election *el, struct kl__xfer *x, CURLc
             snprintf(el->problem, sizeof(el->problem),
                      "kubelease service at %s sent an unreadable Confirm answer",
                      el->loop->tr.endpoint);
-            el->next_confirm = now + 250;
+            retry_confirm(el, now + 250);
             return;
         }
         int64_t epoch = r->epoch, valid = r->valid_for_ms;
@@ -466,14 +464,20 @@ static void on_confirm_answer(struct kl__election *el, struct kl__xfer *x, CURLc
             valid = (int64_t)el->renew_s * 1000;
         int64_t deadline = kl__deadline_after_confirm(x->sent_ms, valid);
         if (valid <= 0 || deadline <= now) {
-            el->next_confirm = now + 100;
+            retry_confirm(el, now + 100);
             return;
         }
-        el->deadline_ms = deadline;
-        el->valid_for_ms = valid;
+        /* With two in flight, the answer to the earlier one may come
+         * second: it moves neither the deadline nor the next Confirm back. */
+        if (!kl__election_leader(el) || deadline > el->deadline_ms) {
+            el->deadline_ms = deadline;
+            el->valid_for_ms = valid;
+        }
+        int64_t next_at = kl__next_confirm_at(x->sent_ms, valid);
+        if (next_at > el->next_confirm)
+            el->next_confirm = next_at;
         el->problem[0] = 0;
         el_set_state(el, leader_state(el->state));
-        el->next_confirm = kl__next_confirm_at(x->sent_ms, valid);
         kl__loop_changed(el->loop);
         return;
     }
@@ -486,13 +490,16 @@ static void on_confirm_answer(struct kl__election *el, struct kl__xfer *x, CURLc
     /* Unreachable, timed out, overloaded: try again soon; if no confirmation
      * arrives before the deadline, kl__election_check_deadline reports the loss. */
     set_problem(el, e.message);
-    el->next_confirm = now + 200;
+    retry_confirm(el, now + 200);
 }
 
 static void confirm_done(struct kl__xfer *x, CURLcode rc)
 {
     struct kl__election *el = x->data;
-    el->confirm = NULL;
+    if (el->confirm == x)
+        el->confirm = NULL;
+    else
+        el->confirm_old = NULL;
     if (!kl__election_over(el))
         on_confirm_answer(el, x, rc);
 }
@@ -592,7 +599,7 @@ static void on_lost(struct kl__election *el, const Kubelease__V1__Lost *l)
     if (retry) {
         char why[256];
         snprintf(why, sizeof(why), "the service ended the campaign stream: %s%s%.160s",
-                 lost_reason_name(l->reason), sep, text);
+                 kl__lost_reason_name(l->reason), sep, text);
         set_problem(el, why);
         return; /* the stream ends next; its completion reconnects */
     }
@@ -601,13 +608,13 @@ static void on_lost(struct kl__election *el, const Kubelease__V1__Lost *l)
          * acknowledgement, a Resign with the token, sent once leadership is
          * no longer reported (docs/design.md, rules 2 and 3). */
         el_finish(el, KL_ERR_LOST, "leadership of %s (epoch %lld) lost: %s%s%s", el->key,
-                  (long long)el->epoch, lost_reason_name(l->reason), sep, text);
+                  (long long)el->epoch, kl__lost_reason_name(l->reason), sep, text);
     else if (leader)
         el_finish_by_service(el, "leadership of %s (epoch %lld) lost: %s%s%s", el->key,
-                             (long long)el->epoch, lost_reason_name(l->reason), sep, text);
+                             (long long)el->epoch, kl__lost_reason_name(l->reason), sep, text);
     else
         el_finish_by_service(el, "campaign for %s ended by the service: %s%s%s", el->key,
-                             lost_reason_name(l->reason), sep, text);
+                             kl__lost_reason_name(l->reason), sep, text);
 }
 
 static void on_event(struct kl__election *el, const Kubelease__V1__CampaignEvent *ev)

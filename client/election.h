@@ -60,7 +60,8 @@ struct kl__election {
 
     /* Driven by the I/O thread. */
     struct kl__xfer *stream;
-    struct kl__xfer *confirm;
+    struct kl__xfer *confirm;     /* the latest Confirm in flight */
+    struct kl__xfer *confirm_old; /* an earlier one still in flight, retried by confirm */
     struct kl__xfer *resign;
     int64_t reconnect_at; /* when to open the next stream */
     int64_t backoff_ms;   /* current reconnection backoff */
@@ -84,6 +85,12 @@ static inline int kl__election_leader(const struct kl__election *el)
 {
     return el->state == KL__EL_LEADING || el->state == KL__EL_LEADER_BACKOFF ||
            el->state == KL__EL_RESUMING;
+}
+
+/* 1 while a Confirm is in flight. */
+static inline int kl__election_confirming(const struct kl__election *el)
+{
+    return el->confirm || el->confirm_old;
 }
 
 /* 1 once the election ended (no more terms). */
@@ -132,7 +139,13 @@ int kl__elections_idle(const struct kl__list *list);
 int64_t kl__deadline_after_confirm(int64_t sent_ms, int64_t valid_for_ms);
 /* When to send the next Confirm: a third of the validity after sent_ms. */
 int64_t kl__next_confirm_at(int64_t sent_ms, int64_t valid_for_ms);
+/* When a leader's Confirm sent at sent_ms and still unanswered is sent
+ * again, the first left in flight: halfway from sent_ms to the deadline. */
+int64_t kl__confirm_retry_at(int64_t sent_ms, int64_t deadline_ms);
 /* Remaining validity at now_ms (0 when passed). */
 int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms);
+/* What a Lost reason (kubelease.v1.LostReason) says, for messages; a
+ * static string. */
+const char *kl__lost_reason_name(int reason);
 
 #endif

@@ -32,9 +32,11 @@ typedef struct loop_xfer {
 struct loop {
     CURLM *multi;
     atomic_bool stop;
-    pthread_mutex_t mu; /* guards the task queue */
+    pthread_mutex_t mu; /* guards the task queues */
     loop_task *head, *tail;
-    struct kl__list xfers; /* loop_xfer.link */
+    loop_task *urgent_head, *urgent_tail; /* loop_post_urgent's */
+    atomic_bool urgent;                   /* urgent_head may be set */
+    struct kl__list xfers;                /* loop_xfer.link */
     heap timers;
     struct kl__list ready; /* loop_timer.ready: due timers of the pass running them */
     uint64_t next_seq;
@@ -102,6 +104,10 @@ void loop_free(loop *l)
         next = t->next;
         free(t);
     }
+    for (loop_task *t = l->urgent_head, *next; t; t = next) {
+        next = t->next;
+        free(t);
+    }
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
@@ -129,7 +135,7 @@ void loop_stop(loop *l)
     curl_multi_wakeup(l->multi);
 }
 
-int loop_post(loop *l, loop_fn fn, void *arg)
+static int post(loop *l, loop_task **head, loop_task **tail, loop_fn fn, void *arg)
 {
     loop_task *t = malloc(sizeof *t);
     if (!t)
@@ -138,14 +144,26 @@ int loop_post(loop *l, loop_fn fn, void *arg)
     t->fn = fn;
     t->arg = arg;
     pthread_mutex_lock(&l->mu);
-    if (l->tail)
-        l->tail->next = t;
+    if (*tail)
+        (*tail)->next = t;
     else
-        l->head = t;
-    l->tail = t;
+        *head = t;
+    *tail = t;
+    if (head == &l->urgent_head)
+        atomic_store(&l->urgent, true);
     pthread_mutex_unlock(&l->mu);
     curl_multi_wakeup(l->multi);
     return 0;
+}
+
+int loop_post(loop *l, loop_fn fn, void *arg)
+{
+    return post(l, &l->head, &l->tail, fn, arg);
+}
+
+int loop_post_urgent(loop *l, loop_fn fn, void *arg)
+{
+    return post(l, &l->urgent_head, &l->urgent_tail, fn, arg);
 }
 
 /* --- timers: a min-heap on (due_ms, seq) --- */
@@ -286,14 +304,25 @@ static unsigned run_transfers(loop *l)
 
 /* --- tasks and the loop itself --- */
 
-static unsigned run_tasks(loop *l)
+/* Takes a queue and runs it. The time is read after taking the tasks: each
+ * sees a time at or after its posting (a grant is never measured from
+ * before the request arrived). Between two tasks of the ordinary queue,
+ * the urgent ones posted meanwhile run first. */
+static unsigned run_queue(loop *l, bool urgent)
 {
+    loop_task **head = urgent ? &l->urgent_head : &l->head;
     pthread_mutex_lock(&l->mu);
-    loop_task *t = l->head;
-    l->head = l->tail = NULL;
+    loop_task *t = *head;
+    *head = NULL;
+    if (urgent) {
+        l->urgent_tail = NULL;
+        atomic_store(&l->urgent, false);
+    } else {
+        l->tail = NULL;
+    }
     pthread_mutex_unlock(&l->mu);
-    /* Read after taking them: each task sees a time at or after its posting
-     * (a grant is never measured from before the request arrived). */
+    if (!t)
+        return 0;
     loop_update_time(l);
     unsigned ran = 0;
     while (t) {
@@ -302,8 +331,16 @@ static unsigned run_tasks(loop *l)
         free(t);
         t = next;
         ran++;
+        if (!urgent && atomic_load(&l->urgent))
+            ran += run_queue(l, true);
     }
     return ran;
+}
+
+static unsigned run_tasks(loop *l)
+{
+    unsigned ran = atomic_load(&l->urgent) ? run_queue(l, true) : 0;
+    return ran + run_queue(l, false);
 }
 
 unsigned loop_drain(loop *l)
@@ -331,7 +368,7 @@ void loop_run(loop *l)
         if (atomic_load(&l->stop))
             break;
         pthread_mutex_lock(&l->mu);
-        int pending = l->head != NULL;
+        int pending = l->head != NULL || l->urgent_head != NULL;
         pthread_mutex_unlock(&l->mu);
         if (!pending) {
             loop_update_time(l); /* the timers' callbacks took time too */

@@ -62,6 +62,11 @@ int64_t loop_next_due(const loop *l);
 /* Thread-safe: runs fn(arg) on the loop thread, in posting order.
  * Returns 0, or -1 when out of memory (fn is then not run). */
 int loop_post(loop *l, loop_fn fn, void *arg);
+/* As loop_post, ahead of the ordinary tasks: the urgent ones posted before
+ * a task of loop_post's starts run before it, in posting order among
+ * themselves (a leader's Confirm must not wait behind a storm of stream
+ * setups). */
+int loop_post_urgent(loop *l, loop_fn fn, void *arg);
 
 /* A one-shot timer, embedded in its owner (libuv's uv_timer_t): starting and
  * stopping never allocate and never fail, and a timer that fired is simply

@@ -30,6 +30,21 @@ static int cmd_post(cmd *k)
     return 0;
 }
 
+/* A Confirm goes ahead of the other commands (docs/design.md, section 2):
+ * commands from different connections have no order between them, and a
+ * connection sends its next request only once the last was answered. Not
+ * ahead of engine_stop's, once it was called: what comes after is refused. */
+static int cmd_post_urgent(cmd *k)
+{
+    if (atomic_load(&k->e->stop_posted))
+        return cmd_post(k);
+    if (loop_post_urgent(k->e->loop, engine_cmd_run, k) != 0) {
+        free(k);
+        return -1;
+    }
+    return 0;
+}
+
 /* Posts a stream command (campaign, watch) and returns its id, 0 on failure. */
 static uint64_t post_stream(engine *e, cmd *k, engine_listener listener)
 {
@@ -108,6 +123,7 @@ void engine_run(engine *e)
 
 void engine_stop(engine *e)
 {
+    atomic_store(&e->stop_posted, true);
     cmd *k = cmd_new(e, CMD_STOP, "", "", "");
     if (!k || cmd_post(k) != 0) {
         atomic_store(&e->stopping, true);
@@ -177,7 +193,7 @@ int engine_confirm(engine *e, const char *ns, const char *name, const char *iden
         return -1;
     k->epoch = epoch;
     engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
-    return cmd_post(k);
+    return cmd_post_urgent(k);
 }
 
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,

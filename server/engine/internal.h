@@ -273,6 +273,7 @@ struct engine {
     atomic_bool reachable;
     atomic_int unsynced;
     atomic_bool stopping;
+    atomic_bool stop_posted; /* engine_stop was called: Confirms queue behind it */
     /* Engine thread only, mirrored in metrics. */
     int n_candidates, n_watchers, n_leases;
     int n_elections;      /* leases with at least one candidate */

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <gnutls/abstract.h>
 #include <microhttpd.h>
@@ -48,11 +49,12 @@
 /* The message of whatever shutdown ends. */
 #define HTTP_SHUTTING_DOWN "the service is shutting down"
 
-typedef struct http_tls http_tls;       /* tls.c */
-typedef struct http_call http_call;     /* call.c */
-typedef struct http_stream http_stream; /* stream.c */
-typedef struct http_limits http_limits; /* conn_limit.c */
-typedef struct http_auth http_auth;     /* auth.c */
+typedef struct http_tls http_tls;           /* tls.c */
+typedef struct http_call http_call;         /* call.c */
+typedef struct http_stream http_stream;     /* stream.c */
+typedef struct http_limits http_limits;     /* conn_limit.c */
+typedef struct http_acceptor http_acceptor; /* accept.c */
+typedef struct http_auth http_auth;         /* auth.c */
 typedef struct http_auth_ticket http_auth_ticket;
 typedef struct auth_subject auth_subject;
 
@@ -75,6 +77,7 @@ struct http_server {
     char **pod_label_keys; /* NULL-terminated; NULL: campaigns label no Pods */
     bool pod_ip_check;     /* without auth: a campaign's Pod has the caller's address */
     uint16_t port, ops_port;
+    http_acceptor *acceptor; /* takes the main daemon's connections */
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
     http_auth *auth;         /* NULL: --auth none, every caller may do everything */
@@ -204,8 +207,9 @@ void http_stream_request_done(http_server *s, http_req *q, enum MHD_RequestTermi
 /* s->mu held. Ends the streams past their Connect-Timeout-Ms; returns the
  * earliest deadline still to come, or wake if none comes sooner. */
 int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake);
-/* s->mu held. Resumes every stream (a suspended one only learns so that its
- * peer left), aborting those whose peer is gone. */
+/* s->mu held. Resumes the suspended streams whose peer sent something,
+ * and aborts those whose peer left (end of file or an error on the socket;
+ * TCP keepalives notice a peer gone silently). */
 void http_streams_poll_locked(http_server *s);
 /* s->mu held, the engine gone: ends every stream (unavailable) and drops the
  * engine's references. */
@@ -217,13 +221,34 @@ void http_streams_abort_locked(http_server *s);
  * many are left. */
 int http_streams_drain(http_server *s, int timeout_ms);
 
-/* --- timer.c: the thread behind deadlines and periodic resumes --------- */
+/* --- timer.c: the thread behind deadlines and the look for peers gone -- */
 
 int http_timer_start(http_server *s);
 /* Stops and joins the thread; a no-op if it did not start. */
 void http_timer_stop(http_server *s);
 /* s->mu held: a new deadline was set. */
 void http_timer_wake_locked(http_server *s);
+
+/* --- accept.c: the thread that accepts the main daemon's connections --- */
+
+/* A non-blocking listening socket bound to sa; -1 with why. */
+int http_listen_socket(const struct sockaddr *sa, socklen_t len, char *err, size_t err_len);
+/* Starts accepting on listen_fd for daemon (started with
+ * MHD_USE_NO_LISTEN_SOCKET and MHD_USE_ITC, with threads workers, without
+ * TLS), at most max connections at a time, and takes the socket over. NULL
+ * when out of resources: the socket is still the caller's. */
+http_acceptor *http_acceptor_start(struct MHD_Daemon *daemon, int listen_fd, unsigned max,
+                                   unsigned threads);
+/* A connection handed over started (MHD_CONNECTION_NOTIFY_STARTED) or
+ * closed (MHD_CONNECTION_NOTIFY_CLOSED); MHD workers. */
+void http_acceptor_started(http_acceptor *a);
+void http_acceptor_closed(http_acceptor *a);
+/* Stops and joins the thread and closes the socket: no connection is
+ * handed over after it returns. NULL is a no-op. */
+void http_acceptor_stop(http_acceptor *a);
+/* Stops it if need be and frees it, once the daemon has stopped (its
+ * connections report their closing to it). NULL is a no-op. */
+void http_acceptor_free(http_acceptor *a);
 
 /* --- tls.c: the certificate served, reloaded when its files change ----- */
 

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,11 +221,30 @@ static unsigned common_flags(const http_server *s, bool v6, struct MHD_OptionIte
     return flags;
 }
 
+/* The main daemon's connections open and close: counted for the limits
+ * (conn_limit.c) and for the acceptor (accept.c). */
+static void main_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code)
+{
+    http_server *s = cls;
+    http_limits_notify(s->limits, conn, socket_context, code);
+    if (!s->acceptor)
+        return;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        http_acceptor_started(s->acceptor);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        http_acceptor_closed(s->acceptor);
+}
+
+/* The main daemon. Without TLS it accepts nothing itself: accept.c hands
+ * it every connection. With TLS it listens on ss and accepts, as before:
+ * the acceptor could not read the requests, and tls.c tells the daemons
+ * apart by their listening sockets. */
 static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
                                        const struct sockaddr_storage *ss, bool v6)
 {
     struct MHD_OptionItem tls[3];
-    unsigned flags = common_flags(s, v6, tls);
+    unsigned flags = common_flags(s, v6, tls) | (s->tls ? 0 : MHD_USE_NO_LISTEN_SOCKET);
     unsigned threads = cfg->threads ? cfg->threads : DEFAULT_THREADS;
     unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
     unsigned hard_max = http_limits_hard(max_conns);
@@ -232,13 +252,21 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
     unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     size_t connection_memory =
         (cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HEADER) + ANSWER_MEMORY;
+    if (!s->tls)
+        /* The acceptor stops at hard_max itself. It hands a connection over
+         * as soon as another reports closing, which libmicrohttpd does
+         * before it counts it out: its own limit gets room for those, or it
+         * would close the new one. (The per-address limit stays exact:
+         * beyond it, connections are closed at once anyway.) */
+        hard_max += hard_max / 4;
     return MHD_start_daemon(
         flags, 0, accept_policy, s, http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_LIMIT, hard_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory,
-        MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-        http_limits_notify, s->limits, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+        MHD_OPTION_SOCK_ADDR, s->tls ? (const struct sockaddr *)ss : NULL,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, hard_max,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory, MHD_OPTION_NOTIFY_COMPLETED,
+        http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, main_notify, s, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
 }
 
 /* The ops listener: one thread, a few slots of its own, operator endpoints
@@ -287,6 +315,49 @@ static uint16_t bound_port(struct MHD_Daemon *d)
     return di ? di->port : 0;
 }
 
+/* The main daemon, its listening socket and, without TLS, the thread that
+ * accepts on it. Returns 0, or -1 with why. */
+static int main_start(http_server *s, const http_config *cfg, const struct sockaddr_storage *ss,
+                      socklen_t sslen, bool v6, char *err, size_t err_len)
+{
+    if (s->tls) {
+        s->daemon = start_one(s, cfg, ss, v6, false);
+        if (!s->daemon) {
+            snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
+                     errno ? strerror(errno) : "libmicrohttpd refused to start");
+            return -1;
+        }
+        s->port = bound_port(s->daemon);
+        return 0;
+    }
+    char why[128];
+    int fd = http_listen_socket((const struct sockaddr *)ss, sslen, why, sizeof why);
+    if (fd < 0) {
+        snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen, why);
+        return -1;
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+        s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                    : ((struct sockaddr_in *)&bound)->sin_port);
+    s->daemon = start_one(s, cfg, ss, v6, false);
+    if (!s->daemon) {
+        snprintf(err, err_len, "cannot serve %s: libmicrohttpd refused to start", cfg->listen);
+        close(fd);
+        return -1;
+    }
+    unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
+    s->acceptor = http_acceptor_start(s->daemon, fd, http_limits_hard(max_conns),
+                                      cfg->threads ? cfg->threads : DEFAULT_THREADS);
+    if (!s->acceptor) {
+        snprintf(err, err_len, "cannot start the thread accepting on %s", cfg->listen);
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len)
 {
     struct sockaddr_storage ss, ops_ss;
@@ -305,13 +376,8 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
         if (!s->tls)
             goto fail;
     }
-    s->daemon = start_one(s, cfg, &ss, v6, false);
-    if (!s->daemon) {
-        snprintf(err, err_len, "cannot listen on %s: %s", cfg->listen,
-                 errno ? strerror(errno) : "libmicrohttpd refused to start");
+    if (main_start(s, cfg, &ss, sslen, v6, err, err_len) != 0)
         goto fail;
-    }
-    s->port = bound_port(s->daemon);
     if (cfg->ops_listen) {
         s->ops_daemon = start_one(s, cfg, &ops_ss, ops_v6, true);
         if (!s->ops_daemon) {
@@ -371,6 +437,7 @@ void http_server_stop(http_server *s)
     http_auth_tickets_fail_locked(s);
     http_streams_abort_locked(s); /* and resumed: MHD_stop_daemon wants none suspended */
     pthread_mutex_unlock(&s->mu);
+    http_acceptor_stop(s->acceptor); /* no connection is handed over from here on */
     http_timer_stop(s);
     if (s->ops_daemon)
         MHD_stop_daemon(s->ops_daemon);
@@ -382,6 +449,7 @@ void http_server_stop(http_server *s)
         if (s->daemon)
             http_tls_stopped(s->daemon);
     }
+    http_acceptor_free(s->acceptor);
     http_tls_free(s->tls);
     free(s->namespaces);
     free(s->pod_label_keys);

@@ -1,9 +1,9 @@
 /* Server streams (Campaign, WatchHolder): the engine's events become
  * envelopes in a per-stream queue that MHD's content reader drains. When the
  * queue is empty the connection is suspended; an event, the end of the
- * stream or the timer (every second, to notice a peer that left) resumes
- * it. Back-pressure: a peer that lets more than STREAM_QUEUE_MAX bytes pile
- * up is treated as gone.
+ * stream or the timer (which looks every second for peers that left)
+ * resumes it. Back-pressure: a peer that lets more than STREAM_QUEUE_MAX
+ * bytes pile up is treated as gone.
  *
  * A stream has three references: the request's (dropped when MHD completes
  * the request), the response's (dropped when MHD destroys it) and the
@@ -435,20 +435,25 @@ void http_stream_request_done(http_server *s, http_req *q, enum MHD_RequestTermi
 
 /* ---------- timer and shutdown ---------- */
 
+typedef enum peer_news { PEER_QUIET, PEER_SENT, PEER_LEFT } peer_news;
+
 /* A suspended stream's client sends nothing after its request, so end of
- * file or an error on its socket means it left. (MHD does not read a
- * suspended connection, and a resumed one with nothing to send would only
- * notice at the next write.) The stream is suspended, so MHD cannot have
- * closed its socket. */
-static bool peer_left(const http_stream *st)
+ * file or an error on its socket means it left, and bytes mean something
+ * for libmicrohttpd to read (a TLS peer's close_notify, say). (MHD does
+ * not read a suspended connection, and a resumed one with nothing to send
+ * would only notice at the next write.) The stream is suspended, so MHD
+ * cannot have closed its socket. */
+static peer_news peer_news_of(const http_stream *st)
 {
     if (st->fd < 0)
-        return false;
+        return PEER_QUIET;
     char c;
     ssize_t n = recv(st->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+        return PEER_SENT;
     if (n == 0)
-        return true;
-    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+        return PEER_LEFT;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? PEER_QUIET : PEER_LEFT;
 }
 
 int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
@@ -475,15 +480,24 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
     return due < wake ? due : wake;
 }
 
+/* Only the streams whose peer left or sent something are resumed: resuming
+ * the others would only suspend them again (libmicrohttpd restarts a
+ * connection's idle timeout when it resumes it, and a suspended stream has
+ * nothing to send), and with 10,000 watches that was 10,000 resumes a
+ * second through the MHD threads that also serve the Confirms. */
 void http_streams_poll_locked(http_server *s)
 {
     KL__LIST_FOREACH (link, &s->streams) {
         http_stream *st = stream_of(link);
-        if (st->suspended && !st->aborted && peer_left(st)) {
+        if (!st->suspended || st->aborted)
+            continue;
+        peer_news news = peer_news_of(st);
+        if (news == PEER_LEFT) {
             st->aborted = true;
             stream_detach_locked(s, st);
         }
-        stream_wake_locked(st);
+        if (news != PEER_QUIET)
+            stream_wake_locked(st);
     }
 }
 

@@ -1,6 +1,6 @@
 /* The timer thread: fails unary calls and ends streams at their
- * Connect-Timeout-Ms, resumes every stream once a second so that a peer
- * that left is noticed, and shuts down connections whose request did not
+ * Connect-Timeout-Ms, looks at the suspended streams once a second for
+ * peers that left, and shuts down connections whose request did not
  * arrive within the read timeout (call.c, stream.c and conn_limit.c do the
  * work; this file only decides when).
  *
@@ -12,7 +12,7 @@
 
 #include "http/internal.h"
 
-#define RESUME_EVERY_MS 1000 /* every suspended stream is resumed this often */
+#define RESUME_EVERY_MS 1000 /* how often suspended streams are looked at */
 
 int64_t http_now_ms(void)
 {

@@ -26,6 +26,13 @@ struct tcp_proxy {
     atomic_int cut;           /* request: close every pair */
     atomic_int stop;
     atomic_int accepted; /* connections accepted so far */
+    /* proxy_swallow: the next client bytes holding swallow_what hold their
+     * connection: they and everything after are dropped, nothing answers. */
+    _Atomic(const char *) swallow_what;
+    atomic_int swallow;   /* requests still to swallow */
+    atomic_int swallowed; /* swallowed so far */
+    atomic_int passed;    /* client bytes holding swallow_what passed on */
+    int held[PROXY_MAX];
     int wake[2];
     pthread_t thread;
 };
@@ -50,6 +57,25 @@ static inline void proxy_close_pair(struct tcp_proxy *p, int i)
     close(p->pair[i][0]);
     close(p->pair[i][1]);
     p->pair[i][0] = p->pair[i][1] = -1;
+    p->held[i] = 0;
+}
+
+/* Client bytes buf[0..n) of pair i: whether to pass them on. */
+static inline int proxy_pass(struct tcp_proxy *p, int i, const char *buf, size_t n)
+{
+    const char *what = atomic_load(&p->swallow_what);
+    if (p->held[i])
+        return 0;
+    if (!what || !memmem(buf, n, what, strlen(what)))
+        return 1;
+    int left = atomic_load(&p->swallow);
+    if (left > 0 && atomic_compare_exchange_strong(&p->swallow, &left, left - 1)) {
+        p->held[i] = 1;
+        atomic_fetch_add(&p->swallowed, 1);
+        return 0;
+    }
+    atomic_fetch_add(&p->passed, 1);
+    return 1;
 }
 
 static inline void *proxy_run(void *arg)
@@ -93,6 +119,8 @@ static inline void *proxy_run(void *arg)
             if (p->pair[i][0] < 0)
                 continue;
             ssize_t got = read(p->pair[i][s], buf, sizeof(buf));
+            if (got > 0 && s == 0 && !proxy_pass(p, i, buf, (size_t)got))
+                continue;
             if (got <= 0 || send(p->pair[i][1 - s], buf, (size_t)got, MSG_NOSIGNAL) != got)
                 proxy_close_pair(p, i);
         }
@@ -150,6 +178,16 @@ static inline void proxy_cut(struct tcp_proxy *p)
     atomic_store(&p->cut, 1);
     if (write(p->wake[1], "c", 1) != 1)
         perror("proxy wake");
+}
+
+/* Counts the client requests holding what (a string that must outlive
+ * the proxy), and swallows the next n of them: each holds its connection
+ * open, never answered (a service that accepted the connection and never
+ * reads it). */
+static inline void proxy_swallow(struct tcp_proxy *p, const char *what, int n)
+{
+    atomic_store(&p->swallow, n);
+    atomic_store(&p->swallow_what, what);
 }
 
 /* Sends new connections to another service (a replica behind the same

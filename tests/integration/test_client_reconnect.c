@@ -6,6 +6,9 @@
  * - on the test control plane, the proxy sends the leader to another
  *   replica of the service: it resumes its term there, presenting the term
  *   token it kept (docs/design.md, rule 8);
+ * - a Confirm is never answered (its connection accepted and never read,
+ *   as when the service is swamped by new connections): it is sent again
+ *   halfway to the deadline and the term goes on (docs/design.md, rule 2);
  * - the service freezes for less than the validity: no loss;
  * - the service is killed and restarted: the host process survives (SIGPIPE
  *   left at its default), the leader reports the loss by its deadline, the
@@ -89,6 +92,41 @@ static void test_resume_after_broken_connection(void **state)
     assert_int_equal(kl_wait_lost(c, h_ns, "resume", &err), KL_OK);
     kl_client_free(c);
     kl_client_free(direct);
+    proxy_stop(&p);
+}
+
+/* Rule 2: the proxy swallows one Confirm (the service never reads it, the
+ * connection stays open). Without a second attempt the leader would wait
+ * for the first until its own timeout, a whole grant, past the deadline,
+ * and step down; with it, the term goes on. Done when two Confirms went
+ * through after the swallowed one (the second attempt and the next). */
+static void test_unanswered_confirm_is_sent_again_in_time(void **state)
+{
+    (void)state;
+    struct tcp_proxy p;
+    char ep[64];
+    kl_error err;
+    int64_t epoch = 0;
+    proxy_start(&p, srv.port);
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
+    kl_client *c = client_at(ep);
+    if (kl_run_election(c, h_ns, "unanswered", "patient", 15, 10, 6, &err) != KL_OK ||
+        kl_wait_elected(c, h_ns, "unanswered", 15, &epoch, &err) != KL_OK)
+        fail_msg("patient could not win: %s", err.message);
+    proxy_swallow(&p, "/kubelease.v1.LeaseService/Confirm ", 1);
+    int64_t guard = h_now_ms() + 30000;
+    while (atomic_load(&p.swallowed) < 1 || atomic_load(&p.passed) < 2) {
+        if (kl_wait_lost_timeout(c, h_ns, "unanswered", 50, &err) != KL_ERR_TIMEOUT)
+            fail_msg("leadership lost after %d unanswered Confirm(s): %s",
+                     atomic_load(&p.swallowed), err.message);
+        if (h_now_ms() > guard)
+            fail_msg("no Confirm went through in 30 s (%d swallowed, %d passed)",
+                     atomic_load(&p.swallowed), atomic_load(&p.passed));
+    }
+    assert_int_equal(kl_is_leader(c, h_ns, "unanswered", NULL, &err), 1);
+    assert_int_equal(kl_cancel_election(c, h_ns, "unanswered", &err), KL_OK);
+    assert_int_equal(kl_wait_lost(c, h_ns, "unanswered", &err), KL_OK);
+    kl_client_free(c);
     proxy_stop(&p);
 }
 
@@ -222,6 +260,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_after_broken_connection),
         cmocka_unit_test(test_resume_on_another_replica),
+        cmocka_unit_test(test_unanswered_confirm_is_sent_again_in_time),
         cmocka_unit_test(test_brief_freeze_is_not_a_loss),
         cmocka_unit_test(test_service_crash_and_restart),
     };

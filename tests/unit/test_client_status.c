@@ -107,6 +107,18 @@ static void test_deadline_reconfirm_after_a_third(void **state)
     assert_true(kl__next_confirm_at(10000, 2000) < kl__deadline_after_confirm(10000, 2000));
 }
 
+/* An unanswered Confirm is sent again halfway to the deadline: at 15/10/2,
+ * one sent a third into the grant is retried with a third still left. */
+static void test_deadline_confirm_retried_halfway(void **state)
+{
+    (void)state;
+    assert_int_equal(kl__confirm_retry_at(10666, 12000), 11333);
+    assert_int_equal(kl__confirm_retry_at(10333, 11000), 10666);
+    /* Past the deadline already: at once. */
+    assert_int_equal(kl__confirm_retry_at(12000, 12000), 12000);
+    assert_int_equal(kl__confirm_retry_at(12500, 12000), 12500);
+}
+
 static void test_deadline_remaining(void **state)
 {
     (void)state;
@@ -138,6 +150,7 @@ int main(void)
         cmocka_unit_test(test_status_seterr_fills_and_truncates),
         cmocka_unit_test(test_deadline_is_send_time_plus_validity),
         cmocka_unit_test(test_deadline_reconfirm_after_a_third),
+        cmocka_unit_test(test_deadline_confirm_retried_halfway),
         cmocka_unit_test(test_deadline_remaining),
         cmocka_unit_test(test_backoff_doubles_and_caps),
     };

@@ -356,6 +356,61 @@ static void test_loop_tasks_see_a_time_after_their_posting(void **state)
     assert_int_equal(f->rec.at[0], before + 700);
 }
 
+/* Urgent tasks: one posted while ordinary tasks wait runs before the next
+ * of them, and sees a time after its posting. */
+typedef struct urgent_run {
+    fixture *f;
+    int order[8];
+    int64_t at[8];
+    int n;
+} urgent_run;
+
+static urgent_run *ur;
+
+static void note(int id)
+{
+    ur->order[ur->n] = id;
+    ur->at[ur->n++] = loop_now(ur->f->l);
+}
+
+static void task_urgent(void *arg)
+{
+    (void)arg;
+    note(9);
+}
+
+static void task_first(void *arg)
+{
+    (void)arg;
+    note(1);
+    ur->f->clock.now_ms += 300; /* the task takes time; meanwhile: */
+    assert_int_equal(loop_post_urgent(ur->f->l, task_urgent, NULL), 0);
+}
+
+static void task_second(void *arg)
+{
+    (void)arg;
+    note(2);
+}
+
+static void test_loop_urgent_task_runs_before_the_queued_ones(void **state)
+{
+    fixture *f = *state;
+    urgent_run r = {.f = f};
+    ur = &r;
+    loop_update_time(f->l);
+    int64_t t0 = loop_now(f->l);
+    assert_int_equal(loop_post(f->l, task_first, NULL), 0);
+    assert_int_equal(loop_post(f->l, task_second, NULL), 0);
+    while (loop_drain(f->l))
+        ;
+    assert_int_equal(r.n, 3);
+    assert_int_equal(r.order[0], 1);
+    assert_int_equal(r.order[1], 9);
+    assert_int_equal(r.order[2], 2);
+    assert_true(r.at[1] >= t0 + 300);
+}
+
 /* --- loop_run on its own thread, with the real clock --- */
 
 typedef struct threaded {
@@ -471,6 +526,7 @@ int main(void)
         T(test_loop_timer_callback_may_free_its_owner),
         T(test_loop_timer_heap_keeps_order_under_churn),
         T(test_loop_tasks_see_a_time_after_their_posting),
+        T(test_loop_urgent_task_runs_before_the_queued_ones),
         cmocka_unit_test(test_loop_post_from_another_thread_in_order),
         cmocka_unit_test(test_loop_stop_from_another_thread_wakes_it),
     };
