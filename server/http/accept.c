@@ -359,13 +359,13 @@ static void *acceptor_main(void *arg)
     return NULL;
 }
 
-http_acceptor *http_acceptor_start(struct MHD_Daemon *daemon, int listen_fd, unsigned max,
-                                   unsigned threads)
+http_acceptor *http_acceptor_new(struct MHD_Daemon *daemon, int listen_fd, unsigned max,
+                                 unsigned threads)
 {
     http_acceptor *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
-    a->fd = listen_fd;
+    a->fd = -1;
     a->daemon = daemon;
     a->max = max;
     a->batch = (threads ? threads : 1) * BATCH_PER_THREAD;
@@ -379,13 +379,16 @@ http_acceptor *http_acceptor_start(struct MHD_Daemon *daemon, int listen_fd, uns
         free(a);
         return NULL;
     }
-    if (pthread_create(&a->thread, NULL, acceptor_main, a) != 0) {
-        a->fd = -1; /* still the caller's */
-        http_acceptor_free(a);
-        return NULL;
-    }
-    a->started = true;
+    a->fd = listen_fd;
     return a;
+}
+
+int http_acceptor_run(http_acceptor *a)
+{
+    if (pthread_create(&a->thread, NULL, acceptor_main, a) != 0)
+        return -1;
+    a->started = true;
+    return 0;
 }
 
 void http_acceptor_started(http_acceptor *a)

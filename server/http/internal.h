@@ -233,12 +233,17 @@ void http_timer_wake_locked(http_server *s);
 
 /* A non-blocking listening socket bound to sa; -1 with why. */
 int http_listen_socket(const struct sockaddr *sa, socklen_t len, char *err, size_t err_len);
-/* Starts accepting on listen_fd for daemon (started with
+/* An acceptor on listen_fd for daemon (started with
  * MHD_USE_NO_LISTEN_SOCKET and MHD_USE_ITC, with threads workers, without
- * TLS), at most max connections at a time, and takes the socket over. NULL
- * when out of resources: the socket is still the caller's. */
-http_acceptor *http_acceptor_start(struct MHD_Daemon *daemon, int listen_fd, unsigned max,
-                                   unsigned threads);
+ * TLS), at most max connections at a time; it takes the socket over. NULL
+ * when out of resources: the socket is still the caller's. It accepts
+ * nothing until http_acceptor_run, so that whatever the daemon's
+ * notifications read (the server's pointer to it) is set before the first
+ * connection. */
+http_acceptor *http_acceptor_new(struct MHD_Daemon *daemon, int listen_fd, unsigned max,
+                                 unsigned threads);
+/* Starts its thread. Returns 0, or -1 (then free it). */
+int http_acceptor_run(http_acceptor *a);
 /* A connection handed over started (MHD_CONNECTION_NOTIFY_STARTED) or
  * closed (MHD_CONNECTION_NOTIFY_CLOSED); MHD workers. */
 void http_acceptor_started(http_acceptor *a);

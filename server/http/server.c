@@ -348,12 +348,13 @@ static int main_start(http_server *s, const http_config *cfg, const struct socka
         return -1;
     }
     unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
-    s->acceptor = http_acceptor_start(s->daemon, fd, http_limits_hard(max_conns),
-                                      cfg->threads ? cfg->threads : DEFAULT_THREADS);
-    if (!s->acceptor) {
-        snprintf(err, err_len, "cannot start the thread accepting on %s", cfg->listen);
+    s->acceptor = http_acceptor_new(s->daemon, fd, http_limits_hard(max_conns),
+                                    cfg->threads ? cfg->threads : DEFAULT_THREADS);
+    if (!s->acceptor)
         close(fd);
-        return -1;
+    if (!s->acceptor || http_acceptor_run(s->acceptor) != 0) {
+        snprintf(err, err_len, "cannot start the thread accepting on %s", cfg->listen);
+        return -1; /* the caller frees the acceptor with the server */
     }
     return 0;
 }
