@@ -31,34 +31,24 @@
 #include "http/server.h"
 #include "store/memory.h"
 #include "store/store.h"
+#include "support/server_backend.h"
 
 #define STREAMS_MAX 1000
 
 typedef struct fixture {
-    loop *l;
-    store *st;
-    engine *e;
-    pthread_t tid;
+    server_backend b;
     http_server *srv;
 } fixture;
-
-static void *run_engine(void *arg)
-{
-    engine_run(arg);
-    return NULL;
-}
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    f->l = loop_new();
-    f->st = store_memory_new(f->l);
-    engine_config ec = {.loop = f->l, .store = f->st};
-    f->e = engine_new(&ec);
-    pthread_create(&f->tid, NULL, run_engine, f->e);
+    server_backend_start(&f->b);
     char err[256];
-    http_config hc = {
-        .listen = "127.0.0.1:0", .engine = f->e, .threads = 1, .max_connections = STREAMS_MAX + 64};
+    http_config hc = {.listen = "127.0.0.1:0",
+                      .engine = f->b.e,
+                      .threads = 1,
+                      .max_connections = STREAMS_MAX + 64};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);
@@ -69,14 +59,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    http_server_quiesce(f->srv);
-    engine_stop(f->e);
-    pthread_join(f->tid, NULL);
-    engine_free(f->e);
-    http_server_finish(f->srv, 3000);
-    http_server_stop(f->srv);
-    store_free(f->st);
-    loop_free(f->l);
+    server_backend_stop(&f->b, f->srv);
     free(f);
     return 0;
 }

@@ -23,21 +23,13 @@
 #include "store/memory.h"
 #include "store/store.h"
 #include "support/http_call.h"
+#include "support/server_backend.h"
 
 typedef struct fixture {
-    loop *l;
-    store *st;
-    engine *e;
-    pthread_t tid;
+    server_backend b;
     http_server *srv;
     char base[64];
 } fixture;
-
-static void *run_engine(void *arg)
-{
-    engine_run(arg);
-    return NULL;
-}
 
 typedef struct latency_arg {
     store *st;
@@ -55,14 +47,10 @@ static void set_latency(void *arg)
 static fixture *start(size_t max_header_bytes)
 {
     fixture *f = calloc(1, sizeof *f);
-    f->l = loop_new();
-    f->st = store_memory_new(f->l);
-    engine_config ec = {.loop = f->l, .store = f->st};
-    f->e = engine_new(&ec);
-    pthread_create(&f->tid, NULL, run_engine, f->e);
+    server_backend_start(&f->b);
     char err[256];
     http_config hc = {
-        .listen = "127.0.0.1:0", .engine = f->e, .max_header_bytes = max_header_bytes};
+        .listen = "127.0.0.1:0", .engine = f->b.e, .max_header_bytes = max_header_bytes};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);
@@ -85,14 +73,7 @@ static int setup_large_heads(void **state)
 
 static void shutdown_fixture(fixture *f)
 {
-    http_server_quiesce(f->srv);
-    engine_stop(f->e);
-    pthread_join(f->tid, NULL);
-    engine_free(f->e);
-    http_server_finish(f->srv, 3000);
-    http_server_stop(f->srv);
-    store_free(f->st);
-    loop_free(f->l);
+    server_backend_stop(&f->b, f->srv);
 }
 
 static int teardown(void **state)
@@ -124,8 +105,8 @@ static long rpc(const fixture *f, const char *method, const char *json, const ch
 static void test_http_connect_timeout_ms_answers_deadline_exceeded(void **state)
 {
     fixture *f = *state;
-    latency_arg a = {f->st, 400};
-    loop_post(f->l, set_latency, &a);
+    latency_arg a = {f->b.st, 400};
+    loop_post(f->b.l, set_latency, &a);
     body b;
     const char *req = "{\"namespace\":\"default\",\"name\":\"slow\",\"consistent\":true}";
     /* The store answers after 400 ms (then: not_found); the deadline first. */
@@ -139,7 +120,7 @@ static void test_http_connect_timeout_ms_answers_deadline_exceeded(void **state)
     st = rpc(f, "GetHolder", req, "Connect-Timeout-Ms: 0", &b);
     assert_int_equal(st, 504);
     a.ms = 0;
-    loop_post(f->l, set_latency, &a);
+    loop_post(f->b.l, set_latency, &a);
     /* Let the posted task run before a goes out of scope. */
     st = rpc(f, "ListLeases", "{}", NULL, &b);
     assert_int_equal(st, 200);
