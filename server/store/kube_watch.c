@@ -78,7 +78,6 @@ static void retry_fire(void *arg)
 /* Plans the next attempt after delay_ms (0: at once, still from the loop). */
 static void watch_retry(ns_watch *nw, int delay_ms)
 {
-    nw->state = NSW_IDLE;
     loop_timer_start(&nw->timer, loop_now(nw->ks->l) + delay_ms, retry_fire, nw);
 }
 
@@ -149,7 +148,6 @@ static void watch_start_list(ns_watch *nw)
         .on_done = list_done,
         .ctx = nw,
     };
-    nw->state = NSW_LISTING;
     nw->req = kube_client_start(nw->ks->c, &o);
     if (!nw->req)
         watch_broken(nw, "cannot start the list request");
@@ -285,7 +283,6 @@ static void watch_start_stream(ns_watch *nw)
     kube_watch_parser_reset(&nw->parser);
     nw->need_relist = false;
     nw->stream_failed = false;
-    nw->state = NSW_WATCHING;
     nw->req = kube_client_start(nw->ks->c, &o);
     if (!nw->req)
         watch_broken(nw, "cannot start the watch request");

@@ -23,8 +23,6 @@
 #include "kube/watch_stream.h"
 #include "store/kube_store.h"
 
-typedef enum nsw_state { NSW_IDLE, NSW_LISTING, NSW_WATCHING } nsw_state;
-
 /* One Lease name of a namespace: its last state and its named consumers. */
 typedef struct ns_entry {
     struct kl__list link;   /* in ns_watch.entries */
@@ -43,7 +41,6 @@ typedef struct ns_watch {
     kube_store *ks;
     char ns[STORE_NS_MAX];
     /* The apiserver side (kube_watch.c). */
-    nsw_state state;
     kube_request *req;
     loop_timer timer;      /* the next attempt */
     char rv[STORE_RV_MAX]; /* resume point; "" means list first */
