@@ -20,7 +20,8 @@ static size_t bucket(const ns_watch *nw, const char *name)
     return hash_fnv1a_str(HASH_FNV1A_INIT, name) & (nw->n_buckets - 1);
 }
 
-ns_entry *store_kube_cache_find(ns_watch *nw, const char *name)
+/* The entry of name, or NULL. */
+static ns_entry *find(ns_watch *nw, const char *name)
 {
     if (!nw->n_buckets)
         return NULL;
@@ -50,7 +51,7 @@ static void grow(ns_watch *nw)
 
 ns_entry *store_kube_cache_get(ns_watch *nw, const char *name)
 {
-    ns_entry *e = store_kube_cache_find(nw, name);
+    ns_entry *e = find(nw, name);
     if (e)
         return e;
     if (nw->n_entries >= nw->n_buckets)
@@ -153,7 +154,7 @@ int store_kube_cache_put(ns_watch *nw, const store_lease *l)
 
 void store_kube_cache_delete(ns_watch *nw, const store_lease *l)
 {
-    ns_entry *e = store_kube_cache_find(nw, l->name);
+    ns_entry *e = find(nw, l->name);
     if (e) {
         e->exists = e->undecodable = false;
         store_lease_absent(&e->lease, nw->ns, l->name);

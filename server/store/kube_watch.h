@@ -82,9 +82,7 @@ void store_kube_nsw_leave(ns_watch *nw);
 
 /* ---- kube_cache.c ------------------------------------------------------- */
 
-/* The entry of name (NULL when there is none), or a new one (NULL when out
- * of memory). */
-ns_entry *store_kube_cache_find(ns_watch *nw, const char *name);
+/* The entry of name, made if there is none (NULL when out of memory). */
 ns_entry *store_kube_cache_get(ns_watch *nw, const char *name);
 /* A Lease was added or modified, or deleted: the entry takes its state and
  * its consumers hear of it. -1 when out of memory (nothing reported). */
