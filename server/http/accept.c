@@ -19,8 +19,12 @@
  * (MHD_CONNECTION_NOTIFY_STARTED, at the head of a worker's pass), or after
  * BATCH_WAIT_MS, so that one that never reports cannot stall the rest.
  * A connection whose first request is a Confirm or a Resign skips the
- * queue: it is read from the request line, which is why server.c uses the
- * acceptor only without TLS.
+ * queue, whenever that request comes in: every queued connection is
+ * watched (epoll, one shot) until its first bytes are in, and read from the
+ * request line, which is why server.c uses the acceptor only without TLS.
+ * (A library opens its connection and writes the request some passes of its
+ * loop later: under a storm, a Confirm's connection is accepted and queued
+ * behind thousands before a byte of it can be read.)
  *
  * It stops accepting at libmicrohttpd's connection limit, counting the
  * connections itself (those queued here, and those handed over until they
@@ -41,6 +45,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,14 +66,6 @@
 #define BATCH_PER_THREAD 8
 /* The longest wait for a batch to start before the next is handed over. */
 #define BATCH_WAIT_MS 50
-/* While the queue is in use, a connection accepted before its first
- * request came in waits for it (epoll) up to FRESH_WAIT_MS, at most
- * FRESH_MAX at a time, so that a Confirm is told apart however late its
- * client gets to write it (a busy client library writes its request some
- * passes of its loop after the handshake). */
-#define FRESH_WAIT_MS 1000
-#define FRESH_MAX     1024
-
 struct http_acceptor {
     int fd;      /* the listening socket */
     int wake[2]; /* non-blocking; a byte on wake[1] wakes the thread */
@@ -80,18 +77,13 @@ struct http_acceptor {
     atomic_int unstarted; /* of the last batch, not started yet */
     atomic_bool full;     /* the thread waits for a connection to close */
     atomic_bool quit;
-    /* The queue (this thread only): a ring of accepted sockets. */
+    /* The queue (this thread only): a ring of accepted sockets, -1 where
+     * one left it early (urgent). Each is in ep until it leaves, its
+     * sequence number (q_seq for the head) as its data. */
     int *q;
     size_t q_cap, q_head, q_len;
-    /* Accepted while the queue was in use, their first bytes not in yet:
-     * a ring in the order they came (-1: placed already), each fd in ep
-     * with its slot as data, until it is placed. */
+    uint64_t q_seq;
     int ep;
-    struct {
-        int fd;
-        int64_t since_ms;
-    } fresh[FRESH_MAX];
-    size_t fresh_head, n_fresh;
     pthread_t thread;
     bool started;
 };
@@ -138,6 +130,7 @@ static bool at_limit(http_acceptor *a)
     return true;
 }
 
+/* Appends fd, watched for its first bytes. */
 static bool queue_push(http_acceptor *a, int fd)
 {
     if (a->q_len == a->q_cap) {
@@ -152,16 +145,32 @@ static bool queue_push(http_acceptor *a, int fd)
         a->q_cap = cap;
         a->q_head = 0;
     }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+                             .data.u64 = a->q_seq + a->q_len};
+    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return false;
     a->q[(a->q_head + a->q_len++) % a->q_cap] = fd;
     return true;
 }
 
+/* The socket at the head, out of ep; -1 where one left early. */
 static int queue_pop(http_acceptor *a)
 {
     int fd = a->q[a->q_head];
     a->q_head = (a->q_head + 1) % a->q_cap;
     a->q_len--;
+    a->q_seq++;
+    if (fd >= 0)
+        epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
     return fd;
+}
+
+/* The slot of the queued socket numbered seq; NULL when it left. */
+static int *queue_at(http_acceptor *a, uint64_t seq)
+{
+    if (seq < a->q_seq || seq - a->q_seq >= a->q_len)
+        return NULL;
+    return &a->q[(a->q_head + (size_t)(seq - a->q_seq)) % a->q_cap];
 }
 
 /* Hands fd over; false when libmicrohttpd refused it (over the
@@ -212,74 +221,50 @@ static bool enqueue(http_acceptor *a, int fd)
 {
     if (queue_push(a, fd))
         return true;
+    log_event(LOG_WARN, "accept_failed", "error=%s",
+              log_q(errno ? strerror(errno) : "out of memory"));
     close(fd);
     http_acceptor_closed(a);
-    log_event(LOG_WARN, "accept_failed", "error=%s", log_q("out of memory"));
     return false;
 }
 
 /* Where a connection just accepted goes: to libmicrohttpd at once when
- * urgent, else into the queue; while the queue is in use, one whose first
- * bytes are not in yet waits for them among the fresh ones. */
+ * urgent, else into the queue. */
 static bool place(http_acceptor *a, int fd)
 {
-    first_bytes fb = first_request(fd);
-    if (fb == FIRST_URGENT) {
+    if (first_request(fd) == FIRST_URGENT) {
         add_connection(a, fd); /* outside the batches */
         return true;
-    }
-    bool busy = a->q_len || atomic_load(&a->unstarted) > 0;
-    if (fb == FIRST_NONE && busy && a->n_fresh < FRESH_MAX) {
-        size_t slot = (a->fresh_head + a->n_fresh) % FRESH_MAX;
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = slot};
-        if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) == 0) {
-            a->fresh[slot].fd = fd;
-            a->fresh[slot].since_ms = http_now_ms();
-            a->n_fresh++;
-            return true;
-        }
     }
     return enqueue(a, fd);
 }
 
-/* The fresh connection in slot is placed: its first bytes came, or it
- * waited long enough. */
-static void fresh_place(http_acceptor *a, size_t slot, bool waited)
-{
-    int fd = a->fresh[slot].fd;
-    a->fresh[slot].fd = -1;
-    epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
-    if (!waited && first_request(fd) == FIRST_URGENT)
-        add_connection(a, fd);
-    else
-        enqueue(a, fd);
-}
-
-/* Places the fresh connections whose first bytes came, and those that
- * waited FRESH_WAIT_MS; returns when the oldest left is due (-1: none). */
-static int64_t fresh_sweep(http_acceptor *a, int64_t now)
+/* Hands over at once the queued connections whose first request came in
+ * and is urgent; those still waiting for their first bytes stay watched. */
+static void urgent_sweep(http_acceptor *a)
 {
     struct epoll_event evs[64];
     int n;
     while ((n = epoll_wait(a->ep, evs, 64, 0)) > 0) {
         for (int i = 0; i < n; i++) {
-            size_t slot = (size_t)evs[i].data.u64;
-            if (a->fresh[slot].fd >= 0)
-                fresh_place(a, slot, false); /* bytes, or the end of it */
+            int *slot = queue_at(a, evs[i].data.u64);
+            if (!slot || *slot < 0)
+                continue;
+            first_bytes fb = first_request(*slot);
+            if (fb == FIRST_URGENT) {
+                epoll_ctl(a->ep, EPOLL_CTL_DEL, *slot, NULL);
+                add_connection(a, *slot);
+                *slot = -1;
+            } else if (fb == FIRST_NONE) {
+                /* A prefix of one: watched again. */
+                struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+                                         .data.u64 = evs[i].data.u64};
+                epoll_ctl(a->ep, EPOLL_CTL_MOD, *slot, &ev);
+            }
         }
         if (n < 64)
             break;
     }
-    while (a->n_fresh) {
-        size_t h = a->fresh_head;
-        if (a->fresh[h].fd >= 0 && now < a->fresh[h].since_ms + FRESH_WAIT_MS)
-            return a->fresh[h].since_ms + FRESH_WAIT_MS;
-        if (a->fresh[h].fd >= 0)
-            fresh_place(a, h, true);
-        a->fresh_head = (h + 1) % FRESH_MAX;
-        a->n_fresh--;
-    }
-    return -1;
 }
 
 typedef enum accept_wait { WAIT_SOCKET, WAIT_PAUSE, WAIT_CLOSE } accept_wait;
@@ -313,8 +298,11 @@ static void hand_over(http_acceptor *a)
     int n = 0;
     atomic_store(&a->unstarted, 0);
     while (a->q_len && n < (int)a->batch) {
+        int fd = queue_pop(a);
+        if (fd < 0)
+            continue; /* handed over already, urgent */
         atomic_fetch_add(&a->unstarted, 1);
-        if (add_connection(a, queue_pop(a)))
+        if (add_connection(a, fd))
             n++;
         else
             atomic_fetch_sub(&a->unstarted, 1);
@@ -328,7 +316,7 @@ static void *acceptor_main(void *arg)
     int64_t batch_at = 0; /* when the last batch was handed over */
     while (!atomic_load(&a->quit)) {
         int64_t now = http_now_ms();
-        int64_t fresh_due = fresh_sweep(a, now);
+        urgent_sweep(a);
         if (a->q_len && (atomic_load(&a->unstarted) <= 0 || now >= batch_at + BATCH_WAIT_MS)) {
             hand_over(a);
             batch_at = now;
@@ -338,10 +326,6 @@ static void *acceptor_main(void *arg)
             timeout = 0; /* the whole batch failed at once: the next */
         } else if (a->q_len) {
             int64_t left = batch_at + BATCH_WAIT_MS - now;
-            timeout = left < 1 ? 1 : timeout < 0 || left < timeout ? (int)left : timeout;
-        }
-        if (fresh_due >= 0) {
-            int64_t left = fresh_due - now;
             timeout = left < 1 ? 1 : timeout < 0 || left < timeout ? (int)left : timeout;
         }
         struct pollfd fds[3] = {{.fd = a->wake[0], .events = POLLIN},
@@ -404,6 +388,11 @@ void http_acceptor_closed(http_acceptor *a)
         wake(a);
 }
 
+unsigned http_acceptor_open(http_acceptor *a)
+{
+    return atomic_load(&a->open);
+}
+
 void http_acceptor_stop(http_acceptor *a)
 {
     if (!a || !a->started)
@@ -414,11 +403,11 @@ void http_acceptor_stop(http_acceptor *a)
     a->started = false;
     close(a->fd);
     a->fd = -1;
-    while (a->q_len)
-        close(queue_pop(a));
-    for (; a->n_fresh; a->n_fresh--, a->fresh_head = (a->fresh_head + 1) % FRESH_MAX)
-        if (a->fresh[a->fresh_head].fd >= 0)
-            close(a->fresh[a->fresh_head].fd);
+    while (a->q_len) {
+        int fd = queue_pop(a);
+        if (fd >= 0)
+            close(fd);
+    }
 }
 
 void http_acceptor_free(http_acceptor *a)

@@ -248,6 +248,9 @@ int http_acceptor_run(http_acceptor *a);
  * closed (MHD_CONNECTION_NOTIFY_CLOSED); MHD workers. */
 void http_acceptor_started(http_acceptor *a);
 void http_acceptor_closed(http_acceptor *a);
+/* Connections accepted and not closed yet, queued here or handed over;
+ * any thread. */
+unsigned http_acceptor_open(http_acceptor *a);
 /* Stops and joins the thread and closes the socket: no connection is
  * handed over after it returns. NULL is a no-op. */
 void http_acceptor_stop(http_acceptor *a);
