@@ -1,39 +1,46 @@
 /* The acceptor: one thread that takes new connections off the listening
- * socket as fast as they arrive and hands them to libmicrohttpd
- * (MHD_add_connection) a batch at a time, as its worker threads take them
- * up.
+ * socket as fast as they arrive, waits for each one's first request line,
+ * and hands it to one of two libmicrohttpd daemons (MHD_add_connection):
+ * the streams' (Campaign, WatchHolder) or the calls' (every other request).
  *
  * Why: a connection storm (10,000 holder watches at once, bench/scale.sh)
  * must not delay the Confirms that keep leaders in office (docs/design.md,
- * section 2). libmicrohttpd's workers serve the new connections in the
- * same passes of their event loops as the kept-alive ones that carry
- * Confirms, and they accept at most 10 connections per pass themselves:
- * under a storm the kernel's accept queue (somaxconn) filled and the kernel
- * dropped handshakes, which clients retry only after 1 s, then 3 s (a
- * library opens a connection for a Confirm when its kept-alive ones are
- * busy). Handing the whole storm over at once instead made every pass
- * serve thousands of new connections, and Confirms waited seconds for the
- * workers to read them. So the queue is drained here at once (accepting
- * costs microseconds), into a queue of our own, and the workers get one
- * batch at a time: the next when every connection of the last has started
- * (MHD_CONNECTION_NOTIFY_STARTED, at the head of a worker's pass), or after
- * BATCH_WAIT_MS, so that one that never reports cannot stall the rest.
- * A connection whose first request is a Confirm or a Resign skips the
- * queue, whenever that request comes in: every queued connection is
- * watched (epoll, one shot) until its first bytes are in, and read from the
- * request line, which is why server.c uses the acceptor only without TLS.
- * (A library opens its connection and writes the request some passes of its
- * loop later: under a storm, a Confirm's connection is accepted and queued
- * behind thousands before a byte of it can be read.)
+ * section 2), and neither must the streams once they are up.
+ * - libmicrohttpd accepts at most 10 connections per pass of a worker's
+ *   loop: under a storm the kernel's accept queue (somaxconn) filled and
+ *   the kernel dropped handshakes, which clients retry only after 1 s, then
+ *   3 s. So the listening socket is drained here at once (accepting costs
+ *   microseconds).
+ * - A worker serves new connections in the same passes as its kept-alive
+ *   ones, and handing the whole storm over at once made every pass serve
+ *   thousands of them. So the workers get one batch at a time: the next
+ *   when every connection of the last has started
+ *   (MHD_CONNECTION_NOTIFY_STARTED, at the head of a worker's pass), or
+ *   after BATCH_WAIT_MS, so that one that never reports cannot stall the
+ *   rest. A connection whose first request is a Confirm or a Resign skips
+ *   the batches.
+ * - A stream stays suspended in libmicrohttpd between its events, and
+ *   every pass that resumes any connection walks all the suspended ones of
+ *   that worker: with 10,000 streams, each Confirm answered cost a walk of
+ *   thousands. On daemons of their own, a Confirm's walk is over the calls
+ *   in flight.
+ * A client library opens its connection and writes its request some passes
+ *   of its loop later, so a connection is classed only once its first bytes
+ *   are in: until then it waits here, watched (epoll, one shot), at most
+ *   FIRST_WAIT_MS, however many wait before it (under a storm, a Confirm's
+ *   connection is accepted behind thousands). Its class is read from the
+ *   request line, which is why server.c uses the acceptor only without TLS.
+ * A kept-alive connection stays on its daemon: a stream asked for on a
+ *   calls' connection is served there, as any request would be.
  *
  * It stops accepting at libmicrohttpd's connection limit, counting the
- * connections itself (those queued here, and those handed over until they
+ * connections itself (those waiting here, and those handed over until they
  * close): the kernel then keeps the next ones waiting, as with
  * libmicrohttpd's own accepting, rather than libmicrohttpd closing them. A
  * connection libmicrohttpd fails to set up for want of memory is never
  * reported closed and keeps its slot counted.
  *
- * Threads: its own, which owns the listening socket and the queue;
+ * Threads: its own, which owns the listening socket and the rings;
  * MHD_add_connection may be called from any thread of a daemon with
  * MHD_USE_ITC, and runs the accept policy (server.c) on this one.
  * http_acceptor_started and http_acceptor_closed run on MHD workers and
@@ -66,23 +73,38 @@
 #define BATCH_PER_THREAD 8
 /* The longest wait for a batch to start before the next is handed over. */
 #define BATCH_WAIT_MS 50
+/* The longest a connection waits for its first request line; then it goes
+ * to the calls' daemon, whose read deadline deals with it. */
+#define FIRST_WAIT_MS 1000
+
+/* A connection waiting here. */
+typedef struct slot {
+    int fd;           /* -1: it left early */
+    bool stream;      /* ready: for the streams' daemon */
+    int64_t since_ms; /* waiting: when accepted */
+} slot;
+
+/* A queue of slots, each known by its sequence number (seq: the head's). */
+typedef struct ring {
+    slot *s;
+    size_t cap, head, len;
+    uint64_t seq;
+} ring;
+
 struct http_acceptor {
     int fd;      /* the listening socket */
     int wake[2]; /* non-blocking; a byte on wake[1] wakes the thread */
-    struct MHD_Daemon *daemon;
+    struct MHD_Daemon *calls, *streams;
     unsigned max;         /* libmicrohttpd's connection limit */
     unsigned batch;       /* connections per batch */
-    bool tls;             /* requests cannot be read here */
-    atomic_uint open;     /* accepted and not closed yet (queued or handed over) */
+    atomic_uint open;     /* accepted and not closed yet (here or handed over) */
     atomic_int unstarted; /* of the last batch, not started yet */
     atomic_bool full;     /* the thread waits for a connection to close */
     atomic_bool quit;
-    /* The queue (this thread only): a ring of accepted sockets, -1 where
-     * one left it early (urgent). Each is in ep until it leaves, its
-     * sequence number (q_seq for the head) as its data. */
-    int *q;
-    size_t q_cap, q_head, q_len;
-    uint64_t q_seq;
+    /* This thread only. waiting: accepted, first bytes not in yet, in
+     * ep with their sequence numbers as data; ready: classed, in the order
+     * they came, for the batches. */
+    ring waiting, ready;
     int ep;
     pthread_t thread;
     bool started;
@@ -130,53 +152,57 @@ static bool at_limit(http_acceptor *a)
     return true;
 }
 
-/* Appends fd, watched for its first bytes. */
-static bool queue_push(http_acceptor *a, int fd)
+static bool ring_push(ring *r, slot v)
 {
-    if (a->q_len == a->q_cap) {
-        size_t cap = a->q_cap ? a->q_cap * 2 : 256;
-        int *q = malloc(cap * sizeof *q);
-        if (!q)
+    if (r->len == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        slot *n = malloc(cap * sizeof *n);
+        if (!n)
             return false;
-        for (size_t i = 0; i < a->q_len; i++)
-            q[i] = a->q[(a->q_head + i) % a->q_cap];
-        free(a->q);
-        a->q = q;
-        a->q_cap = cap;
-        a->q_head = 0;
+        for (size_t i = 0; i < r->len; i++)
+            n[i] = r->s[(r->head + i) % r->cap];
+        free(r->s);
+        r->s = n;
+        r->cap = cap;
+        r->head = 0;
     }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
-                             .data.u64 = a->q_seq + a->q_len};
-    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0)
-        return false;
-    a->q[(a->q_head + a->q_len++) % a->q_cap] = fd;
+    r->s[(r->head + r->len++) % r->cap] = v;
     return true;
 }
 
-/* The socket at the head, out of ep; -1 where one left early. */
-static int queue_pop(http_acceptor *a)
+static slot ring_pop(ring *r)
 {
-    int fd = a->q[a->q_head];
-    a->q_head = (a->q_head + 1) % a->q_cap;
-    a->q_len--;
-    a->q_seq++;
-    if (fd >= 0)
-        epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
-    return fd;
+    slot v = r->s[r->head];
+    r->head = (r->head + 1) % r->cap;
+    r->len--;
+    r->seq++;
+    return v;
 }
 
-/* The slot of the queued socket numbered seq; NULL when it left. */
-static int *queue_at(http_acceptor *a, uint64_t seq)
+/* The slot numbered seq; NULL when it was popped. */
+static slot *ring_at(ring *r, uint64_t seq)
 {
-    if (seq < a->q_seq || seq - a->q_seq >= a->q_len)
+    if (seq < r->seq || seq - r->seq >= r->len)
         return NULL;
-    return &a->q[(a->q_head + (size_t)(seq - a->q_seq)) % a->q_cap];
+    return &r->s[(r->head + (size_t)(seq - r->seq)) % r->cap];
 }
 
-/* Hands fd over; false when libmicrohttpd refused it (over the
+static void ring_close_all(ring *r)
+{
+    while (r->len) {
+        slot v = ring_pop(r);
+        if (v.fd >= 0)
+            close(v.fd);
+    }
+    free(r->s);
+    r->s = NULL;
+    r->cap = 0;
+}
+
+/* Hands fd over to d; false when libmicrohttpd refused it (over the
  * per-address limit, refused by the accept policy: it closed the socket and
  * reports nothing). */
-static bool add_connection(http_acceptor *a, int fd)
+static bool add_connection(http_acceptor *a, struct MHD_Daemon *d, int fd)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
@@ -185,101 +211,139 @@ static bool add_connection(http_acceptor *a, int fd)
         http_acceptor_closed(a);
         return false;
     }
-    if (MHD_add_connection(a->daemon, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
+    if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
         http_acceptor_closed(a);
         return false;
     }
     return true;
 }
 
-typedef enum first_bytes { FIRST_NONE, FIRST_URGENT, FIRST_OTHER } first_bytes;
+/* A connection given up here: out of memory for its slot. */
+static void drop(http_acceptor *a, int fd)
+{
+    log_event(LOG_WARN, "accept_failed", "error=%s", log_q("out of memory"));
+    close(fd);
+    http_acceptor_closed(a);
+}
 
-/* What came in first on fd. Urgent: a Confirm or a Resign, a leader
- * keeping or ending its term, which must not wait behind a storm of new
- * streams. Told from the request line (the acceptor serves no TLS). */
+/* What came in first on a connection. URGENT: a Confirm or a Resign, a
+ * leader keeping or ending its term, which must not wait behind a storm of
+ * new streams. STREAM: a Campaign or a WatchHolder. CALL: anything else,
+ * or nothing (closed, failed: libmicrohttpd closes it). NONE: nothing yet,
+ * or too little of the request line to tell. */
+typedef enum first_bytes { FIRST_NONE, FIRST_URGENT, FIRST_STREAM, FIRST_CALL } first_bytes;
+
 static first_bytes first_request(int fd)
 {
-    static const char confirm[] = "POST " RPC_SERVICE_PREFIX "Confirm ";
-    static const char resign[] = "POST " RPC_SERVICE_PREFIX "Resign ";
-    char line[sizeof confirm];
+    static const char prefix[] = "POST " RPC_SERVICE_PREFIX;
+    char line[sizeof prefix + 32]; /* the longest method name, and a space */
     ssize_t n = recv(fd, line, sizeof line - 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return FIRST_NONE;
     if (n <= 0)
-        return FIRST_OTHER; /* closed or failed: libmicrohttpd closes it */
+        return FIRST_CALL;
     line[n] = '\0';
-    if (strncmp(line, confirm, sizeof confirm - 1) == 0 ||
-        strncmp(line, resign, sizeof resign - 1) == 0)
+    size_t len = (size_t)n, plen = sizeof prefix - 1;
+    if (strncmp(line, prefix, len < plen ? len : plen) != 0)
+        return FIRST_CALL;
+    char *end = len > plen ? memchr(line + plen, ' ', len - plen) : NULL;
+    if (!end)
+        return len < sizeof line - 1 ? FIRST_NONE : FIRST_CALL;
+    *end = '\0';
+    const rpc_method *m = rpc_method_find(line + 5); /* the path */
+    if (!m)
+        return FIRST_CALL;
+    if (m->id == RPC_METHOD_CONFIRM || m->id == RPC_METHOD_RESIGN)
         return FIRST_URGENT;
-    return (size_t)n < sizeof confirm - 1 &&
-                   (strncmp(line, confirm, (size_t)n) == 0 || strncmp(line, resign, (size_t)n) == 0)
-               ? FIRST_NONE /* a prefix of one: more is coming */
-               : FIRST_OTHER;
+    return m->server_stream ? FIRST_STREAM : FIRST_CALL;
 }
 
-static bool enqueue(http_acceptor *a, int fd)
+/* A connection whose first bytes are in (or that waited long enough):
+ * urgent, to the calls' daemon at once; else ready for the next batches. */
+static void classed(http_acceptor *a, int fd, first_bytes fb)
 {
-    if (queue_push(a, fd))
-        return true;
-    log_event(LOG_WARN, "accept_failed", "error=%s",
-              log_q(errno ? strerror(errno) : "out of memory"));
-    close(fd);
-    http_acceptor_closed(a);
-    return false;
+    if (fb == FIRST_URGENT)
+        add_connection(a, a->calls, fd); /* outside the batches */
+    else if (!ring_push(&a->ready, (slot){.fd = fd, .stream = fb == FIRST_STREAM}))
+        drop(a, fd);
 }
 
-/* Where a connection just accepted goes: to libmicrohttpd at once when
- * urgent, else into the queue. */
-static bool place(http_acceptor *a, int fd)
+/* A connection just accepted: classed when its first bytes are in, else
+ * waiting for them. */
+static bool take(http_acceptor *a, int fd, int64_t now)
 {
-    if (first_request(fd) == FIRST_URGENT) {
-        add_connection(a, fd); /* outside the batches */
+    first_bytes fb = first_request(fd);
+    if (fb != FIRST_NONE) {
+        classed(a, fd, fb);
         return true;
     }
-    return enqueue(a, fd);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+                             .data.u64 = a->waiting.seq + a->waiting.len};
+    if (!ring_push(&a->waiting, (slot){.fd = fd, .since_ms = now})) {
+        drop(a, fd);
+        return false;
+    }
+    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        a->waiting.s[(a->waiting.head + a->waiting.len - 1) % a->waiting.cap].fd = -1;
+        classed(a, fd, FIRST_CALL); /* unwatched: it waits in its turn */
+    }
+    return true;
 }
 
-/* Hands over at once the queued connections whose first request came in
- * and is urgent; those still waiting for their first bytes stay watched. */
-static void urgent_sweep(http_acceptor *a)
+/* Classes the waiting connections whose first bytes came in, and those
+ * that waited FIRST_WAIT_MS; returns when the oldest left is due (-1:
+ * none). */
+static int64_t waiting_sweep(http_acceptor *a, int64_t now)
 {
     struct epoll_event evs[64];
     int n;
     while ((n = epoll_wait(a->ep, evs, 64, 0)) > 0) {
         for (int i = 0; i < n; i++) {
-            int *slot = queue_at(a, evs[i].data.u64);
-            if (!slot || *slot < 0)
+            slot *w = ring_at(&a->waiting, evs[i].data.u64);
+            if (!w || w->fd < 0)
                 continue;
-            first_bytes fb = first_request(*slot);
-            if (fb == FIRST_URGENT) {
-                epoll_ctl(a->ep, EPOLL_CTL_DEL, *slot, NULL);
-                add_connection(a, *slot);
-                *slot = -1;
-            } else if (fb == FIRST_NONE) {
-                /* A prefix of one: watched again. */
+            first_bytes fb = first_request(w->fd);
+            if (fb == FIRST_NONE) {
+                /* A prefix of a request line: watched again. */
                 struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
                                          .data.u64 = evs[i].data.u64};
-                epoll_ctl(a->ep, EPOLL_CTL_MOD, *slot, &ev);
+                epoll_ctl(a->ep, EPOLL_CTL_MOD, w->fd, &ev);
+                continue;
             }
+            epoll_ctl(a->ep, EPOLL_CTL_DEL, w->fd, NULL);
+            classed(a, w->fd, fb);
+            w->fd = -1;
         }
         if (n < 64)
             break;
     }
+    while (a->waiting.len) {
+        slot *h = &a->waiting.s[a->waiting.head];
+        if (h->fd >= 0 && now < h->since_ms + FIRST_WAIT_MS)
+            return h->since_ms + FIRST_WAIT_MS;
+        slot w = ring_pop(&a->waiting);
+        if (w.fd >= 0) {
+            epoll_ctl(a->ep, EPOLL_CTL_DEL, w.fd, NULL);
+            classed(a, w.fd, FIRST_CALL);
+        }
+    }
+    return -1;
 }
 
 typedef enum accept_wait { WAIT_SOCKET, WAIT_PAUSE, WAIT_CLOSE } accept_wait;
 
-/* Queues every connection waiting, up to the limit; says what to wait for
- * next. */
+/* Takes every connection waiting in the kernel, up to the limit; says what
+ * to wait for next. */
 static accept_wait accept_all(http_acceptor *a)
 {
+    int64_t now = http_now_ms();
     for (;;) {
         if (at_limit(a))
             return WAIT_CLOSE;
         int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             atomic_fetch_add(&a->open, 1);
-            if (!place(a, fd))
+            if (!take(a, fd, now))
                 return WAIT_PAUSE;
             continue;
         }
@@ -297,16 +361,23 @@ static void hand_over(http_acceptor *a)
 {
     int n = 0;
     atomic_store(&a->unstarted, 0);
-    while (a->q_len && n < (int)a->batch) {
-        int fd = queue_pop(a);
-        if (fd < 0)
-            continue; /* handed over already, urgent */
+    while (a->ready.len && n < (int)a->batch) {
+        slot r = ring_pop(&a->ready);
         atomic_fetch_add(&a->unstarted, 1);
-        if (add_connection(a, fd))
+        if (add_connection(a, r.stream ? a->streams : a->calls, r.fd))
             n++;
         else
             atomic_fetch_sub(&a->unstarted, 1);
     }
+}
+
+/* Timeout for poll: the sooner of t and due (-1: none), at least 1 ms. */
+static int sooner(int t, int64_t due, int64_t now)
+{
+    if (due < 0)
+        return t;
+    int64_t left = due - now;
+    return left < 1 ? 1 : t < 0 || left < t ? (int)left : t;
 }
 
 static void *acceptor_main(void *arg)
@@ -316,18 +387,17 @@ static void *acceptor_main(void *arg)
     int64_t batch_at = 0; /* when the last batch was handed over */
     while (!atomic_load(&a->quit)) {
         int64_t now = http_now_ms();
-        urgent_sweep(a);
-        if (a->q_len && (atomic_load(&a->unstarted) <= 0 || now >= batch_at + BATCH_WAIT_MS)) {
+        int64_t first_due = waiting_sweep(a, now);
+        if (a->ready.len && (atomic_load(&a->unstarted) <= 0 || now >= batch_at + BATCH_WAIT_MS)) {
             hand_over(a);
             batch_at = now;
         }
         int timeout = w == WAIT_PAUSE ? ACCEPT_PAUSE_MS : -1;
-        if (a->q_len && atomic_load(&a->unstarted) <= 0) {
+        if (a->ready.len && atomic_load(&a->unstarted) <= 0)
             timeout = 0; /* the whole batch failed at once: the next */
-        } else if (a->q_len) {
-            int64_t left = batch_at + BATCH_WAIT_MS - now;
-            timeout = left < 1 ? 1 : timeout < 0 || left < timeout ? (int)left : timeout;
-        }
+        else if (a->ready.len)
+            timeout = sooner(timeout, batch_at + BATCH_WAIT_MS, now);
+        timeout = sooner(timeout, first_due, now);
         struct pollfd fds[3] = {{.fd = a->wake[0], .events = POLLIN},
                                 {.fd = a->ep, .events = POLLIN},
                                 {.fd = a->fd, .events = POLLIN}};
@@ -343,14 +413,15 @@ static void *acceptor_main(void *arg)
     return NULL;
 }
 
-http_acceptor *http_acceptor_new(struct MHD_Daemon *daemon, int listen_fd, unsigned max,
-                                 unsigned threads)
+http_acceptor *http_acceptor_new(struct MHD_Daemon *calls, struct MHD_Daemon *streams,
+                                 int listen_fd, unsigned max, unsigned threads)
 {
     http_acceptor *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
     a->fd = -1;
-    a->daemon = daemon;
+    a->calls = calls;
+    a->streams = streams;
     a->max = max;
     a->batch = (threads ? threads : 1) * BATCH_PER_THREAD;
     a->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -403,11 +474,8 @@ void http_acceptor_stop(http_acceptor *a)
     a->started = false;
     close(a->fd);
     a->fd = -1;
-    while (a->q_len) {
-        int fd = queue_pop(a);
-        if (fd >= 0)
-            close(fd);
-    }
+    ring_close_all(&a->waiting);
+    ring_close_all(&a->ready);
 }
 
 void http_acceptor_free(http_acceptor *a)
@@ -420,6 +488,7 @@ void http_acceptor_free(http_acceptor *a)
     close(a->ep);
     if (a->fd >= 0)
         close(a->fd);
-    free(a->q);
+    ring_close_all(&a->waiting);
+    ring_close_all(&a->ready);
     free(a);
 }

@@ -68,8 +68,9 @@ typedef struct http_list_scope {
 
 struct http_server {
     /* Set by http_server_start, read-only afterwards. */
-    struct MHD_Daemon *daemon;
-    struct MHD_Daemon *ops_daemon; /* --ops-listen; NULL without */
+    struct MHD_Daemon *daemon;        /* the calls' (with TLS, every request's) */
+    struct MHD_Daemon *stream_daemon; /* without TLS, the streams' (accept.c) */
+    struct MHD_Daemon *ops_daemon;    /* --ops-listen; NULL without */
     engine *engine;
     size_t max_body;
     unsigned user_timeout_ms;
@@ -233,15 +234,16 @@ void http_timer_wake_locked(http_server *s);
 
 /* A non-blocking listening socket bound to sa; -1 with why. */
 int http_listen_socket(const struct sockaddr *sa, socklen_t len, char *err, size_t err_len);
-/* An acceptor on listen_fd for daemon (started with
- * MHD_USE_NO_LISTEN_SOCKET and MHD_USE_ITC, with threads workers, without
- * TLS), at most max connections at a time; it takes the socket over. NULL
+/* An acceptor on listen_fd for the calls' and the streams' daemons (started
+ * with MHD_USE_NO_LISTEN_SOCKET and MHD_USE_ITC, with threads workers each,
+ * without TLS), at most max connections at a time in all; it takes the
+ * socket over. NULL
  * when out of resources: the socket is still the caller's. It accepts
  * nothing until http_acceptor_run, so that whatever the daemon's
  * notifications read (the server's pointer to it) is set before the first
  * connection. */
-http_acceptor *http_acceptor_new(struct MHD_Daemon *daemon, int listen_fd, unsigned max,
-                                 unsigned threads);
+http_acceptor *http_acceptor_new(struct MHD_Daemon *calls, struct MHD_Daemon *streams,
+                                 int listen_fd, unsigned max, unsigned threads);
 /* Starts its thread. Returns 0, or -1 (then free it). */
 int http_acceptor_run(http_acceptor *a);
 /* A connection handed over started (MHD_CONNECTION_NOTIFY_STARTED) or

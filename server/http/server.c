@@ -236,10 +236,11 @@ static void main_notify(void *cls, struct MHD_Connection *conn, void **socket_co
         http_acceptor_closed(s->acceptor);
 }
 
-/* The main daemon. Without TLS it accepts nothing itself: accept.c hands
- * it every connection. With TLS it listens on ss and accepts, as before:
- * the acceptor could not read the requests, and tls.c tells the daemons
- * apart by their listening sockets. */
+/* A main daemon. Without TLS there are two, the calls' and the streams',
+ * and they accept nothing themselves: accept.c hands each its connections.
+ * With TLS there is one, which listens on ss and accepts: the acceptor
+ * could not read the requests, and tls.c tells the daemons apart by their
+ * listening sockets. */
 static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
                                        const struct sockaddr_storage *ss, bool v6)
 {
@@ -315,7 +316,7 @@ static uint16_t bound_port(struct MHD_Daemon *d)
     return di ? di->port : 0;
 }
 
-/* The main daemon, its listening socket and, without TLS, the thread that
+/* The main daemons, the listening socket and, without TLS, the thread that
  * accepts on it. Returns 0, or -1 with why. */
 static int main_start(http_server *s, const http_config *cfg, const struct sockaddr_storage *ss,
                       socklen_t sslen, bool v6, char *err, size_t err_len)
@@ -342,13 +343,15 @@ static int main_start(http_server *s, const http_config *cfg, const struct socka
         s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                     : ((struct sockaddr_in *)&bound)->sin_port);
     s->daemon = start_one(s, cfg, ss, v6, false);
-    if (!s->daemon) {
+    if (s->daemon)
+        s->stream_daemon = start_one(s, cfg, ss, v6, false);
+    if (!s->daemon || !s->stream_daemon) {
         snprintf(err, err_len, "cannot serve %s: libmicrohttpd refused to start", cfg->listen);
         close(fd);
         return -1;
     }
     unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
-    s->acceptor = http_acceptor_new(s->daemon, fd, http_limits_hard(max_conns),
+    s->acceptor = http_acceptor_new(s->daemon, s->stream_daemon, fd, http_limits_hard(max_conns),
                                     cfg->threads ? cfg->threads : DEFAULT_THREADS);
     if (!s->acceptor)
         close(fd);
@@ -444,6 +447,8 @@ void http_server_stop(http_server *s)
         MHD_stop_daemon(s->ops_daemon);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    if (s->stream_daemon)
+        MHD_stop_daemon(s->stream_daemon);
     if (s->tls) {
         if (s->ops_daemon)
             http_tls_stopped(s->ops_daemon);

@@ -1,8 +1,8 @@
 /* The acceptor (server/http/accept.c) under a storm of new connections: a
  * Confirm on a new connection is served ahead of the streams that arrived
  * before it (docs/design.md, section 2). The storm is made deterministic by
- * holding the server's lock (s->mu, so white box): the one worker thread
- * stops in the first stream it starts, and every connection opened
+ * holding the server's lock (s->mu, so white box): the streams' one worker
+ * thread stops in the first stream it starts, and every connection opened
  * meanwhile waits, in the kernel's accept queue or in the acceptor's. */
 #include <arpa/inet.h>
 #include <errno.h>
