@@ -186,6 +186,13 @@ static void set_options(struct kl__xfer *x, const char *url)
         curl_easy_setopt(x->h, CURLOPT_CA_CACHE_TIMEOUT, 60L);
 #endif
     }
+    if (x->type->stream) {
+        /* A stream has a connection of its own, closed with it: the
+         * service serves streams and calls on separate threads, told apart
+         * by a connection's first request (docs/design.md, section 2). */
+        curl_easy_setopt(x->h, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(x->h, CURLOPT_FORBID_REUSE, 1L);
+    }
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPIDLE, 5L);
     curl_easy_setopt(x->h, CURLOPT_TCP_KEEPINTVL, 2L);

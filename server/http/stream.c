@@ -383,6 +383,9 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
     }
     stream_ref(st); /* the response's, until stream_response_free */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rpc_content_type(q->codec, true));
+    /* The connection ends with the stream: a later request on it would be
+     * served by the streams' threads (accept.c). */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     set_socket_options(s, st, conn);
     /* Without authentication, only the Pod's address says the caller is it:
      * "?" (no address) matches no Pod. */

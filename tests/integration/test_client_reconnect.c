@@ -12,9 +12,15 @@
  * - the service freezes for less than the validity: no loss;
  * - the service is killed and restarted: the host process survives (SIGPIPE
  *   left at its default), the leader reports the loss by its deadline, the
- *   standby and the watch carry on with the new service. */
+ *   standby and the watch carry on with the new service;
+ * - a stream has a connection of its own, never a kept-alive one, and its
+ *   connection is not used again (the service serves streams and calls on
+ *   separate threads, told apart by a connection's first request:
+ *   docs/design.md, section 2). */
 #define _GNU_SOURCE
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +64,58 @@ static void win(kl_client *c, const char *lease, const char *id, int64_t *epoch)
     if (kl_run_election(c, h_ns, lease, id, 5, 4, 1, &err) != KL_OK ||
         kl_wait_elected(c, h_ns, lease, 15, epoch, &err) != KL_OK)
         fail_msg("%s could not win %s: %s", id, lease, err.message);
+}
+
+static atomic_int events;
+
+static void count_event(void *ctx, const char *holder, size_t holder_len, int64_t epoch)
+{
+    (void)ctx;
+    (void)holder;
+    (void)holder_len;
+    (void)epoch;
+    atomic_fetch_add(&events, 1);
+}
+
+/* Waits (10 s at most) for n connections through the proxy. */
+static void accepted_wait(struct tcp_proxy *p, int n)
+{
+    for (int64_t guard = h_now_ms() + 10000; atomic_load(&p->accepted) < n;) {
+        if (h_now_ms() > guard)
+            fail_msg("%d connection(s) through the proxy in 10 s, %d expected",
+                     atomic_load(&p->accepted), n);
+        poll(NULL, 0, 10);
+    }
+}
+
+static void test_stream_has_a_connection_of_its_own(void **state)
+{
+    (void)state;
+    struct tcp_proxy p;
+    char ep[64];
+    kl_error err;
+    int64_t epoch = 0;
+    proxy_start(&p, srv.port);
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
+    kl_client *c = client_at(ep);
+    win(c, "own-connection", "streamer", &epoch);
+    /* The campaign's stream, and the Confirms' connection, kept alive
+     * between them (one a third of a validity apart). */
+    accepted_wait(&p, 2);
+    atomic_store(&events, 0);
+    assert_int_equal(kl_watch_holder(c, h_ns, "own-connection", count_event, NULL, &err), KL_OK);
+    for (int64_t guard = h_now_ms() + 10000; atomic_load(&events) < 1;) {
+        if (h_now_ms() > guard)
+            fail_msg("the watch saw no event in 10 s");
+        poll(NULL, 0, 10);
+    }
+    /* The watch did not take the Confirms' idle connection: a third. */
+    assert_int_equal(atomic_load(&p.accepted), 3);
+    assert_int_equal(kl_cancel_watch(c, h_ns, "own-connection", &err), KL_OK);
+    assert_int_equal(kl_cancel_election(c, h_ns, "own-connection", &err), KL_OK);
+    assert_int_equal(kl_wait_lost(c, h_ns, "own-connection", &err), KL_OK);
+    kl_client_free(c);
+    proxy_stop(&p);
 }
 
 static void test_resume_after_broken_connection(void **state)
@@ -258,6 +316,7 @@ static void test_service_crash_and_restart(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_has_a_connection_of_its_own),
         cmocka_unit_test(test_resume_after_broken_connection),
         cmocka_unit_test(test_resume_on_another_replica),
         cmocka_unit_test(test_unanswered_confirm_is_sent_again_in_time),

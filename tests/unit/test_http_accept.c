@@ -244,6 +244,29 @@ static void test_http_confirm_written_late_is_served_before_the_queue(void **sta
     free(streams);
 }
 
+/* A stream's connection ends with it (its answer says so): a request
+ * after it would be served by the streams' threads. */
+static void test_http_stream_answer_closes_its_connection(void **state)
+{
+    fixture *f = *state;
+    char watch[512], head[2048];
+    size_t wlen = watch_request(watch, sizeof watch), got = 0;
+    int fd = open_with(f, watch, wlen);
+    while (got < sizeof head - 1 && !memmem(head, got, "\r\n\r\n", 4)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10000) != 1)
+            fail_msg("no answer to the stream in 10 s");
+        ssize_t n = recv(fd, head + got, sizeof head - 1 - got, 0);
+        if (n <= 0)
+            fail_msg("the stream's connection closed before its head");
+        got += (size_t)n;
+    }
+    head[got] = '\0';
+    if (!strcasestr(head, "\r\nConnection: close\r\n"))
+        fail_msg("the stream's answer does not close its connection:\n%s", head);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +274,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_confirm_written_late_is_served_before_the_queue,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_stream_answer_closes_its_connection, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
