@@ -30,8 +30,10 @@
  *   FIRST_WAIT_MS, however many wait before it (under a storm, a Confirm's
  *   connection is accepted behind thousands). Its class is read from the
  *   request line, which is why server.c uses the acceptor only without TLS.
- * A kept-alive connection stays on its daemon: a stream asked for on a
- *   calls' connection is served there, as any request would be.
+ * A kept-alive connection stays on its daemon: a stream's answer closes
+ *   its connection (stream.c), and libkubelease opens a fresh one for each
+ *   stream; a stream another client asks for on a calls' connection is
+ *   served there, as any request would be.
  *
  * It stops accepting at libmicrohttpd's connection limit, counting the
  * connections itself (those waiting here, and those handed over until they
