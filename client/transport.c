@@ -28,6 +28,39 @@ int kl__transport_global_init(kl_error *err)
     return KL_OK;
 }
 
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ctx)
+{
+    (void)h;
+    (void)access;
+    pthread_mutex_lock(&((struct kl__transport *)ctx)->share_mu[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ctx)
+{
+    (void)h;
+    pthread_mutex_unlock(&((struct kl__transport *)ctx)->share_mu[data]);
+}
+
+/* The blocking calls' connection cache. Returns 0, or -1 out of memory. */
+static int share_init(struct kl__transport *t)
+{
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&t->share_mu[i], NULL);
+    t->share_mu_ok = 1;
+    t->share = curl_share_init();
+    if (!t->share)
+        return -1;
+    curl_share_setopt(t->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(t->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(t->share, CURLSHOPT_USERDATA, t);
+    if (curl_share_setopt(t->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK) {
+        /* A libcurl without it: each call on a connection of its own. */
+        curl_share_cleanup(t->share);
+        t->share = NULL;
+    }
+    return 0;
+}
+
 int kl__transport_init(struct kl__transport *t, const char *endpoint, long connect_timeout_ms,
                        const char *token_file, const char *ca_file)
 {
@@ -47,6 +80,10 @@ int kl__transport_init(struct kl__transport *t, const char *endpoint, long conne
         return KL_ERR_NO_MEMORY;
     }
     curl_multi_setopt(t->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    if (share_init(t) != 0) {
+        kl__transport_cleanup(t);
+        return KL_ERR_NO_MEMORY;
+    }
     return KL_OK;
 }
 
@@ -54,6 +91,11 @@ void kl__transport_cleanup(struct kl__transport *t)
 {
     if (t->multi)
         curl_multi_cleanup(t->multi);
+    if (t->share)
+        curl_share_cleanup(t->share); /* every call's handle is gone */
+    if (t->share_mu_ok)
+        for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+            pthread_mutex_destroy(&t->share_mu[i]);
     free(t->endpoint);
     free(t->ca_file);
     kl__token_cleanup(&t->token); /* also of a zeroed transport: a zeroed mutex is unlocked */
@@ -359,6 +401,8 @@ int kl__unary_call(struct kl__transport *t, const char *method, const ProtobufCM
     struct kl__xfer *x = kl__xfer_new(t, &type, req, timeout_ms, NULL);
     if (!x)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory preparing %s", method);
+    if (t->share)
+        curl_easy_setopt(x->h, CURLOPT_SHARE, t->share);
     kl__buf_init(&x->resp, max_body); /* empty yet: only its limit changes */
     CURLcode rc = curl_easy_perform(x->h);
     int st = kl__xfer_result(x, rc, err);

@@ -12,6 +12,7 @@
 #ifndef KL_TRANSPORT_H
 #define KL_TRANSPORT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,12 @@ struct kl__transport {
     char *ca_file;  /* the CA bundle https endpoints must chain to; NULL: the system's */
     long connect_timeout_ms;
     CURLM *multi;
+    /* The blocking calls' connections (kl__unary_call), kept alive between
+     * calls from any thread: a standby reading the holder every 200 ms
+     * opens no connection, and does no TLS handshake, per read. */
+    CURLSH *share;
+    pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
+    int share_mu_ok;        /* share_mu initialised */
     struct kl__token token; /* the bearer token of every request (thread-safe) */
 };
 

@@ -16,7 +16,9 @@
  * - a stream has a connection of its own, never a kept-alive one, and its
  *   connection is not used again (the service serves streams and calls on
  *   separate threads, told apart by a connection's first request:
- *   docs/design.md, section 2). */
+ *   docs/design.md, section 2);
+ * - blocking reads (a standby reading the holder every 200 ms) share one
+ *   kept-alive connection instead of opening one each. */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
@@ -114,6 +116,27 @@ static void test_stream_has_a_connection_of_its_own(void **state)
     assert_int_equal(kl_cancel_watch(c, h_ns, "own-connection", &err), KL_OK);
     assert_int_equal(kl_cancel_election(c, h_ns, "own-connection", &err), KL_OK);
     assert_int_equal(kl_wait_lost(c, h_ns, "own-connection", &err), KL_OK);
+    kl_client_free(c);
+    proxy_stop(&p);
+}
+
+static void test_holder_reads_share_a_connection(void **state)
+{
+    (void)state;
+    struct tcp_proxy p;
+    char ep[64];
+    kl_error err;
+    proxy_start(&p, srv.port);
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
+    kl_client *c = client_at(ep);
+    for (int i = 0; i < 5; i++) {
+        char *holder = NULL;
+        int rc = kl_get_holder(c, h_ns, "read-often", &holder, NULL, &err);
+        if (rc < 0)
+            fail_msg("kl_get_holder: %s", err.message);
+        kl_free(holder);
+    }
+    assert_int_equal(atomic_load(&p.accepted), 1);
     kl_client_free(c);
     proxy_stop(&p);
 }
@@ -317,6 +340,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_has_a_connection_of_its_own),
+        cmocka_unit_test(test_holder_reads_share_a_connection),
         cmocka_unit_test(test_resume_after_broken_connection),
         cmocka_unit_test(test_resume_on_another_replica),
         cmocka_unit_test(test_unanswered_confirm_is_sent_again_in_time),
