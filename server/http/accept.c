@@ -292,9 +292,11 @@ static bool take(http_acceptor *a, int fd, int64_t now)
     return true;
 }
 
-/* Classes the waiting connections whose first bytes came in, and those
- * that waited FIRST_WAIT_MS; returns when the oldest left is due (-1:
- * none). */
+/* Classes the waiting connections whose request line came in, and those
+ * that waited FIRST_WAIT_MS (as far as their bytes tell; a request line
+ * still in pieces goes to the calls' daemon: watching it again would wake
+ * this thread at once for the bytes already in); returns when the oldest
+ * left is due (-1: none). */
 static int64_t waiting_sweep(http_acceptor *a, int64_t now)
 {
     struct epoll_event evs[64];
@@ -305,13 +307,8 @@ static int64_t waiting_sweep(http_acceptor *a, int64_t now)
             if (!w || w->fd < 0)
                 continue;
             first_bytes fb = first_request(w->fd);
-            if (fb == FIRST_NONE) {
-                /* A prefix of a request line: watched again. */
-                struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
-                                         .data.u64 = evs[i].data.u64};
-                epoll_ctl(a->ep, EPOLL_CTL_MOD, w->fd, &ev);
-                continue;
-            }
+            if (fb == FIRST_NONE)
+                continue; /* a piece of a request line: classed when due */
             epoll_ctl(a->ep, EPOLL_CTL_DEL, w->fd, NULL);
             classed(a, w->fd, fb);
             w->fd = -1;
@@ -326,7 +323,8 @@ static int64_t waiting_sweep(http_acceptor *a, int64_t now)
         slot w = ring_pop(&a->waiting);
         if (w.fd >= 0) {
             epoll_ctl(a->ep, EPOLL_CTL_DEL, w.fd, NULL);
-            classed(a, w.fd, FIRST_CALL);
+            first_bytes fb = first_request(w.fd);
+            classed(a, w.fd, fb == FIRST_NONE ? FIRST_CALL : fb);
         }
     }
     return -1;

@@ -267,6 +267,31 @@ static void test_http_stream_answer_closes_its_connection(void **state)
     close(fd);
 }
 
+/* A request line that comes in pieces (the first, accepted, too short to
+ * tell what it is) is still handed over and served: at once if the rest is
+ * in when the acceptor reads it, else once its wait for it is over. */
+static void test_http_request_line_in_pieces_is_served(void **state)
+{
+    fixture *f = *state;
+    char confirm[512];
+    size_t clen = confirm_request(confirm, sizeof confirm), first = 10;
+    int c = open_silent(f);
+    send_all(c, confirm, first);
+    for (int waited_ms = 0; http_acceptor_open(f->srv->acceptor) < 1; waited_ms++) {
+        if (waited_ms > 10000)
+            fail_msg("the server accepted nothing in 10 s");
+        poll(NULL, 0, 1);
+    }
+    send_all(c, confirm + first, clen - first);
+    struct pollfd p = {.fd = c, .events = POLLIN};
+    if (poll(&p, 1, 10000) != 1)
+        fail_msg("no answer in 10 s to a request line sent in two pieces");
+    char head[16] = "";
+    assert_true(recv(c, head, sizeof head - 1, 0) > 0);
+    assert_memory_equal(head, "HTTP/1.1 ", 9);
+    close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +300,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_confirm_written_late_is_served_before_the_queue,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_stream_answer_closes_its_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_http_request_line_in_pieces_is_served, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
