@@ -75,8 +75,9 @@
 #define BATCH_PER_THREAD 8
 /* The longest wait for a batch to start before the next is handed over. */
 #define BATCH_WAIT_MS 50
-/* The longest a connection waits for its first request line; then it goes
- * to the calls' daemon, whose read deadline deals with it. */
+/* The longest a connection waits for its first request line; then it is
+ * classed by what came in (nothing or a piece: the calls' daemon, whose
+ * read deadline deals with it). */
 #define FIRST_WAIT_MS 1000
 
 /* A connection waiting here. */
