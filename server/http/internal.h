@@ -237,11 +237,10 @@ int http_listen_socket(const struct sockaddr *sa, socklen_t len, char *err, size
 /* An acceptor on listen_fd for the calls' and the streams' daemons (started
  * with MHD_USE_NO_LISTEN_SOCKET and MHD_USE_ITC, with threads workers each,
  * without TLS), at most max connections at a time in all; it takes the
- * socket over. NULL
- * when out of resources: the socket is still the caller's. It accepts
- * nothing until http_acceptor_run, so that whatever the daemon's
- * notifications read (the server's pointer to it) is set before the first
- * connection. */
+ * socket over. NULL when out of resources: the socket is still the
+ * caller's. It accepts nothing until http_acceptor_run, so that whatever
+ * the daemons' notifications read (the server's pointer to it) is set
+ * before the first connection. */
 http_acceptor *http_acceptor_new(struct MHD_Daemon *calls, struct MHD_Daemon *streams,
                                  int listen_fd, unsigned max, unsigned threads);
 /* Starts its thread. Returns 0, or -1 (then free it). */
