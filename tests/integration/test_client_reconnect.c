@@ -60,6 +60,15 @@ static kl_client *client_at(const char *endpoint)
     return c;
 }
 
+/* Starts p in front of the service and a client through it. */
+static kl_client *client_via(struct tcp_proxy *p)
+{
+    char ep[64];
+    proxy_start(p, srv.port);
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p->port);
+    return client_at(ep);
+}
+
 static void win(kl_client *c, const char *lease, const char *id, int64_t *epoch)
 {
     kl_error err;
@@ -94,12 +103,9 @@ static void test_stream_has_a_connection_of_its_own(void **state)
 {
     (void)state;
     struct tcp_proxy p;
-    char ep[64];
     kl_error err;
     int64_t epoch = 0;
-    proxy_start(&p, srv.port);
-    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
-    kl_client *c = client_at(ep);
+    kl_client *c = client_via(&p);
     win(c, "own-connection", "streamer", &epoch);
     /* The campaign's stream, and the Confirms' connection, kept alive
      * between them (one a third of a validity apart). */
@@ -124,11 +130,8 @@ static void test_holder_reads_share_a_connection(void **state)
 {
     (void)state;
     struct tcp_proxy p;
-    char ep[64];
     kl_error err;
-    proxy_start(&p, srv.port);
-    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
-    kl_client *c = client_at(ep);
+    kl_client *c = client_via(&p);
     for (int i = 0; i < 5; i++) {
         char *holder = NULL;
         int rc = kl_get_holder(c, h_ns, "read-often", &holder, NULL, &err);
@@ -145,12 +148,9 @@ static void test_resume_after_broken_connection(void **state)
 {
     (void)state;
     struct tcp_proxy p;
-    char ep[64];
     kl_error err;
     int64_t epoch = 0, hepoch = 0;
-    proxy_start(&p, srv.port);
-    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
-    kl_client *c = client_at(ep), *direct = client_at(srv.endpoint);
+    kl_client *c = client_via(&p), *direct = client_at(srv.endpoint);
     win(c, "resume", "resumer", &epoch);
     for (int round = 0; round < 3; round++) {
         int before = atomic_load(&p.accepted);
@@ -185,12 +185,9 @@ static void test_unanswered_confirm_is_sent_again_in_time(void **state)
 {
     (void)state;
     struct tcp_proxy p;
-    char ep[64];
     kl_error err;
     int64_t epoch = 0;
-    proxy_start(&p, srv.port);
-    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
-    kl_client *c = client_at(ep);
+    kl_client *c = client_via(&p);
     if (kl_run_election(c, h_ns, "unanswered", "patient", 15, 10, 6, &err) != KL_OK ||
         kl_wait_elected(c, h_ns, "unanswered", 15, &epoch, &err) != KL_OK)
         fail_msg("patient could not win: %s", err.message);
@@ -223,16 +220,13 @@ static void test_resume_on_another_replica(void **state)
     }
     struct server other = {0};
     struct tcp_proxy p;
-    char ep[64];
     kl_error err;
     int64_t epoch = 0, hepoch = 0;
     snprintf(other.log, sizeof(other.log), "%s/kl-test-server-%d-other.log",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     unlink(other.log);
     h_server_start(&other, 0);
-    proxy_start(&p, srv.port);
-    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p.port);
-    kl_client *c = client_at(ep), *there = client_at(other.endpoint);
+    kl_client *c = client_via(&p), *there = client_at(other.endpoint);
     win(c, "moving", "mover", &epoch);
     proxy_retarget(&p, other.port);
     int rc = kl_wait_lost_timeout(c, h_ns, "moving", 3000, &err);

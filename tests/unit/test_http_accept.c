@@ -158,12 +158,12 @@ static int streams_answered_before_confirm(int *streams, int n, int confirm)
     return before;
 }
 
-static void test_http_confirm_is_served_before_a_storm_of_new_streams(void **state)
+/* Holds the streams' worker, opens n streams and then a Confirm, lets the
+ * worker go and returns how many streams were answered before the Confirm.
+ * late: every connection opens silent, and the requests are written once
+ * all are accepted, the Confirm's last. */
+static int storm(fixture *f, int n, bool late)
 {
-    fixture *f = *state;
-    int n = streams_possible();
-    if (n < 100)
-        skip();
     char watch[512], confirm[512];
     size_t wlen = watch_request(watch, sizeof watch);
     size_t clen = confirm_request(confirm, sizeof confirm);
@@ -172,26 +172,47 @@ static void test_http_confirm_is_served_before_a_storm_of_new_streams(void **sta
     pthread_mutex_lock(&f->srv->mu);
     int first = open_with(f, watch, wlen); /* the worker stops in it */
     for (int i = 0; i < n; i++)
-        streams[i] = open_with(f, watch, wlen);
-    int c = open_with(f, confirm, clen);
+        streams[i] = late ? open_silent(f) : open_with(f, watch, wlen);
+    int c = late ? open_silent(f) : open_with(f, confirm, clen);
+    if (late) {
+        for (int waited_ms = 0; http_acceptor_open(f->srv->acceptor) < (unsigned)n + 2;
+             waited_ms++) {
+            if (waited_ms > 60000)
+                fail_msg("the server accepted %u of %d connections in a minute",
+                         http_acceptor_open(f->srv->acceptor), n + 2);
+            poll(NULL, 0, 1);
+        }
+        for (int i = 0; i < n; i++)
+            send_all(streams[i], watch, wlen);
+        send_all(c, confirm, clen);
+    }
     pthread_mutex_unlock(&f->srv->mu);
 
     int before = streams_answered_before_confirm(streams, n, c);
     char head[16] = "";
     assert_true(recv(c, head, sizeof head - 1, 0) > 0);
     assert_memory_equal(head, "HTTP/1.1 ", 9);
-    /* Without the acceptor's priority, the Confirm waits for every stream
-     * opened before it (libmicrohttpd took them in order, at most 10 per
-     * pass of its loop). With it, only the batches handed over before the
-     * Confirm arrived go first. */
     print_message("%d of %d streams answered before the Confirm\n", before, n);
-    if (before >= n / 2)
-        fail_msg("%d of %d streams opened before the Confirm were answered before it", before, n);
     close(c);
     close(first);
     for (int i = 0; i < n; i++)
         close(streams[i]);
     free(streams);
+    return before;
+}
+
+static void test_http_confirm_is_served_before_a_storm_of_new_streams(void **state)
+{
+    int n = streams_possible();
+    if (n < 100)
+        skip();
+    /* Without the acceptor's priority, the Confirm waits for every stream
+     * opened before it (libmicrohttpd took them in order, at most 10 per
+     * pass of its loop). With it, only the batches handed over before the
+     * Confirm arrived go first. */
+    int before = storm(*state, n, false);
+    if (before >= n / 2)
+        fail_msg("%d of %d streams opened before the Confirm were answered before it", before, n);
 }
 
 /* A client library opens its connection and writes its request some passes
@@ -200,48 +221,16 @@ static void test_http_confirm_is_served_before_a_storm_of_new_streams(void **sta
  * however many are queued before it. */
 static void test_http_confirm_written_late_is_served_before_the_queue(void **state)
 {
-    fixture *f = *state;
     int n = streams_possible();
     if (n < 100)
         skip();
-    char watch[512], confirm[512];
-    size_t wlen = watch_request(watch, sizeof watch);
-    size_t clen = confirm_request(confirm, sizeof confirm);
-    int *streams = calloc((size_t)n, sizeof *streams);
-
-    pthread_mutex_lock(&f->srv->mu);
-    int first = open_with(f, watch, wlen); /* the worker stops in it */
-    for (int i = 0; i < n; i++)
-        streams[i] = open_silent(f);
-    int c = open_silent(f);
-    /* Every one accepted, the Confirm's last, before any request is in. */
-    for (int waited_ms = 0; http_acceptor_open(f->srv->acceptor) < (unsigned)n + 2; waited_ms++) {
-        if (waited_ms > 60000)
-            fail_msg("the server accepted %u of %d connections in a minute",
-                     http_acceptor_open(f->srv->acceptor), n + 2);
-        poll(NULL, 0, 1);
-    }
-    for (int i = 0; i < n; i++)
-        send_all(streams[i], watch, wlen);
-    send_all(c, confirm, clen);
-    pthread_mutex_unlock(&f->srv->mu);
-
-    int before = streams_answered_before_confirm(streams, n, c);
-    char head[16] = "";
-    assert_true(recv(c, head, sizeof head - 1, 0) > 0);
-    assert_memory_equal(head, "HTTP/1.1 ", 9);
     /* Only the batches handed over while the requests were written go
      * first. Were the Confirm's connection served in its turn (or, once
      * the acceptor watched at most 1,024 for their first bytes, behind
      * those queued past that), most would. */
-    print_message("%d of %d streams answered before the Confirm\n", before, n);
+    int before = storm(*state, n, true);
     if (before >= n / 4)
         fail_msg("%d of %d streams opened before the Confirm were answered before it", before, n);
-    close(c);
-    close(first);
-    for (int i = 0; i < n; i++)
-        close(streams[i]);
-    free(streams);
 }
 
 /* A stream's connection ends with it (its answer says so): a request
