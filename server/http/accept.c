@@ -238,7 +238,7 @@ typedef enum first_bytes { FIRST_NONE, FIRST_URGENT, FIRST_STREAM, FIRST_CALL } 
 
 static first_bytes first_request(int fd)
 {
-    static const char prefix[] = "POST " RPC_SERVICE_PREFIX;
+    static const char post[] = "POST ", prefix[] = "POST " RPC_SERVICE_PREFIX;
     char line[sizeof prefix + 32]; /* the longest method name, and a space */
     ssize_t n = recv(fd, line, sizeof line - 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -253,7 +253,7 @@ static first_bytes first_request(int fd)
     if (!end)
         return len < sizeof line - 1 ? FIRST_NONE : FIRST_CALL;
     *end = '\0';
-    const rpc_method *m = rpc_method_find(line + 5); /* the path */
+    const rpc_method *m = rpc_method_find(line + sizeof post - 1); /* the path */
     if (!m)
         return FIRST_CALL;
     if (m->id == RPC_METHOD_CONFIRM || m->id == RPC_METHOD_RESIGN)
@@ -280,15 +280,17 @@ static bool take(http_acceptor *a, int fd, int64_t now)
         classed(a, fd, fb);
         return true;
     }
+    /* Watched under the number it gets at the tail of the ring. */
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
                              .data.u64 = a->waiting.seq + a->waiting.len};
+    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        classed(a, fd, FIRST_CALL); /* unwatched: it waits in its turn */
+        return true;
+    }
     if (!ring_push(&a->waiting, (slot){.fd = fd, .since_ms = now})) {
+        epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
         drop(a, fd);
         return false;
-    }
-    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        a->waiting.s[(a->waiting.head + a->waiting.len - 1) % a->waiting.cap].fd = -1;
-        classed(a, fd, FIRST_CALL); /* unwatched: it waits in its turn */
     }
     return true;
 }
