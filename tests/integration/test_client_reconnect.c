@@ -88,13 +88,12 @@ static void count_event(void *ctx, const char *holder, size_t holder_len, int64_
     atomic_fetch_add(&events, 1);
 }
 
-/* Waits (10 s at most) for n connections through the proxy. */
-static void accepted_wait(struct tcp_proxy *p, int n)
+/* Waits (10 s at most) until *v counts n of what. */
+static void count_wait(atomic_int *v, int n, const char *what)
 {
-    for (int64_t guard = h_now_ms() + 10000; atomic_load(&p->accepted) < n;) {
+    for (int64_t guard = h_now_ms() + 10000; atomic_load(v) < n;) {
         if (h_now_ms() > guard)
-            fail_msg("%d connection(s) through the proxy in 10 s, %d expected",
-                     atomic_load(&p->accepted), n);
+            fail_msg("%d %s in 10 s, %d expected", atomic_load(v), what, n);
         poll(NULL, 0, 10);
     }
 }
@@ -109,14 +108,10 @@ static void test_stream_has_a_connection_of_its_own(void **state)
     win(c, "own-connection", "streamer", &epoch);
     /* The campaign's stream, and the Confirms' connection, kept alive
      * between them (one a third of a validity apart). */
-    accepted_wait(&p, 2);
+    count_wait(&p.accepted, 2, "connection(s) through the proxy");
     atomic_store(&events, 0);
     assert_int_equal(kl_watch_holder(c, h_ns, "own-connection", count_event, NULL, &err), KL_OK);
-    for (int64_t guard = h_now_ms() + 10000; atomic_load(&events) < 1;) {
-        if (h_now_ms() > guard)
-            fail_msg("the watch saw no event in 10 s");
-        poll(NULL, 0, 10);
-    }
+    count_wait(&events, 1, "watch event(s)");
     /* The watch did not take the Confirms' idle connection: a third. */
     assert_int_equal(atomic_load(&p.accepted), 3);
     assert_int_equal(kl_cancel_watch(c, h_ns, "own-connection", &err), KL_OK);

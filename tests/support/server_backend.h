@@ -21,7 +21,7 @@ typedef struct server_backend {
     pthread_t tid;
 } server_backend;
 
-static void *server_backend_run(void *arg)
+static inline void *server_backend_run(void *arg)
 {
     engine_run(arg);
     return NULL;
