@@ -44,8 +44,15 @@ static int check_pod_label(const kl_election_options *o, kl_error *err)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
                           "opts: pod_name and pod_label_key go together (%s is missing)",
                           has_pod ? "pod_label_key" : "pod_name");
-    if (has_pod && (strlen(o->pod_name) > 253 || strlen(o->pod_label_key) > 317 ||
-                    (o->pod_label_value && strlen(o->pod_label_value) > 63)))
+    if (!has_pod)
+        return KL_OK;
+    const char *slash = strchr(o->pod_name, '/');
+    if (slash && (slash == o->pod_name || !slash[1] || slash - o->pod_name > 63 ||
+                  strchr(slash + 1, '/')))
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "opts: pod_name \"%.80s\" is not NAME or NAMESPACE/NAME", o->pod_name);
+    if (strlen(slash ? slash + 1 : o->pod_name) > 253 || strlen(o->pod_label_key) > 317 ||
+        (o->pod_label_value && strlen(o->pod_label_value) > 63))
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
                           "opts: pod_name (253), pod_label_key (317) or pod_label_value (63) is "
                           "too long");
@@ -147,20 +154,12 @@ int kl_set_pod_label(kl_client *c, const char *ns, const char *lease, const char
         return KL_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&c->loop.mu);
     struct kl__election *el = el_find(c, ns, lease);
-    int has = pod_name && pod_name[0];
     if (!el || kl__election_over(el)) {
         rc = kl__seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s is running", ns, lease);
-    } else if (has == (el->pod_name != NULL) &&
-               (!has ||
-                (strcmp(el->pod_name, pod_name) == 0 &&
-                 strcmp(el->pod_label_key, pod_label_key) == 0 &&
-                 strcmp(el->pod_label_value, pod_label_value ? pod_label_value : "") == 0))) {
-        rc = KL_OK; /* unchanged: the stream is left alone */
     } else if (kl__election_set_pod_label(el, pod_name, pod_label_key, pod_label_value) != 0) {
         rc = kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory setting the leader label");
     } else {
-        el->relabel = 1;
-        kl__loop_wake(&c->loop);
+        kl__loop_wake(&c->loop); /* the I/O thread gives it to the service */
         rc = KL_OK;
     }
     pthread_mutex_unlock(&c->loop.mu);
@@ -295,6 +294,48 @@ int kl_wait_lost_timeout(kl_client *c, const char *ns, const char *lease, int ti
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "timeout_ms must be >= 0, not %d",
                           timeout_ms);
     return wait_lost(c, ns, lease, timeout_ms, err);
+}
+
+int kl_wait_pod_label(kl_client *c, const char *ns, const char *lease, int timeout_ms,
+                      kl_error *err)
+{
+    int rc;
+    if (timeout_ms < 0)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "timeout_ms must be >= 0, not %d",
+                          timeout_ms);
+    struct kl__election *el = el_wait_begin(c, ns, lease, "kl_wait_pod_label", &rc, err);
+    if (!el)
+        return rc;
+    int64_t until = kl__now_ms() + timeout_ms;
+    for (;;) {
+        int64_t now = kl__now_ms();
+        kl__election_check_deadline(el, now);
+        if (el->label_done == el->label_gen) {
+            if (el->label_result == KL_OK)
+                kl__clearerr(err);
+            rc = el->label_result == KL_OK
+                     ? KL_OK
+                     : kl__seterr(err, el->label_result, "%s", el->label_message);
+            break;
+        }
+        if (kl__election_over(el)) {
+            rc = kl__seterr(err, KL_ERR_NO_ELECTION,
+                            "the election for %s ended before its leader label was decided: %s",
+                            el->key, el->message);
+            break;
+        }
+        if (now >= until) {
+            rc = kl__seterr(err, KL_ERR_TIMEOUT,
+                            "the service did not decide the leader label of %s within %d ms%s%s",
+                            el->key, timeout_ms, el->label_message[0] ? "; " : "",
+                            el->label_message);
+            break;
+        }
+        kl__loop_wait_until(&c->loop, until);
+    }
+    kl__election_unref(el);
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
 }
 
 int kl_wait_ended(kl_client *c, const char *ns, const char *lease, int timeout_ms, kl_error *err)

@@ -46,8 +46,17 @@ struct kl__election {
     char *name;
     char *identity;
     int lease_s, renew_s, retry_s;
-    char *pod_name, *pod_label_key, *pod_label_value; /* NULL: no leader label */
-    int relabel; /* the label changed: a leader reopens its stream to resume with it */
+    /* The leader label asked for (pod_name NULL: none; pod_ns the Pod's
+     * namespace) and what became of it (docs/design.md, rule 9). Every
+     * kl_set_pod_label makes a new generation, label_gen; label_sent is the
+     * one the service was given (with the current stream's Campaign,
+     * stream_label, or by a SetPodLabel), label_done the one whose outcome
+     * label_result and label_message hold. */
+    char *pod_ns, *pod_name, *pod_label_key, *pod_label_value;
+    unsigned label_gen, label_sent, label_done, stream_label;
+    int label_result;
+    char label_message[256];
+    int registered; /* the service took the current stream's campaign on (it spoke) */
 
     enum kl__election_state state;
     int64_t deadline_ms;                 /* leadership deadline (monotonic), while a leader */
@@ -63,6 +72,9 @@ struct kl__election {
     struct kl__xfer *confirm;     /* the latest Confirm in flight */
     struct kl__xfer *confirm_old; /* an earlier one still in flight, retried by confirm */
     struct kl__xfer *resign;
+    struct kl__xfer *set_label; /* a SetPodLabel in flight, for generation set_label_gen */
+    unsigned set_label_gen;
+    int64_t set_label_at; /* when to send the next SetPodLabel (after a retryable failure) */
     int64_t reconnect_at; /* when to open the next stream */
     int64_t backoff_ms;   /* current reconnection backoff */
     int64_t next_confirm; /* when to confirm next; 0 = not scheduled */
@@ -103,9 +115,11 @@ static inline int kl__election_over(const struct kl__election *el)
  * arguments are copied. */
 struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const char *lease,
                                       const char *identity, int lease_s, int renew_s, int retry_s);
-/* Sets the leader label the campaign asks for (all three copied; pod NULL:
- * none), replacing any. Returns 0, or -1 when out of memory (then none).
- * The loop's mutex held once the election is listed. */
+/* Asks for a leader label (pod "NAME" in the election's namespace or
+ * "NAMESPACE/NAME", key and value copied; pod NULL or "": none), a new
+ * generation replacing any: the I/O thread gives it to the service.
+ * Returns 0, or -1 when out of memory (then none). The loop's mutex held
+ * once the election is listed. */
 int kl__election_set_pod_label(struct kl__election *el, const char *pod, const char *key,
                                const char *value);
 void kl__election_ref(struct kl__election *el);

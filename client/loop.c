@@ -2,6 +2,8 @@
 #include "loop.h"
 
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -123,4 +125,16 @@ void kl__loop_wait_until(struct kl__loop *l, int64_t abs_ms)
     ts.tv_sec = abs_ms / 1000;
     ts.tv_nsec = (abs_ms % 1000) * 1000000;
     pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+}
+
+void kl__log(struct kl__loop *l, int level, const char *fmt, ...)
+{
+    if (!l->opts.log)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    l->opts.log(l->opts.log_ctx, level, msg);
 }

@@ -57,5 +57,9 @@ void kl__loop_changed(struct kl__loop *l);
 int kl__loop_on_thread(struct kl__loop *l);
 /* Waits on cv until abs_ms (monotonic; < 0 = no limit) or a change; mu held. */
 void kl__loop_wait_until(struct kl__loop *l, int64_t abs_ms);
+/* Hands a message to the application's log hook (kl_client_options.log),
+ * if any; any thread, mu held or not. */
+void kl__log(struct kl__loop *l, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -92,6 +92,18 @@ KL_EXPORT const char *kl_strerror(int code);
  * with KL_VERSION_* to detect a header/library mismatch. */
 KL_EXPORT const char *kl_version(void);
 
+/* Levels of the library's log (kl_client_options.log). */
+enum kl_log_level {
+    KL_LOG_DEBUG = 0,
+    KL_LOG_INFO = 1,
+    KL_LOG_WARN = 2,
+    KL_LOG_ERROR = 3,
+};
+
+/* A log hook: level (enum kl_log_level) and a NUL-terminated message of one
+ * line, valid only during the call. */
+typedef void (*kl_log_cb)(void *ctx, int level, const char *message);
+
 /* Options for kl_client_new_opts. Initialise with kl_client_options_init; a
  * field left 0 (or NULL) takes its default. Fields are only ever added at
  * the end. */
@@ -133,6 +145,17 @@ typedef struct kl_client_options {
      * resigns, so a standby leads milliseconds later. The clock starts when
      * the client is created. Negative is an invalid argument. */
     int health_deadline_ms;
+    /* The library's log (NULL: none): what the library decides or learns
+     * that the application cannot see otherwise — a campaign or a leader
+     * label the service refused, a term lost and why, a stream that broke
+     * and is reopened, what became of a leader label (KL_LOG_WARN for
+     * refusals and failures, KL_LOG_INFO for the rest, KL_LOG_DEBUG for
+     * the chatty). Called on the library's I/O thread or on the thread of
+     * the call that learns it, possibly with the client's lock held: it
+     * must return quickly and must not call any kl_* function. log_ctx is
+     * passed back as ctx. */
+    kl_log_cb log;
+    void *log_ctx;
 } kl_client_options;
 
 /* Fills *opts with zeros (= defaults). */
@@ -189,14 +212,15 @@ typedef struct kl_election_options {
     /* client-go's durations, as for kl_run_election (0: 15, 10 and 2). */
     int lease_duration_s, renew_deadline_s, retry_period_s;
     /* The leader label: while this election leads, the service puts
-     * pod_label_key=pod_label_value on Pod pod_name (in ns, and the
-     * caller's own Pod), and takes it off before anyone else is elected, so
-     * that a Service selecting the label routes to the leader
-     * (docs/design.md, rule 9). NULL or "": no label; pod_name and
-     * pod_label_key go together; pod_label_value NULL means "". The service
-     * refuses (the election ends with KL_ERR_PERMISSION_DENIED, naming why)
-     * a key its --pod-label-keys does not allow, or a Pod that is not the
-     * caller's. The strings are copied. */
+     * pod_label_key=pod_label_value on Pod pod_name (the caller's own Pod:
+     * "NAMESPACE/NAME", or "NAME" for a Pod in ns), and takes it off before
+     * anyone else is elected, so that a Service selecting the label routes
+     * to the leader (docs/design.md, rule 9). NULL or "": no label;
+     * pod_name and pod_label_key go together; pod_label_value NULL means
+     * "". A label the service refuses (a key its --pod-label-keys does not
+     * allow, a Pod that is not the caller's) never ends the election: it
+     * campaigns, and leads, without the label; kl_wait_pod_label and the
+     * log (kl_client_options.log) say why. The strings are copied. */
     const char *pod_name;
     const char *pod_label_key;
     const char *pod_label_value;
@@ -213,20 +237,35 @@ KL_EXPORT int kl_run_election_opts(kl_client *c, const char *ns, const char *lea
                                    kl_error *err);
 
 /* Changes the leader label of this client's running election for ns/lease
- * (pod_name NULL or "": no label; otherwise as kl_election_options). A
- * leader keeps its term: the client reopens its campaign stream as a resume
- * carrying the new label, and the service takes the old label off its Pod,
- * records the new one in the Lease, then sets it (docs/design.md, rule 9).
- * A candidate not yet leading sends it when its stream is next opened (at
- * the latest when it leads: then as above). Returns KL_OK once that is
- * under way: the label itself appears about a round trip later. A refusal
- * by the service (a key it does not allow, a Pod not the caller's) ends the
- * election like a refused campaign. Errors: KL_ERR_INVALID_ARGUMENT,
- * KL_ERR_NO_ELECTION when no election for ns/lease runs (or it is over).
- * Safe from a callback. */
+ * (pod_name NULL or "": no label; otherwise as kl_election_options), or
+ * asks for the same one again (a Pod patch that failed is then tried
+ * again). Never touches the election or its term: the I/O thread sends the
+ * label to the service (a SetPodLabel call; with the campaign when its
+ * stream is opened next). For a leader the service takes the old label off
+ * its Pod, records the new one in the Lease, then sets it (docs/design.md,
+ * rule 9); for a candidate not yet leading, it keeps the label for the
+ * term. Returns KL_OK at once; kl_wait_pod_label waits for the outcome.
+ * Errors: KL_ERR_INVALID_ARGUMENT, KL_ERR_NO_ELECTION when no election for
+ * ns/lease runs (or it is over). Safe from a callback. */
 KL_EXPORT int kl_set_pod_label(kl_client *c, const char *ns, const char *lease,
                                const char *pod_name, const char *pod_label_key,
                                const char *pod_label_value, kl_error *err);
+
+/* Waits up to timeout_ms (>= 0) for the outcome of the leader label last
+ * asked for this election (kl_set_pod_label, or kl_election_options):
+ * KL_OK once the service accepted it for the coming term (the election
+ * does not lead yet), or once it is on the Pod (the election leads; for
+ * no label: off the Pod). Otherwise the label's failure, with *err naming
+ * the cause: KL_ERR_PERMISSION_DENIED (refused: a key the service does not
+ * allow, a Pod not the caller's), KL_ERR_UNAVAILABLE (the Pod could not be
+ * labelled, e.g. the service lacks RBAC on pods: the service tries again
+ * at its next renewal, and so does kl_set_pod_label), KL_ERR_TIMEOUT (no
+ * outcome yet; the last problem in *err), KL_ERR_NO_ELECTION (none runs,
+ * or it ended). The outcome is that of the label when it was decided; a
+ * later change (a leader elected, a re-applied label failing) does not
+ * change it but is logged. Blocks: KL_ERR_IN_CALLBACK from a callback. */
+KL_EXPORT int kl_wait_pod_label(kl_client *c, const char *ns, const char *lease, int timeout_ms,
+                                kl_error *err);
 
 /* Blocks until this client's election for ns/lease is elected and its term
  * confirmed by the service, then returns KL_OK with *lease_transitions (may be

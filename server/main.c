@@ -34,7 +34,13 @@ static int check_namespace(const char *ns, char *msg, size_t msg_len)
 
 static int check_label_key(const char *key, char *msg, size_t msg_len)
 {
-    return engine_validate_pod_label("x", key, "", msg, msg_len);
+    engine_pod_label l = {.ns = "x", .pod = "x"};
+    if (strlen(key) >= sizeof l.key) {
+        snprintf(msg, msg_len, "pod_label_key: longer than %zu bytes", sizeof l.key - 1);
+        return -1;
+    }
+    snprintf(l.key, sizeof l.key, "%s", key);
+    return engine_validate_pod_label(&l, msg, msg_len);
 }
 
 /* Splits a comma-separated flag value into a NULL-terminated array and
@@ -207,6 +213,7 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
         .max_grant_ms = o->max_grant_ms,
         .max_leases = (int)o->max_leases,
         .events = o->events,
+        .pod_label_keys = (const char *const *)*pod_label_keys,
         .term_key = key_len ? key : NULL,
         .term_key_len = (size_t)key_len,
         .http = {.listen = o->listen,
@@ -216,7 +223,6 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_header_bytes = (size_t)o->max_header_bytes,
                  .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces,
-                 .pod_label_keys = (const char *const *)*pod_label_keys,
                  .pod_ip_check = !o->dev,
                  .ops_listen = o->ops_listen,
                  .tls_cert_file = o->tls_cert_file,

@@ -87,6 +87,7 @@ static service_status engine_start(service *svc, const service_config *cfg, char
                         .max_grant_ms = cfg->max_grant_ms,
                         .max_leases = cfg->max_leases,
                         .events = cfg->events,
+                        .pod_label_keys = cfg->pod_label_keys,
                         .volatile_store = cfg->dev,
                         .term_key = cfg->term_key,
                         .term_key_len = cfg->term_key_len};

@@ -24,6 +24,7 @@ typedef struct service_config {
     int64_t max_grant_ms;    /* engine_config.max_grant_ms */
     int max_leases;          /* engine_config.max_leases */
     bool events;             /* engine_config.events */
+    const char *const *pod_label_keys; /* engine_config.pod_label_keys */
     const uint8_t *term_key; /* engine_config.term_key (copied by the engine) */
     size_t term_key_len;
     http_config http; /* its engine, and its auth's loop and kube, are the service's own;

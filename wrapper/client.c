@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -35,14 +36,43 @@ const char *kw_str(const char *s)
     return s ? s : "";
 }
 
+/* The library's log on stderr, from the level $KUBELEASE_LOG names (debug,
+ * info, warn, error; any other value: warn) up; unset or empty: none. */
+static int log_from = KL_LOG_ERROR + 1;
+
+static void log_stderr(void *ctx, int level, const char *message)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    (void)ctx;
+    if (level >= log_from && level >= KL_LOG_DEBUG && level <= KL_LOG_ERROR)
+        fprintf(stderr, "kubelease: %s: %s\n", names[level], message);
+}
+
+static void log_options(kl_client_options *o)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    const char *want = getenv("KUBELEASE_LOG");
+    if (!want || !want[0])
+        return;
+    log_from = KL_LOG_WARN;
+    for (int i = KL_LOG_DEBUG; i <= KL_LOG_ERROR; i++)
+        if (strcmp(want, names[i]) == 0)
+            log_from = i;
+    o->log = log_stderr;
+}
+
 kl_client *kw_client(char **msg)
 {
     kl_error err = {0, ""};
     kl_client *c;
 
     pthread_mutex_lock(&client_mu);
-    if (!client)
-        client = kl_client_new(NULL, &err);
+    if (!client) {
+        kl_client_options o;
+        kl_client_options_init(&o);
+        log_options(&o);
+        client = kl_client_new_opts(NULL, &o, &err);
+    }
     c = client;
     pthread_mutex_unlock(&client_mu);
     if (!c)

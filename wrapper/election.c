@@ -36,10 +36,10 @@ KW_EXPORT int K8sLeaseRunElection(char *ns, char *leaseName, char *identity, int
     o.lease_duration_s = leaseDurationSec;
     o.renew_deadline_s = renewDeadlineSec;
     o.retry_period_s = retryPeriodSec;
-    /* The leader label recorded for ns (K8sPatchPodLabel), copied by
+    /* The process's leader label (K8sPatchPodLabel), copied by
      * kl_run_election_opts under the lock. */
     kw_label_lock();
-    kw_label_options(ns, &o);
+    kw_label_options(&o);
     int rc = kl_run_election_opts(c, ns, leaseName, identity, &o, &err);
     if (rc == KL_OK)
         kw_label_election_started(ns, leaseName);

@@ -23,13 +23,13 @@ int kw_fail(char **msg, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* s, or "" for NULL: for messages naming the caller's arguments. */
 const char *kw_str(const char *s);
 
-/* podlabel.c: the leader label recorded for namespace ns (NULLs when none)
- * into o (its strings valid until the next call of K8sPatchPodLabel or
+/* podlabel.c: the process's leader label (NULLs when none) into o (its
+ * strings valid until the next call of K8sPatchPodLabel or
  * K8sRemovePodLabel: copy them under kw_label_lock), and the elections this
  * process started, so that a new label reaches them. */
 void kw_label_lock(void);
 void kw_label_unlock(void);
-void kw_label_options(const char *ns, kl_election_options *o);
+void kw_label_options(kl_election_options *o);
 void kw_label_election_started(const char *ns, const char *lease);
 
 #endif

@@ -1,22 +1,27 @@
 /* K8sPatchPodLabel and K8sRemovePodLabel of libk8s_lease_wrapper: the
- * leader label recorded per namespace, given to every election this process
- * starts there (kl_run_election_opts) and to those running
- * (kl_set_pod_label). kubeleased sets and removes the label itself
- * (docs/design.md, rule 9); nothing here talks to the apiserver.
+ * process's leader label, given to every election this process starts
+ * (kl_run_election_opts) and to those running (kl_set_pod_label), whatever
+ * their namespace: the Go wrapper's ns argument is the Pod's namespace.
+ * kubeleased sets and removes the label itself (docs/design.md, rule 9);
+ * nothing here talks to the apiserver. Each call waits, as the Go
+ * wrapper's patch did, for the outcome (kl_wait_pod_label), at most
+ * KW_LABEL_WAIT_MS in all, so that a caller retrying while it fails learns
+ * why and tries again.
  *
- * One mutex, label_mu, guards the labels and the list of elections; it is
+ * One mutex, label_mu, guards the label and the list of elections; it is
  * held across K8sLeaseRunElection's start of an election, so that a label
- * recorded meanwhile reaches it one way or the other. */
+ * recorded meanwhile reaches it one way or the other, and never across a
+ * wait. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
-typedef struct kw_label {
-    struct kw_label *next;
-    char *ns, *pod, *key, *value;
-} kw_label;
+/* The Go wrapper's patch had a 5 s timeout. */
+#define KW_LABEL_WAIT_MS 5000
 
 typedef struct kw_started {
     struct kw_started *next;
@@ -24,7 +29,8 @@ typedef struct kw_started {
 } kw_started;
 
 static pthread_mutex_t label_mu = PTHREAD_MUTEX_INITIALIZER;
-static kw_label *labels;    /* one per namespace */
+/* The label: Pod "ns/pod" (pod_ref) carries key=value; pod_ref NULL: none. */
+static char *pod_ref, *label_ns, *label_pod, *label_key, *label_value;
 static kw_started *started; /* every ns/lease this process campaigned for */
 
 void kw_label_lock(void)
@@ -37,33 +43,23 @@ void kw_label_unlock(void)
     pthread_mutex_unlock(&label_mu);
 }
 
-static kw_label **find(const char *ns)
+static void label_clear(void)
 {
-    kw_label **p = &labels;
-    while (*p && strcmp((*p)->ns, ns) != 0)
-        p = &(*p)->next;
-    return p;
+    free(pod_ref);
+    free(label_ns);
+    free(label_pod);
+    free(label_key);
+    free(label_value);
+    pod_ref = label_ns = label_pod = label_key = label_value = NULL;
 }
 
-static void label_free(kw_label *l)
+void kw_label_options(kl_election_options *o)
 {
-    if (!l)
+    if (!pod_ref)
         return;
-    free(l->ns);
-    free(l->pod);
-    free(l->key);
-    free(l->value);
-    free(l);
-}
-
-void kw_label_options(const char *ns, kl_election_options *o)
-{
-    kw_label *l = ns ? *find(ns) : NULL;
-    if (!l)
-        return;
-    o->pod_name = l->pod;
-    o->pod_label_key = l->key;
-    o->pod_label_value = l->value;
+    o->pod_name = pod_ref;
+    o->pod_label_key = label_key;
+    o->pod_label_value = label_value;
 }
 
 void kw_label_election_started(const char *ns, const char *lease)
@@ -84,14 +80,56 @@ void kw_label_election_started(const char *ns, const char *lease)
     started = s;
 }
 
-/* Gives the label (pod NULL: none) to this process's running elections in
- * ns; those that ended answer KL_ERR_NO_ELECTION, which is nothing to do. */
-static void to_running(kl_client *c, const char *ns, const char *pod, const char *key,
-                       const char *value)
+/* label_mu held: gives the label (pod NULL: none) to every election of this
+ * process; those that ended answer KL_ERR_NO_ELECTION and are left out.
+ * Returns the running ones, copied (free with free_list), to wait for. */
+static kw_started *to_running(kl_client *c, const char *pod, const char *key, const char *value)
 {
-    for (kw_started *s = started; c && s; s = s->next)
-        if (strcmp(s->ns, ns) == 0)
-            kl_set_pod_label(c, ns, s->lease, pod, key, value, NULL);
+    kw_started *running = NULL;
+    for (kw_started *s = started; c && s; s = s->next) {
+        if (kl_set_pod_label(c, s->ns, s->lease, pod, key, value, NULL) != KL_OK)
+            continue;
+        kw_started *r = calloc(1, sizeof *r);
+        if (!r || !(r->ns = strdup(s->ns)) || !(r->lease = strdup(s->lease))) {
+            if (r)
+                free(r->ns);
+            free(r);
+            continue; /* out of memory: not waited for */
+        }
+        r->next = running;
+        running = r;
+    }
+    return running;
+}
+
+static void free_list(kw_started *l)
+{
+    while (l) {
+        kw_started *next = l->next;
+        free(l->ns);
+        free(l->lease);
+        free(l);
+        l = next;
+    }
+}
+
+/* Waits for the label's outcome in every election of list, KW_LABEL_WAIT_MS
+ * in all. Returns 0, or -1 with the first failure in *errMsg. */
+static int wait_all(kl_client *c, kw_started *list, const char *fn, char **errMsg)
+{
+    kl_error err;
+    int rc = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (kw_started *s = list; s && rc == 0; s = s->next) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long long spent = (t.tv_sec - t0.tv_sec) * 1000LL + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        int left = spent >= KW_LABEL_WAIT_MS ? 0 : (int)(KW_LABEL_WAIT_MS - spent);
+        int st = kl_wait_pod_label(c, s->ns, s->lease, left, &err);
+        if (st != KL_OK && st != KL_ERR_NO_ELECTION)
+            rc = kw_fail(errMsg, "%s: %s", fn, err.message);
+    }
+    return rc;
 }
 
 static int check(char **errMsg, const char *fn, const char *ns, const char *pod, const char *key)
@@ -100,6 +138,8 @@ static int check(char **errMsg, const char *fn, const char *ns, const char *pod,
         return kw_fail(errMsg, "%s: ns, pod and key must not be NULL or empty", fn);
     if (strlen(ns) > 63 || strlen(pod) > 253 || strlen(key) > 317)
         return kw_fail(errMsg, "%s: ns (63), pod (253) or key (317 bytes) is too long", fn);
+    if (strchr(ns, '/') || strchr(pod, '/'))
+        return kw_fail(errMsg, "%s: ns and pod are names: they hold no '/'", fn);
     return 0;
 }
 
@@ -109,22 +149,22 @@ KW_EXPORT int K8sPatchPodLabel(char *ns, char *pod, char *key, char *value, char
         return -1;
     if (value && strlen(value) > 63)
         return kw_fail(errMsg, "K8sPatchPodLabel: value is longer than 63 bytes");
-    kw_label *l = calloc(1, sizeof *l);
-    if (!l || !(l->ns = strdup(ns)) || !(l->pod = strdup(pod)) || !(l->key = strdup(key)) ||
-        !(l->value = strdup(value ? value : ""))) {
-        label_free(l);
-        return kw_fail(errMsg, "K8sPatchPodLabel: out of memory");
-    }
     kl_client *c = kw_client_if_any();
     kw_label_lock();
-    kw_label **slot = find(ns);
-    kw_label *old = *slot;
-    l->next = old ? old->next : NULL;
-    *slot = l;
-    label_free(old);
-    to_running(c, ns, l->pod, l->key, l->value);
+    label_clear();
+    size_t n = strlen(ns) + strlen(pod) + 2;
+    if (!(pod_ref = malloc(n)) || !(label_ns = strdup(ns)) || !(label_pod = strdup(pod)) ||
+        !(label_key = strdup(key)) || !(label_value = strdup(value ? value : ""))) {
+        label_clear();
+        kw_label_unlock();
+        return kw_fail(errMsg, "K8sPatchPodLabel: out of memory");
+    }
+    snprintf(pod_ref, n, "%s/%s", ns, pod);
+    kw_started *running = to_running(c, pod_ref, label_key, label_value);
     kw_label_unlock();
-    return 0;
+    int rc = wait_all(c, running, "K8sPatchPodLabel", errMsg);
+    free_list(running);
+    return rc;
 }
 
 KW_EXPORT int K8sRemovePodLabel(char *ns, char *pod, char *key, char **errMsg)
@@ -133,13 +173,14 @@ KW_EXPORT int K8sRemovePodLabel(char *ns, char *pod, char *key, char **errMsg)
         return -1;
     kl_client *c = kw_client_if_any();
     kw_label_lock();
-    kw_label **slot = find(ns);
-    if (*slot && strcmp((*slot)->pod, pod) == 0 && strcmp((*slot)->key, key) == 0) {
-        kw_label *old = *slot;
-        *slot = old->next;
-        label_free(old);
-        to_running(c, ns, NULL, NULL, NULL);
+    kw_started *running = NULL;
+    if (pod_ref && strcmp(label_ns, ns) == 0 && strcmp(label_pod, pod) == 0 &&
+        strcmp(label_key, key) == 0) {
+        label_clear();
+        running = to_running(c, NULL, NULL, NULL);
     }
     kw_label_unlock();
-    return 0;
+    int rc = wait_all(c, running, "K8sRemovePodLabel", errMsg);
+    free_list(running);
+    return rc;
 }

@@ -309,7 +309,7 @@ void engine_try_acquire(lease_state *ls)
     engine_copy_str(rec.holder, sizeof rec.holder, c->req.identity);
     rec.lease_duration_s = c->req.lease_duration_s;
     rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
-    engine_podlabel_format(&c->req, rec.pod_label, sizeof rec.pod_label);
+    engine_podlabel_format(ls, &c->req.label, rec.pod_label, sizeof rec.pod_label);
     if (!ls->exists) {
         acquire_absent(ls, c, &rec, now);
         return;
@@ -342,7 +342,7 @@ void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int6
     /* The Pod label of the term handed off is off its Pod by now
      * (engine_term_finish clears it first); the new term's is recorded as
      * any acquisition's (rule 9). */
-    engine_podlabel_format(&c->req, rec.pod_label, sizeof rec.pod_label);
+    engine_podlabel_format(ls, &c->req.label, rec.pod_label, sizeof rec.pod_label);
     write_for(ls, c, false, &rec, ACQ_ACQUIRING);
 }
 

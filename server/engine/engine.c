@@ -3,6 +3,7 @@
  * them; nothing here touches lease state. Also the engine's life: new, run,
  * stop, free, and readiness, which any thread may ask. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "engine/internal.h"
@@ -80,6 +81,31 @@ static cmd *unary_cmd(engine *e, cmd_kind kind, const char *ns, const char *name
 
 /* ---------- life ---------- */
 
+static void free_keys(engine *e)
+{
+    for (char **k = e->pod_label_keys; k && *k; k++)
+        free(*k);
+    free(e->pod_label_keys);
+    e->pod_label_keys = NULL;
+}
+
+/* Copies the NULL-terminated --pod-label-keys (NULL or empty: none). */
+static int copy_keys(engine *e, const char *const *keys)
+{
+    size_t n = 0;
+    while (keys && keys[n])
+        n++;
+    if (!n)
+        return 0;
+    e->pod_label_keys = calloc(n + 1, sizeof *e->pod_label_keys);
+    if (!e->pod_label_keys)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!(e->pod_label_keys[i] = strdup(keys[i])))
+            return -1;
+    return 0;
+}
+
 engine *engine_new(const engine_config *cfg)
 {
     engine *e = calloc(1, sizeof *e);
@@ -95,7 +121,9 @@ engine *engine_new(const engine_config *cfg)
     e->wall_clock_ctx = cfg->wall_clock_ctx;
     e->max_leases = cfg->max_leases > 0 ? cfg->max_leases : ENGINE_MAX_LEASES_DEFAULT;
     e->events = cfg->events;
-    if (engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
+    if (copy_keys(e, cfg->pod_label_keys) != 0 ||
+        engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
+        free_keys(e);
         free(e);
         return NULL;
     }
@@ -138,6 +166,7 @@ void engine_free(engine *e)
     /* Reads the store will never complete (it is destroyed after us). */
     KL__LIST_FOREACH_SAFE (link, &e->gets)
         free(engine_get_of(link));
+    engine_podlabel_checks_free(e);
     loop_timer_stop(&e->sweep_timer);
     for (unsigned b = 0; b < ENGINE_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
@@ -148,6 +177,7 @@ void engine_free(engine *e)
         }
     }
     engine_token_key_clear(e);
+    free_keys(e);
     free(e);
 }
 
@@ -236,6 +266,20 @@ int engine_handoff(engine *e, const char *ns, const char *name, const char *iden
         return -1;
     engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
     engine_copy_str(k->to, sizeof k->to, to);
+    return cmd_post(k);
+}
+
+int engine_set_pod_label(engine *e, const char *ns, const char *name, const char *identity,
+                         const char *term_token, const engine_pod_label *label,
+                         const char *peer_ip, engine_done done, void *ctx)
+{
+    cmd *k = unary_cmd(e, CMD_SET_LABEL, ns, name, identity, done, ctx);
+    if (!k)
+        return -1;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
+    if (label && label->pod[0])
+        k->req.label = *label;
+    engine_copy_str(k->req.peer_ip, sizeof k->req.peer_ip, peer_ip);
     return cmd_post(k);
 }
 

@@ -91,6 +91,11 @@ typedef struct engine_config {
      * (events.c; docs/design.md, "Events"), its reportingInstance the
      * replica's name. */
     bool events;
+    /* The Pod label keys campaigns may ask for (--pod-label-keys; docs/
+     * design.md, rule 9), NULL-terminated and copied; NULL or empty: the
+     * feature is off, and the engine never writes a Pod. A label the Lease
+     * records is acted on only when its key is one of these. */
+    const char *const *pod_label_keys;
 } engine_config;
 
 /* A replica's name (its host name: the pod's name on a cluster), NUL
@@ -104,6 +109,25 @@ typedef struct engine_config {
  * tokens are invalid arguments. */
 #define ENGINE_TOKEN_MAX 64
 
+/* A leader label (docs/design.md, rule 9): key=value on Pod ns/pod; pod ""
+ * for none (then every field is ""). */
+typedef struct engine_pod_label {
+    char ns[STORE_NS_MAX]; /* the Pod's namespace */
+    char pod[STORE_NAME_MAX];
+    char key[STORE_LABEL_KEY_MAX];
+    char value[STORE_LABEL_VAL_MAX];
+} engine_pod_label;
+
+/* What became of a leader label; values equal kubelease.v1.PodLabelState. */
+typedef enum engine_label_state {
+    ENGINE_LABEL_UNSPECIFIED = 0,
+    ENGINE_LABEL_ACCEPTED = 1, /* the campaign will carry it while it leads */
+    ENGINE_LABEL_SET = 2,      /* on the Pod */
+    ENGINE_LABEL_REFUSED = 3,  /* not the caller's Pod, or a key not allowed */
+    ENGINE_LABEL_FAILED = 4,   /* the Pod patch failed; tried again at the next renewal */
+    ENGINE_LABEL_REMOVED = 5,  /* off the Pod */
+} engine_label_state;
+
 /* A campaign as requested; strings are copied. Validate first
  * (engine_validate_campaign). */
 typedef struct engine_campaign_req {
@@ -113,13 +137,15 @@ typedef struct engine_campaign_req {
     int32_t lease_duration_s, renew_deadline_s, retry_period_s;
     int64_t resume_epoch;              /* 0: a new campaign */
     char term_token[ENGINE_TOKEN_MAX]; /* with resume_epoch: that term's token */
-    /* The Pod (in the Lease's namespace) that carries label_key=label_value
-     * while this campaign leads; "" for none (docs/design.md, rule 9). */
-    char pod[STORE_NAME_MAX];
-    char label_key[STORE_LABEL_KEY_MAX];
-    char label_value[STORE_LABEL_VAL_MAX];
-    /* When set (--auth none), the caller's address: the campaign is taken
-     * on only if the Pod's status.podIP is this address. */
+    /* The label the Pod carries while this campaign leads (docs/design.md,
+     * rule 9); label.pod "" for none. */
+    engine_pod_label label;
+    /* Why the label the caller asked for was refused before the engine saw
+     * it (the Pod is not its token's); label is then empty. The campaign
+     * goes on and its stream hears why (ENGINE_EVENT_POD_LABEL). "": none. */
+    char label_refused[256];
+    /* When set (--auth none), the caller's address: the label is taken on
+     * only if the Pod's status.podIP is this address. */
     char peer_ip[STORE_IP_MAX];
 } engine_campaign_req;
 
@@ -133,6 +159,9 @@ typedef enum engine_event_kind {
      * (ENGINE_RESOURCE_EXHAUSTED at max_leases). The only event; on_close
      * follows. */
     ENGINE_EVENT_REFUSED,
+    /* Campaigns: what became of its leader label (label_state, label,
+     * message); informational, it changes neither campaign nor term. */
+    ENGINE_EVENT_POD_LABEL,
 } engine_event_kind;
 
 typedef struct engine_event {
@@ -150,6 +179,8 @@ typedef struct engine_event {
     char holder[STORE_HOLDER_MAX];
     char message[256];
     char term_token[ENGINE_TOKEN_MAX]; /* ELECTED: the term's secret; never log it */
+    engine_label_state label_state;    /* POD_LABEL */
+    engine_pod_label label;            /* POD_LABEL: the label it is about */
 } engine_event;
 
 /* The receiving end of a stream (a campaign or a holder watch). on_event and
@@ -199,6 +230,7 @@ typedef struct engine_reply {
     size_t n_candidates; /* ListCandidates, in line order */
     const engine_candidate_status *candidates;
     char replica[ENGINE_REPLICA_MAX]; /* ListCandidates: this replica's name */
+    engine_label_state label_state;   /* SetPodLabel */
 } engine_reply;
 
 typedef void (*engine_done)(void *ctx, const engine_reply *reply);
@@ -236,11 +268,10 @@ int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t m
 /* A term token as presented: at most ENGINE_TOKEN_MAX - 1 bytes ("" is
  * valid: no token). Never echoes the token. */
 int engine_validate_term_token(const char *token, char *msg, size_t msg_len);
-/* The Pod label fields of a campaign: all empty, or a Pod name (DNS-1123
- * subdomain), a label key (Kubernetes syntax) and a label value (empty or
- * Kubernetes syntax). */
-int engine_validate_pod_label(const char *pod, const char *key, const char *value, char *msg,
-                              size_t msg_len);
+/* A leader label: all empty, or a Pod namespace (DNS-1123 label), a Pod
+ * name (DNS-1123 subdomain), a label key (Kubernetes syntax) and a label
+ * value (empty or Kubernetes syntax). */
+int engine_validate_pod_label(const engine_pod_label *l, char *msg, size_t msg_len);
 
 /* Starts (or resumes) a campaign whose events go to listener. Returns a
  * campaign id > 0, or 0 when out of memory (listener untouched). A second
@@ -293,6 +324,19 @@ int engine_list_candidates(engine *e, const char *ns, const char *name, engine_d
  * PERMISSION_DENIED. */
 int engine_handoff(engine *e, const char *ns, const char *name, const char *identity,
                    const char *term_token, const char *to, engine_done done, void *ctx);
+/* SetPodLabel (podlabel_admit.c): changes the leader label of identity's
+ * campaign for ns/name held here (label NULL or label->pod "": none),
+ * never touching the campaign or its term. The holder presents the term's
+ * token. peer_ip (--auth none; NULL otherwise): the Pod must have this
+ * address. The reply: label_state ACCEPTED at once for a standby; for the
+ * holder, SET (or REMOVED for no label) once the label is on (off) the Pod,
+ * or FAILED with the apiserver's error in message (the term wants the
+ * label, tried again at its next renewal), or FAILED_PRECONDITION when the
+ * term ends or a later SetPodLabel replaces this one first. Refusals (PERMISSION_DENIED: a key not allowed,
+ * the token, the address; NOT_FOUND: no campaign here) change nothing. */
+int engine_set_pod_label(engine *e, const char *ns, const char *name, const char *identity,
+                         const char *term_token, const engine_pod_label *label,
+                         const char *peer_ip, engine_done done, void *ctx);
 /* CheckEpoch (check.c): a GetHolder from the cache, answered as
  * reply.current (a live term has exactly epoch) and reply.epoch (the
  * Lease's); a Lease that does not exist answers ENGINE_OK, not current,

@@ -17,8 +17,11 @@
  *   candidates.c ListCandidates
  *   handoff.c   Handoff: a term handed to a standby in one write
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
- *   podlabel.c  the Pod label of a term: set, re-applied, removed before
- *               the Lease changes hands (docs/design.md, rule 9)
+ *   podlabel.c  the Pod label of a term: recorded (signed) in the Lease,
+ *               set, re-applied, removed before the Lease changes hands
+ *               (docs/design.md, rule 9)
+ *   podlabel_admit.c  which labels a campaign may have (the key, the
+ *               caller's address) and SetPodLabel
  *   events.c    Kubernetes Events on the Lease at each term's start and
  *               end (--events), rate-limited
  *   validate.c  request validation (pure)
@@ -136,11 +139,18 @@ struct term {
      * if another replica of the service took over the term (a resume there),
      * our writes fail instead of overwriting — or releasing — its term. */
     char rv[STORE_RV_MAX];
-    /* The Pod label this term wants ("<pod> <key>=<value>", "" none), and
-     * whether term_finish has run (no renewal in flight: podlabel.c may
-     * call it again once a removal has landed). */
+    /* The Pod label this term wants, as the Lease records it (podlabel.c;
+     * "" none), and whether term_finish has run (no renewal in flight:
+     * podlabel.c may call it again once a removal has landed). */
     char label[STORE_POD_LABEL_MAX];
     bool finishing;
+    /* The label is to be put on its Pod (again): set at the start, after
+     * each renewal and by SetPodLabel; cleared when the patch starts. */
+    bool label_due;
+    /* A SetPodLabel of the holder waiting for label to be on (or off) its
+     * Pod; NULL: none (podlabel.c). */
+    engine_done label_done;
+    void *label_ctx;
     /* The renewTime of the renewal in flight, and of the last renewal whose
      * answer was lost (a timeout, a reset, a 5xx: it may have landed), with
      * its send time; 0: none. A conflict after such a renewal reads the
@@ -232,7 +242,8 @@ struct lease_state {
     struct {
         bool busy;     /* a Pod patch is in flight */
         bool writing;  /* the Lease write clearing a stale label is in flight */
-        int verifying; /* Pod reads in flight for CAMPAIGN_VERIFYING candidates */
+        int verifying; /* address checks in flight (podlabel_admit.c) */
+        char setting[STORE_POD_LABEL_MAX]; /* while busy with a set: the label */
         bool removed;  /* the label the record names at removed_epoch is off its Pod */
         int64_t removed_epoch;
         char removed_label[STORE_POD_LABEL_MAX];
@@ -278,6 +289,8 @@ struct engine {
     int n_candidates, n_watchers, n_leases;
     int n_elections;      /* leases with at least one candidate */
     struct kl__list gets; /* pending_get.link: GetHolder reads in flight */
+    struct kl__list label_checks; /* label_check.link: Pod reads of podlabel_admit.c */
+    char **pod_label_keys;        /* NULL-terminated; NULL: labels are off */
     struct {
         char ns[STORE_NS_MAX];
         char name[STORE_NAME_MAX];
@@ -318,6 +331,7 @@ typedef enum cmd_kind {
     CMD_LIST,
     CMD_CANDIDATES,
     CMD_HANDOFF,
+    CMD_SET_LABEL,
     CMD_WATCH,
     CMD_UNWATCH,
     CMD_STOP,
@@ -332,6 +346,8 @@ typedef struct cmd {
     int64_t epoch;
     bool consistent;
     char to[STORE_HOLDER_MAX]; /* Handoff: the candidate to elect next */
+    /* SetPodLabel: the label in req.label, the caller's address (--auth
+     * none) in req.peer_ip. */
     engine_listener listener;
     engine_done done;
     void *ctx;
@@ -560,6 +576,11 @@ int engine_token_nonce(char out[STORE_NONCE_MAX]);
  * (out "") when nonce is empty (such a term has no token) or HMAC fails. */
 int engine_token_of(const engine *e, const char *ns, const char *name, const char *identity,
                     int64_t epoch, const char *nonce, char out[ENGINE_TOKEN_MAX]);
+/* HMAC-SHA256 under the term key of the n NUL-separated parts (the first a
+ * context naming what is signed), as base64url. Returns 0, or -1 (out "")
+ * when out of memory or HMAC fails. */
+int engine_token_mac(const engine *e, const char *const *parts, size_t n,
+                     char out[ENGINE_TOKEN_MAX]);
 /* True when given is the (non-empty) token want, compared in constant time. */
 bool engine_token_equal(const char *want, const char *given);
 /* True when token is the token of the term ls's record shows (its holder,
@@ -582,14 +603,23 @@ bool engine_lease_idle(const lease_state *ls);
 
 /* --- podlabel.c --- */
 
-/* Formats a campaign's label as the Lease records it ("" when none). */
-void engine_podlabel_format(const engine_campaign_req *req, char *out, size_t n);
+/* Formats label l (l->pod "": none, out "") as the Lease records it for
+ * ls: "<pod-namespace>/<pod> <key>=<value> <mac>", the MAC under the term
+ * key over the Lease, the Pod, the key and the value. */
+void engine_podlabel_format(const lease_state *ls, const engine_pod_label *l, char *out, size_t n);
+/* The label ls's record names, as ListLeases shows it: "<pod-namespace>/
+ * <pod> <key>=<value>"; "" when none, or when it may not be acted on. */
+void engine_podlabel_display(const lease_state *ls, char *out, size_t n);
+/* True when key is one of --pod-label-keys. */
+bool engine_podlabel_key_allowed(const engine *e, const char *key);
 /* True when the label the Lease records (if any) is off its Pod and no Pod
  * request is in flight: the record may change hands. Else starts (or waits
  * for) the removal and returns false; the caller is run again when it has
  * landed (term_finish or engine_try_acquire). Removals that keep failing
  * are given up after the Lease's leaseDurationSeconds (docs/design.md,
- * rule 9). */
+ * rule 9). A recorded label whose MAC does not verify, or whose key is not
+ * allowed, is ignored: never acted on, counted, and cleared from the Lease
+ * by its next write. */
 bool engine_podlabel_clear(lease_state *ls);
 /* The annotation a write by ls's term carries. */
 const char *engine_podlabel_for_write(const lease_state *ls);
@@ -603,10 +633,32 @@ void engine_podlabel_clear_stale(lease_state *ls);
  * period). When the term wants another label than the Lease records, the
  * recorded one is removed first, then a renewal records the new one. */
 void engine_podlabel_apply(lease_state *ls);
-/* A campaign naming a Pod at the caller's address: reads the Pod, then
- * takes the campaign on or refuses it (permission_denied). */
-void engine_podlabel_verify(lease_state *ls, candidate *c);
+/* SetPodLabel by ls's holder (podlabel_admit.c): the term now wants label
+ * (formatted); the call is answered once it is on (or off) the Pod, or
+ * failed; an earlier one still waiting is answered FAILED_PRECONDITION. */
+void engine_podlabel_change(lease_state *ls, const char *label, engine_done done, void *ctx);
+/* Answers a SetPodLabel waiting for ls's term, if any (the term ends, or
+ * the service stops). */
+void engine_podlabel_answer(lease_state *ls, engine_code code, const char *msg);
+/* Tells c's stream what became of its label (ENGINE_EVENT_POD_LABEL). */
+void engine_podlabel_event(candidate *c, engine_label_state st, const engine_pod_label *l,
+                           const char *msg);
 void engine_podlabel_drop(lease_state *ls);
+
+/* --- podlabel_admit.c --- */
+
+/* At a campaign's take-on (new or resumed): its label is accepted,
+ * refused (the campaign goes on without it; its stream hears why) or, with
+ * the caller's address to check (--auth none), read from the Pod first.
+ * True when the campaign goes on now; false while it waits for that read
+ * (CAMPAIGN_VERIFYING; podlabel_admit.c takes it on after). */
+bool engine_podlabel_admit(lease_state *ls, candidate *c);
+/* SetPodLabel, on the engine thread. */
+void engine_podlabel_set_run(cmd *k);
+/* Answers every SetPodLabel waiting for a Pod read (shutdown). */
+void engine_podlabel_checks_shutdown(engine *e);
+/* Frees the Pod reads the store will never complete (engine_free). */
+void engine_podlabel_checks_free(engine *e);
 
 /* --- events.c --- */
 

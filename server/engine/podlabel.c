@@ -1,8 +1,8 @@
 /* The Pod label of a term (docs/design.md, rule 9). A campaign may name its
  * Pod and one label; the term's acquisition records it in the Lease (the
- * kubelease.io/pod-label annotation, "<pod> <key>=<value>") before the label
- * is set, so that whoever sees the term end — this replica of the service
- * or another, now or after a restart — knows which Pod to clear:
+ * kubelease.io/pod-label annotation) before the label is set, so that
+ * whoever sees the term end — this replica of the service or another, now
+ * or after a restart — knows which Pod to clear:
  *
  *   - set after the term has started (engine_podlabel_apply from term.c),
  *     and set again after every renewal, so a label someone removed is back
@@ -14,16 +14,32 @@
  *     replica died, or an earlier run left it); with nobody campaigning, a
  *     Lease seen with its term over loses a stale label, then the
  *     annotation (engine_podlabel_clear_stale);
- *   - moved when the holder resumes its term asking for another label: the
- *     recorded one comes off, a renewal records the new one, then it is set;
+ *   - moved when the holder asks for another label (SetPodLabel, or a
+ *     resume carrying one): the recorded one comes off, a renewal records
+ *     the new one, then it is set;
  *   - one Pod request at a time per Lease, so a set still in flight never
  *     lands after the removal that follows it.
  *
- * A removal that fails (apiserver unreachable, no RBAC on pods) is retried
- * every second and holds the next term back; after the Lease's
- * leaseDurationSeconds it is given up (logged as an error and counted), so
- * that a broken Pod permission cannot stop elections for ever. A Pod that
- * does not exist carries no label: that removal has landed.
+ * Whoever may write the Lease may write the annotation, so it is trusted
+ * only as far as it proves itself: the record is
+ *   "<pod-namespace>/<pod> <key>=<value> <mac>"
+ * with mac = HMAC-SHA256(term key, "kubelease-pod-label-v1", Lease
+ * namespace, Lease name, Pod namespace, Pod, key, value), so only a replica
+ * of this service can write one that verifies. A record that does not
+ * verify, or whose key is not one of --pod-label-keys now, is never acted on
+ * (logged, counted in kubelease_pod_label_ignored_total, and cleared from
+ * the Lease by its next write): an annotation can make kubeleased remove
+ * only a label that it set itself for this Lease, and only with a key it
+ * is still allowed.
+ *
+ * A label never costs a term: a set that fails is reported to the holder
+ * (its stream, and the SetPodLabel waiting, if any) and tried again at the
+ * next renewal. A removal that fails (apiserver unreachable, no RBAC on
+ * pods) is retried every second and holds the next term back; after the
+ * Lease's leaseDurationSeconds it is given up (logged as an error and
+ * counted), so that a broken Pod permission cannot stop elections for
+ * ever. A Pod that does not exist carries no label: that removal has
+ * landed.
  *
  * Engine thread only. */
 #include <stdio.h>
@@ -33,28 +49,83 @@
 #include "core/metrics.h"
 #include "engine/internal.h"
 
-#define LABEL_RETRY_MS 1000
+#define LABEL_RETRY_MS    1000
+#define LABEL_MAC_CONTEXT "kubelease-pod-label-v1"
 
-void engine_podlabel_format(const engine_campaign_req *req, char *out, size_t n)
+/* ---------- the record ---------- */
+
+typedef enum label_trust {
+    LABEL_TRUSTED,
+    LABEL_UNREADABLE,  /* not "<ns>/<pod> <key>=<value> <mac>" */
+    LABEL_FORGED,      /* the MAC does not verify */
+    LABEL_KEY_REFUSED, /* verifies, but its key is not one of --pod-label-keys */
+} label_trust;
+
+static const char *const trust_names[] = {
+    [LABEL_TRUSTED] = "trusted",
+    [LABEL_UNREADABLE] = "unreadable",
+    [LABEL_FORGED] = "bad_mac",
+    [LABEL_KEY_REFUSED] = "key_not_allowed",
+};
+
+static int mac_of(const lease_state *ls, const engine_pod_label *l, char out[ENGINE_TOKEN_MAX])
 {
-    if (!req->pod[0] || !req->label_key[0])
-        snprintf(out, n, "%s", "");
-    else
-        snprintf(out, n, "%s %s=%s", req->pod, req->label_key, req->label_value);
+    const char *parts[] = {LABEL_MAC_CONTEXT, ls->ns, ls->name, l->ns, l->pod, l->key, l->value};
+    return engine_token_mac(ls->e, parts, sizeof parts / sizeof parts[0], out);
 }
 
-/* Splits a recorded label; false when it is not "<pod> <key>=<value>". */
-static bool parse(const char *label, char *pod, char *key, char *value)
+void engine_podlabel_format(const lease_state *ls, const engine_pod_label *l, char *out, size_t n)
 {
-    const char *sp = strchr(label, ' ');
-    const char *eq = sp ? strchr(sp + 1, '=') : NULL;
-    if (!sp || !eq || sp == label || eq == sp + 1 || (size_t)(sp - label) >= STORE_NAME_MAX ||
-        (size_t)(eq - sp - 1) >= STORE_LABEL_KEY_MAX || strlen(eq + 1) >= STORE_LABEL_VAL_MAX)
+    char mac[ENGINE_TOKEN_MAX];
+    if (!l->pod[0] || mac_of(ls, l, mac) != 0)
+        snprintf(out, n, "%s", "");
+    else
+        snprintf(out, n, "%s/%s %s=%s %s", l->ns, l->pod, l->key, l->value, mac);
+}
+
+bool engine_podlabel_key_allowed(const engine *e, const char *key)
+{
+    for (char **k = e->pod_label_keys; k && *k; k++)
+        if (strcmp(*k, key) == 0)
+            return true;
+    return false;
+}
+
+/* Copies rec[from, to) into out (n bytes); false when it does not fit. */
+static bool field(const char *from, const char *to, char *out, size_t n)
+{
+    if (to <= from || (size_t)(to - from) >= n)
         return false;
-    snprintf(pod, STORE_NAME_MAX, "%.*s", (int)(sp - label), label);
-    snprintf(key, STORE_LABEL_KEY_MAX, "%.*s", (int)(eq - sp - 1), sp + 1);
-    snprintf(value, STORE_LABEL_VAL_MAX, "%s", eq + 1);
+    snprintf(out, n, "%.*s", (int)(to - from), from);
     return true;
+}
+
+/* Reads a recorded label into *l and says whether it may be acted on. */
+static label_trust parse(const lease_state *ls, const char *rec, engine_pod_label *l)
+{
+    memset(l, 0, sizeof *l);
+    const char *slash = strchr(rec, '/');
+    const char *sp = slash ? strchr(slash + 1, ' ') : NULL;
+    const char *eq = sp ? strchr(sp + 1, '=') : NULL;
+    const char *mac = eq ? strchr(eq + 1, ' ') : NULL;
+    char msg[256], want[ENGINE_TOKEN_MAX];
+    if (!mac || !field(rec, slash, l->ns, sizeof l->ns) ||
+        !field(slash + 1, sp, l->pod, sizeof l->pod) || !field(sp + 1, eq, l->key, sizeof l->key) ||
+        (eq + 1 < mac && !field(eq + 1, mac, l->value, sizeof l->value)) || strlen(mac + 1) == 0 ||
+        strlen(mac + 1) >= ENGINE_TOKEN_MAX || engine_validate_pod_label(l, msg, sizeof msg) != 0)
+        return LABEL_UNREADABLE;
+    if (mac_of(ls, l, want) != 0 || !engine_token_equal(want, mac + 1))
+        return LABEL_FORGED;
+    return engine_podlabel_key_allowed(ls->e, l->key) ? LABEL_TRUSTED : LABEL_KEY_REFUSED;
+}
+
+void engine_podlabel_display(const lease_state *ls, char *out, size_t n)
+{
+    engine_pod_label l;
+    if (ls->record.pod_label[0] && parse(ls, ls->record.pod_label, &l) == LABEL_TRUSTED)
+        snprintf(out, n, "%s/%s %s=%s", l.ns, l.pod, l.key, l.value);
+    else
+        snprintf(out, n, "%s", "");
 }
 
 static int timeout_ms(const lease_state *ls)
@@ -69,6 +140,54 @@ static void count_error(const char *op, store_status st)
     metrics_add("kubelease_pod_label_errors_total", labels, 1);
 }
 
+static bool term_live(const term *t)
+{
+    return t && !engine_term_over(t);
+}
+
+void engine_podlabel_event(candidate *c, engine_label_state st, const engine_pod_label *l,
+                           const char *msg)
+{
+    engine_event ev = {.kind = ENGINE_EVENT_POD_LABEL, .label_state = st, .label = *l};
+    engine_copy_str(ev.message, sizeof ev.message, msg);
+    engine_send_event(&c->listener, &ev);
+}
+
+/* The holder's stream hears of its label, and a SetPodLabel waiting for
+ * that label's outcome gets it. */
+static void tell_holder(lease_state *ls, engine_label_state st, engine_code code,
+                        const engine_pod_label *l, const char *msg)
+{
+    term *t = ls->term;
+    if (t->owner)
+        engine_podlabel_event(t->owner, st, l, msg);
+    if (!t->label_done)
+        return;
+    engine_done done = t->label_done;
+    void *ctx = t->label_ctx;
+    t->label_done = NULL;
+    t->label_ctx = NULL;
+    engine_reply r = {.code = code, .label_state = st};
+    engine_copy_str(r.message, sizeof r.message, msg);
+    done(ctx, &r);
+}
+
+void engine_podlabel_answer(lease_state *ls, engine_code code, const char *msg)
+{
+    term *t = ls->term;
+    if (!t || !t->label_done)
+        return;
+    engine_done done = t->label_done;
+    void *ctx = t->label_ctx;
+    t->label_done = NULL;
+    t->label_ctx = NULL;
+    engine_reply r = {.code = code};
+    engine_copy_str(r.message, sizeof r.message, msg);
+    done(ctx, &r);
+}
+
+static void label_step(lease_state *ls);
+
 /* After a Pod request or a retry: whoever waits for the label goes on. */
 static void label_next(lease_state *ls)
 {
@@ -77,6 +196,8 @@ static void label_next(lease_state *ls)
         engine_term_finish(ls);
     else if (!t)
         engine_try_acquire(ls);
+    else
+        label_step(ls);
 }
 
 static void retry_fire(void *arg)
@@ -100,26 +221,50 @@ static void mark_removed(lease_state *ls, const char *label, int64_t epoch)
     ls->label.failing_since_ms = 0;
 }
 
+/* A recorded label that may not be acted on: never written to a Pod, and
+ * taken as off its Pod, so the Lease's next write drops it. */
+static void ignore(lease_state *ls, const char *rec, label_trust why, const engine_pod_label *l)
+{
+    char labels[64];
+    snprintf(labels, sizeof labels, "reason=\"%s\"", trust_names[why]);
+    metrics_add("kubelease_pod_label_ignored_total", labels, 1);
+    if (why == LABEL_KEY_REFUSED)
+        log_event(LOG_WARN, "pod_label_ignored",
+                  "ns=%s lease=%s reason=%s annotation=%s: the key is not one of "
+                  "--pod-label-keys now, so this kubeleased leaves it; remove it by hand "
+                  "(kubectl label pod -n %s %s %s-)",
+                  ls->ns, ls->name, trust_names[why], log_q(rec), l->ns, l->pod, l->key);
+    else
+        log_event(LOG_WARN, "pod_label_ignored",
+                  "ns=%s lease=%s reason=%s annotation=%s: not written by this service; no Pod "
+                  "is touched",
+                  ls->ns, ls->name, trust_names[why], log_q(rec));
+    mark_removed(ls, rec, ls->record.transitions);
+}
+
 static void remove_done(void *ctx, const store_result *res)
 {
     lease_state *ls = ctx;
     ls->label.busy = false;
     /* While removed is false, removed_label and removed_epoch say what is
      * being removed. */
-    struct {
-        char label[STORE_POD_LABEL_MAX];
-        int64_t epoch;
-    } r;
-    engine_copy_str(r.label, sizeof r.label, ls->label.removed_label);
-    r.epoch = ls->label.removed_epoch;
+    char rec[STORE_POD_LABEL_MAX];
+    engine_copy_str(rec, sizeof rec, ls->label.removed_label);
+    int64_t epoch = ls->label.removed_epoch;
+    engine_pod_label l;
+    parse(ls, rec, &l); /* it was trusted when the removal started */
+    term *t = ls->term;
+    bool for_holder = term_live(t) && strcmp(t->label, rec) != 0;
     int64_t now = engine_now_ms(ls->e);
     if (res->status == STORE_OK || res->status == STORE_NOT_FOUND) {
         log_event(LOG_INFO, "pod_label_removed", "ns=%s lease=%s label=%s pod_exists=%d", ls->ns,
-                  ls->name, log_q(r.label), (int)(res->status == STORE_OK));
-        mark_removed(ls, r.label, r.epoch);
+                  ls->name, log_q(rec), (int)(res->status == STORE_OK));
+        mark_removed(ls, rec, epoch);
+        if (for_holder && !t->label[0])
+            tell_holder(ls, ENGINE_LABEL_REMOVED, ENGINE_OK, &l, "");
+        else if (for_holder && t->owner)
+            engine_podlabel_event(t->owner, ENGINE_LABEL_REMOVED, &l, "");
         label_next(ls);
-        if (ls->term && !engine_term_over(ls->term))
-            engine_podlabel_apply(ls); /* a label changed during the term */
         return;
     }
     count_error("remove", res->status);
@@ -132,34 +277,41 @@ static void remove_done(void *ctx, const store_result *res)
          * not stop elections (docs/design.md, rule 9). */
         log_event(LOG_ERROR, "pod_label_given_up",
                   "ns=%s lease=%s label=%s status=%s msg=%s: the next term goes ahead", ls->ns,
-                  ls->name, log_q(r.label), store_status_name(res->status), log_q(res->message));
+                  ls->name, log_q(rec), store_status_name(res->status), log_q(res->message));
         metrics_add("kubelease_pod_label_given_up_total", "", 1);
-        mark_removed(ls, r.label, r.epoch);
+        mark_removed(ls, rec, epoch);
         label_next(ls);
         return;
     }
     log_event(LOG_WARN, "pod_label_remove_failed", "ns=%s lease=%s label=%s status=%s msg=%s",
-              ls->ns, ls->name, log_q(r.label), store_status_name(res->status),
-              log_q(res->message));
+              ls->ns, ls->name, log_q(rec), store_status_name(res->status), log_q(res->message));
+    if (for_holder && t->label_done) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot take the label %.80s off pod %s/%.60s: %s: %.80s", l.key,
+                 l.ns, l.pod, store_status_name(res->status), res->message);
+        tell_holder(ls, ENGINE_LABEL_FAILED, ENGINE_OK, &l, msg);
+    }
     loop_timer_start(&ls->label.retry_timer, now + LABEL_RETRY_MS, retry_fire, ls);
 }
 
-static void start_removal(lease_state *ls)
+/* Starts the removal of the label the Lease records; false when it is
+ * ignored instead (not trusted), which counts as removed at once. */
+static bool start_removal(lease_state *ls)
 {
-    char pod[STORE_NAME_MAX], key[STORE_LABEL_KEY_MAX], value[STORE_LABEL_VAL_MAX];
-    const char *label = ls->record.pod_label;
-    if (!parse(label, pod, key, value)) {
-        log_event(LOG_WARN, "pod_label_unreadable", "ns=%s lease=%s annotation=%s: ignored", ls->ns,
-                  ls->name, log_q(label));
-        mark_removed(ls, label, ls->record.transitions);
-        return;
+    const char *rec = ls->record.pod_label;
+    engine_pod_label l;
+    label_trust tr = parse(ls, rec, &l);
+    if (tr != LABEL_TRUSTED) {
+        ignore(ls, rec, tr, &l);
+        return false;
     }
     ls->label.removed = false;
     ls->label.removed_epoch = ls->record.transitions;
-    engine_copy_str(ls->label.removed_label, sizeof ls->label.removed_label, label);
+    engine_copy_str(ls->label.removed_label, sizeof ls->label.removed_label, rec);
     ls->label.busy = true;
-    ls->e->store->ops->pod_label(ls->e->store, ls->ns, pod, key, NULL, timeout_ms(ls), remove_done,
-                                 ls);
+    ls->e->store->ops->pod_label(ls->e->store, l.ns, l.pod, l.key, NULL, timeout_ms(ls),
+                                 remove_done, ls);
+    return true;
 }
 
 bool engine_podlabel_clear(lease_state *ls)
@@ -168,8 +320,7 @@ bool engine_podlabel_clear(lease_state *ls)
         return false;
     if (!ls->exists || !ls->record.pod_label[0] || recorded_removed(ls))
         return true;
-    start_removal(ls);
-    return !ls->label.busy; /* an unreadable annotation is ignored at once */
+    return !start_removal(ls); /* an ignored annotation is off at once */
 }
 
 const char *engine_podlabel_for_write(const lease_state *ls)
@@ -215,101 +366,85 @@ static void set_done(void *ctx, const store_result *res)
 {
     lease_state *ls = ctx;
     ls->label.busy = false;
-    if (res->status != STORE_OK) {
+    term *t = ls->term;
+    engine_pod_label l;
+    parse(ls, ls->label.setting, &l);
+    bool current = term_live(t) && strcmp(t->label, ls->label.setting) == 0;
+    if (res->status == STORE_OK) {
+        if (current)
+            tell_holder(ls, ENGINE_LABEL_SET, ENGINE_OK, &l, "");
+    } else {
         count_error("set", res->status);
-        log_event(LOG_WARN, "pod_label_set_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns,
-                  ls->name, store_status_name(res->status), log_q(res->message));
+        log_event(LOG_WARN, "pod_label_set_failed", "ns=%s lease=%s label=%s status=%s msg=%s",
+                  ls->ns, ls->name, log_q(ls->label.setting), store_status_name(res->status),
+                  log_q(res->message));
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot put the label %.80s=%s on pod %s/%.60s: %s: %.80s",
+                 l.key, l.value, l.ns, l.pod, store_status_name(res->status), res->message);
+        if (current)
+            tell_holder(ls, ENGINE_LABEL_FAILED, ENGINE_OK, &l, msg);
     }
     label_next(ls);
 }
 
-void engine_podlabel_apply(lease_state *ls)
+/* What the live term's label needs next, if anything: the recorded label
+ * off its Pod when the term wants another, the wanted one recorded, then
+ * set (when due). */
+static void label_step(lease_state *ls)
 {
     term *t = ls->term;
-    char pod[STORE_NAME_MAX], key[STORE_LABEL_KEY_MAX], value[STORE_LABEL_VAL_MAX];
-    if (!t || engine_term_over(t) || ls->label.busy || loop_timer_active(&ls->label.retry_timer))
+    if (!term_live(t) || ls->label.busy || loop_timer_active(&ls->label.retry_timer))
         return;
     if (strcmp(ls->record.pod_label, t->label) != 0) {
         /* The term wants another label than the Lease records (its holder
-         * changed it on a resume): the recorded one comes off its Pod, the
-         * next renewal (at once) records the new one, and then it is set. */
-        if (ls->record.pod_label[0] && !recorded_removed(ls))
-            start_removal(ls);
-        else
-            engine_term_renew_now(ls);
+         * changed it): the recorded one comes off its Pod, the next renewal
+         * (at once) records the new one, and then it is set. */
+        if (ls->record.pod_label[0] && !recorded_removed(ls) && start_removal(ls))
+            return;
+        engine_term_renew_now(ls);
         return;
     }
-    /* Only a label the Lease records is set (whoever sees the term end can
-     * clear it). */
-    if (!t->label[0] || !parse(t->label, pod, key, value))
+    if (!t->label[0]) {
+        engine_pod_label none = {0};
+        if (t->label_done)
+            tell_holder(ls, ENGINE_LABEL_REMOVED, ENGINE_OK, &none, "");
         return;
+    }
+    if (!t->label_due)
+        return;
+    t->label_due = false;
+    /* Only a label the Lease records is set (whoever sees the term end can
+     * clear it); the term's own verifies unless --pod-label-keys changed. */
+    engine_pod_label l;
+    if (parse(ls, t->label, &l) != LABEL_TRUSTED) {
+        tell_holder(ls, ENGINE_LABEL_REFUSED, ENGINE_PERMISSION_DENIED, &l,
+                    "pod_label_key: not one of --pod-label-keys");
+        return;
+    }
     ls->label.removed = false;
     ls->label.busy = true;
-    ls->e->store->ops->pod_label(ls->e->store, ls->ns, pod, key, value, timeout_ms(ls), set_done,
-                                 ls);
+    engine_copy_str(ls->label.setting, sizeof ls->label.setting, t->label);
+    ls->e->store->ops->pod_label(ls->e->store, l.ns, l.pod, l.key, l.value, timeout_ms(ls),
+                                 set_done, ls);
 }
 
-/* ---------- the caller's own Pod (--auth none) ---------- */
-
-/* ip is one of the Pod's space-separated addresses. */
-static bool has_address(const char *ips, const char *ip)
+void engine_podlabel_apply(lease_state *ls)
 {
-    size_t n = strlen(ip);
-    for (const char *p = ips; n && *p;) {
-        const char *end = strchr(p, ' ');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, ip, n) == 0)
-            return true;
-        p += len + (end ? 1 : 0);
-    }
-    return false;
+    if (!term_live(ls->term))
+        return;
+    ls->term->label_due = true;
+    label_step(ls);
 }
 
-static void verify_done(void *ctx, const store_result *res)
+void engine_podlabel_change(lease_state *ls, const char *label, engine_done done, void *ctx)
 {
-    lease_state *ls = ctx;
-    ls->label.verifying--;
-    KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
-        candidate *c = engine_candidate_of(link);
-        if (c->state != CAMPAIGN_VERIFYING || strcmp(c->req.pod, res->lease.name) != 0)
-            continue;
-        engine_event ev = {.kind = ENGINE_EVENT_REFUSED, .code = ENGINE_PERMISSION_DENIED};
-        if (res->status == STORE_OK && has_address(res->pod_ip, c->req.peer_ip)) {
-            if (c->req.resume_epoch) {
-                engine_campaign_set(c, CAMPAIGN_RESUMING);
-                if (ls->synced)
-                    engine_try_resume(ls, c);
-            } else {
-                engine_campaign_set(c, CAMPAIGN_STANDBY);
-                engine_campaign_standby(ls, c);
-            }
-            continue;
-        }
-        if (res->status == STORE_OK)
-            snprintf(ev.message, sizeof ev.message,
-                     "pod_name: pod %s/%s has the address \"%s\", not the caller's %s: a "
-                     "campaign may label only its own Pod",
-                     ls->ns, c->req.pod, res->pod_ip, c->req.peer_ip);
-        else if (res->status == STORE_NOT_FOUND)
-            snprintf(ev.message, sizeof ev.message, "pod_name: no pod %s/%s", ls->ns, c->req.pod);
-        else {
-            ev.code = ENGINE_UNAVAILABLE;
-            snprintf(ev.message, sizeof ev.message,
-                     "cannot read pod %s/%s to check its address: %s", ls->ns, c->req.pod,
-                     res->message);
-        }
-        log_event(LOG_WARN, "campaign_refused", "ns=%s lease=%s identity=%s msg=%s", ls->ns,
-                  ls->name, log_q(c->req.identity), log_q(ev.message));
-        engine_send_event(&c->listener, &ev);
-        engine_candidate_end(c, ENGINE_LOST_UNSPECIFIED, 0, NULL);
-    }
-    engine_try_acquire(ls);
-}
-
-void engine_podlabel_verify(lease_state *ls, candidate *c)
-{
-    ls->label.verifying++;
-    ls->e->store->ops->pod_get(ls->e->store, ls->ns, c->req.pod, timeout_ms(ls), verify_done, ls);
+    term *t = ls->term;
+    engine_podlabel_answer(ls, ENGINE_FAILED_PRECONDITION,
+                           "replaced by a later SetPodLabel before its label was set");
+    engine_copy_str(t->label, sizeof t->label, label);
+    t->label_done = done;
+    t->label_ctx = ctx;
+    engine_podlabel_apply(ls);
 }
 
 void engine_podlabel_drop(lease_state *ls)

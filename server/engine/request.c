@@ -103,12 +103,10 @@ static void do_campaign(cmd *k)
     log_event(LOG_INFO, "campaign", "ns=%s lease=%s identity=%s resume_epoch=%lld", ls->ns,
               ls->name, log_q(c->req.identity), (long long)c->req.resume_epoch);
     engine_tick_ensure(ls, c->req.retry_period_s);
-    if (c->req.pod[0] && c->req.peer_ip[0]) {
-        /* Its Pod's address first, for a resume too (podlabel.c). */
-        engine_campaign_set(c, CAMPAIGN_VERIFYING);
-        engine_podlabel_verify(ls, c);
+    /* Its label first, for a resume too (podlabel_admit.c): it may wait
+     * for the Pod's address to be read. */
+    if (!engine_podlabel_admit(ls, c))
         return;
-    }
     if (c->state == CAMPAIGN_RESUMING) {
         if (ls->synced)
             engine_try_resume(ls, c);
@@ -430,7 +428,7 @@ static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t no
     row->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
     row->lease_duration_s = ls->record.lease_duration_s;
     if (ls->exists)
-        engine_copy_str(row->pod_label, sizeof row->pod_label, ls->record.pod_label);
+        engine_podlabel_display(ls, row->pod_label, sizeof row->pod_label);
     if (ls->term && ls->term->granted_until_ms > now)
         row->valid_for_ms = ls->term->granted_until_ms - now;
     KL__LIST_FOREACH (link, &ls->candidates)
@@ -479,8 +477,10 @@ void engine_shutdown(engine *e)
                 engine_watcher_close(engine_watcher_of(kl__list_first(&ls->watchers)));
             engine_term_answer_resign(ls, false);
             engine_handoff_answer_pending(ls, ENGINE_UNAVAILABLE, "the service is shutting down");
+            engine_podlabel_answer(ls, ENGINE_UNAVAILABLE, "the service is shutting down");
         }
     }
+    engine_podlabel_checks_shutdown(e);
     KL__LIST_FOREACH (link, &e->gets) {
         pending_get *p = engine_get_of(link);
         if (p->done) {
@@ -512,6 +512,7 @@ static void refuse(cmd *k)
     case CMD_LIST:
     case CMD_CANDIDATES:
     case CMD_HANDOFF:
+    case CMD_SET_LABEL:
         reply_code(k->done, k->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
         break;
     case CMD_DETACH:
@@ -560,6 +561,9 @@ void engine_cmd_run(void *arg)
         break;
     case CMD_HANDOFF:
         engine_handoff_run(k);
+        break;
+    case CMD_SET_LABEL:
+        engine_podlabel_set_run(k);
         break;
     case CMD_WATCH:
         do_watch(k);

@@ -352,7 +352,7 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     engine_copy_str(t->rv, sizeof t->rv, rec->resource_version);
     /* The label the campaign asks for: what the acquisition recorded, or,
      * for a resume, perhaps another one (engine_podlabel_apply moves it). */
-    engine_podlabel_format(&c->req, t->label, sizeof t->label);
+    engine_podlabel_format(ls, &c->req.label, t->label, sizeof t->label);
     ls->term = t;
     engine_campaign_set(c, CAMPAIGN_LEADING);
     int64_t now = engine_now_ms(ls->e);
@@ -381,7 +381,8 @@ void engine_term_reattach(lease_state *ls, candidate *c)
         engine_candidate_end(t->owner, ENGINE_LOST_EXPIRED, t->epoch,
                              "replaced by a resumed campaign");
     t->owner = c;
-    engine_podlabel_format(&c->req, t->label, sizeof t->label); /* the holder may change it */
+    /* the holder may change it */
+    engine_podlabel_format(ls, &c->req.label, t->label, sizeof t->label);
     engine_campaign_set(c, CAMPAIGN_LEADING);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
     engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
@@ -450,6 +451,7 @@ void engine_term_free(lease_state *ls)
         return;
     loop_timer_stop(&t->renew_timer);
     loop_timer_stop(&t->guard_timer);
+    engine_podlabel_answer(ls, ENGINE_UNAVAILABLE, "the term is gone");
     ls->term = NULL;
     OPENSSL_cleanse(t->token, sizeof t->token);
     free(t);

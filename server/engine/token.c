@@ -7,7 +7,10 @@
  * learns the token from Elected and presents it with Confirm, Resign and a
  * resume; any replica can check it from the Lease alone, and nobody without
  * the key can make one, even knowing the identity, the epoch and the nonce.
- * Comparisons take the same time whatever the bytes compared.
+ * Comparisons take the same time whatever the bytes compared. The same key
+ * signs the leader label a term records in its Lease (podlabel.c), under a
+ * context of its own ("kubelease-pod-label-v1"), so that neither can pass
+ * for the other.
  *
  * Thread safety: the key is set by engine_new and read-only afterwards, so
  * every function here may run on any thread; the engine calls them on its
@@ -86,27 +89,22 @@ int engine_token_nonce(char out[STORE_NONCE_MAX])
     return 0;
 }
 
-int engine_token_of(const engine *e, const char *ns, const char *name, const char *identity,
-                    int64_t epoch, const char *nonce, char out[ENGINE_TOKEN_MAX])
+int engine_token_mac(const engine *e, const char *const *parts, size_t n,
+                     char out[ENGINE_TOKEN_MAX])
 {
     out[0] = '\0';
-    if (!nonce || !nonce[0])
-        return -1; /* a term without a nonce has no token: nothing matches it */
-    char epoch_text[24];
-    snprintf(epoch_text, sizeof epoch_text, "%lld", (long long)epoch);
-    const char *parts[] = {TOKEN_CONTEXT, ns, name, identity, epoch_text, nonce};
     size_t len = 0;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    for (size_t i = 0; i < n; i++)
         len += strlen(parts[i]) + 1;
-    unsigned char *msg = malloc(len), mac[EVP_MAX_MD_SIZE];
+    unsigned char *msg = malloc(len ? len : 1), mac[EVP_MAX_MD_SIZE];
     unsigned mac_len = 0;
     if (!msg)
         return -1;
     size_t o = 0;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        size_t n = strlen(parts[i]) + 1; /* NUL-separated: no part contains a NUL */
-        memcpy(msg + o, parts[i], n);
-        o += n;
+    for (size_t i = 0; i < n; i++) {
+        size_t m = strlen(parts[i]) + 1; /* NUL-separated: no part contains a NUL */
+        memcpy(msg + o, parts[i], m);
+        o += m;
     }
     bool ok =
         HMAC(EVP_sha256(), e->term_key, (int)e->term_key_len, msg, len, mac, &mac_len) != NULL &&
@@ -118,6 +116,18 @@ int engine_token_of(const engine *e, const char *ns, const char *name, const cha
     base64url(mac, mac_len, out);
     OPENSSL_cleanse(mac, sizeof mac);
     return 0;
+}
+
+int engine_token_of(const engine *e, const char *ns, const char *name, const char *identity,
+                    int64_t epoch, const char *nonce, char out[ENGINE_TOKEN_MAX])
+{
+    out[0] = '\0';
+    if (!nonce || !nonce[0])
+        return -1; /* a term without a nonce has no token: nothing matches it */
+    char epoch_text[24];
+    snprintf(epoch_text, sizeof epoch_text, "%lld", (long long)epoch);
+    const char *parts[] = {TOKEN_CONTEXT, ns, name, identity, epoch_text, nonce};
+    return engine_token_mac(e, parts, sizeof parts / sizeof parts[0], out);
 }
 
 bool engine_token_equal(const char *want, const char *given)

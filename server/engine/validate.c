@@ -94,7 +94,7 @@ int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t m
                     detail);
     if (req->resume_epoch < 0)
         return fail(msg, msg_len, "resume_epoch: must not be negative%s", "");
-    return engine_validate_pod_label(req->pod, req->label_key, req->label_value, msg, msg_len);
+    return engine_validate_pod_label(&req->label, msg, msg_len);
 }
 
 static int is_alnum(char c)
@@ -114,18 +114,20 @@ static int label_name_ok(const char *s, size_t n)
     return 1;
 }
 
-int engine_validate_pod_label(const char *pod, const char *key, const char *value, char *msg,
-                              size_t msg_len)
+int engine_validate_pod_label(const engine_pod_label *l, char *msg, size_t msg_len)
 {
-    pod = pod ? pod : "";
-    key = key ? key : "";
-    value = value ? value : "";
-    if (!*pod && !*key && !*value)
+    const char *pod = l->pod, *key = l->key, *value = l->value;
+    if (!*pod && !*key && !*value && !l->ns[0])
         return 0;
     if (!*pod)
         return fail(msg, msg_len, "pod_name: must not be empty when pod_label_key is set%s", "");
     if (!*key)
         return fail(msg, msg_len, "pod_label_key: must not be empty when pod_name is set%s", "");
+    if (engine_validate_lease_ref(l->ns, "x", msg, msg_len) != 0) {
+        char inner[200];
+        snprintf(inner, sizeof inner, "%s", msg);
+        return fail(msg, msg_len, "pod_%s", inner); /* "namespace: ..." -> "pod_namespace: ..." */
+    }
     char detail[128];
     if (engine_validate_lease_ref("x", pod, detail, sizeof detail) != 0)
         return fail(msg, msg_len,

@@ -36,13 +36,14 @@ struct http_auth_ticket {
     /* the question */
     uint8_t digest[AUTH_DIGEST_LEN];
     char *token; /* secret: wiped when freed */
-    char verb[16], ns[64], name[254], identity[256], pod[254];
-    bool has_identity, narrow_on_deny;
+    char verb[16], ns[64], name[254], identity[256], pod_ns[64], pod[254];
+    bool has_identity, narrow_on_deny, pod_denies;
     auth_subject *subject; /* loop thread: the caller, once authenticated */
     /* the answer */
     http_auth_verdict verdict;
     http_auth_denial denial;
     auth_subject *narrow; /* allowed, narrowed to what this subject may list */
+    char label_refused[256]; /* the label's Pod is not the caller's (a Campaign) */
 };
 
 /* ---- the authorizer --------------------------------------------------------- */
@@ -95,8 +96,18 @@ static bool name_char(char c)
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
 }
 
-int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity, char *msg,
-                      size_t msg_len)
+/* identity names the caller's Pod: "<namespace>/<pod>", or the bare name
+ * in the Pod's own namespace. */
+static bool is_own_pod(const auth_subject *s, const char *identity, const char *ns)
+{
+    size_t n = strlen(s->pod_ns);
+    if (strncmp(identity, s->pod_ns, n) == 0 && identity[n] == '/')
+        return strcmp(identity + n + 1, s->pod) == 0;
+    return strcmp(identity, s->pod) == 0 && ns && strcmp(ns, s->pod_ns) == 0;
+}
+
+int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity,
+                      const char *ns, char *msg, size_t msg_len)
 {
     if (!identity || a->policy == HTTP_IDENTITY_ANY)
         return 0;
@@ -107,11 +118,12 @@ int auth_policy_check(const http_auth *a, const auth_subject *s, const char *ide
                      "projected ServiceAccount token), so no identity is its own");
             return -1;
         }
-        if (strcmp(identity, s->pod) == 0)
+        if (is_own_pod(s, identity, ns))
             return 0;
         snprintf(msg, msg_len,
-                 "--identity-policy pod: identity \"%.200s\" is not the caller's pod name \"%s\"",
-                 identity, s->pod);
+                 "--identity-policy pod: identity \"%.200s\" is not the caller's pod %s/%s "
+                 "(\"%s/%s\", or \"%s\" for a Lease in the namespace %s)",
+                 identity, s->pod_ns, s->pod, s->pod_ns, s->pod, s->pod, s->pod_ns);
         return -1;
     }
     if (!s->sa[0]) {
@@ -131,7 +143,8 @@ int auth_policy_check(const http_auth *a, const auth_subject *s, const char *ide
     return -1;
 }
 
-int auth_pod_check(const auth_subject *s, const char *pod, char *msg, size_t msg_len)
+int auth_pod_check(const auth_subject *s, const char *pod_ns, const char *pod, char *msg,
+                   size_t msg_len)
 {
     if (!pod)
         return 0;
@@ -141,12 +154,12 @@ int auth_pod_check(const auth_subject *s, const char *pod, char *msg, size_t msg
                  "ServiceAccount token), so no Pod is its own to label");
         return -1;
     }
-    if (strcmp(pod, s->pod) == 0)
+    if (strcmp(pod, s->pod) == 0 && pod_ns && strcmp(pod_ns, s->pod_ns) == 0)
         return 0;
     snprintf(msg, msg_len,
-             "pod_name: \"%.200s\" is not the caller's pod \"%s\" (the pod claim of its "
+             "pod_name: pod %s/%.200s is not the caller's pod %s/%s (the pod claim of its "
              "token): a campaign may label only its own Pod",
-             pod, s->pod);
+             pod_ns ? pod_ns : "", pod, s->pod_ns, s->pod);
     return -1;
 }
 
@@ -176,19 +189,27 @@ static http_auth_verdict deny(http_auth_denial *d, rpc_code code, const char *me
     return HTTP_AUTH_DENIED;
 }
 
-/* After the token: refused, or the identity policy says no. */
+/* After the token: refused, or the identity policy says no, or (pod_denies)
+ * the label's Pod is not the caller's. A Campaign's label whose Pod is not
+ * the caller's is no refusal: why goes to label_refused (n bytes). */
 static bool refused(const http_auth *a, const auth_token_answer *t, const http_auth_action *act,
-                    http_auth_denial *d)
+                    http_auth_denial *d, char *label_refused, size_t n)
 {
     char msg[400];
     if (t->code != RPC_OK) {
         deny(d, t->code, t->message);
         return true;
     }
-    if (auth_policy_check(a, t->subject, act->identity, msg, sizeof msg) != 0 ||
-        auth_pod_check(t->subject, act->pod, msg, sizeof msg) != 0) {
+    if (auth_policy_check(a, t->subject, act->identity, act->ns, msg, sizeof msg) != 0) {
         deny(d, RPC_PERMISSION_DENIED, msg);
         return true;
+    }
+    if (auth_pod_check(t->subject, act->pod_ns, act->pod, msg, sizeof msg) != 0) {
+        if (act->pod_denies) {
+            deny(d, RPC_PERMISSION_DENIED, msg);
+            return true;
+        }
+        snprintf(label_refused, n, "%s", msg);
     }
     return false;
 }
@@ -278,9 +299,14 @@ static void ticket_fail(http_auth_ticket *t, rpc_code code, const char *message)
 
 static http_auth_action ticket_action(const http_auth_ticket *t)
 {
-    return (http_auth_action){t->verb,           t->ns,
-                              t->name,           t->has_identity ? t->identity : NULL,
-                              t->narrow_on_deny, t->pod[0] ? t->pod : NULL};
+    return (http_auth_action){.verb = t->verb,
+                              .ns = t->ns,
+                              .name = t->name,
+                              .identity = t->has_identity ? t->identity : NULL,
+                              .narrow_on_deny = t->narrow_on_deny,
+                              .pod_ns = t->pod_ns,
+                              .pod = t->pod[0] ? t->pod : NULL,
+                              .pod_denies = t->pod_denies};
 }
 
 static void ticket_on_access(void *ctx, const auth_access_answer *acc)
@@ -355,7 +381,7 @@ static void ticket_on_token(void *ctx, const auth_token_answer *ans)
     http_auth *a = t->srv->auth;
     http_auth_action act = ticket_action(t);
     http_auth_denial d;
-    if (refused(a, ans, &act, &d)) {
+    if (refused(a, ans, &act, &d, t->label_refused, sizeof t->label_refused)) {
         ticket_complete(t, HTTP_AUTH_DENIED, &d, NULL);
         return;
     }
@@ -402,7 +428,9 @@ static http_auth_ticket *ticket_new(http_server *s, struct MHD_Connection *conn,
     t->has_identity = act->identity != NULL;
     snprintf(t->identity, sizeof t->identity, "%s", act->identity ? act->identity : "");
     t->narrow_on_deny = act->narrow_on_deny;
+    snprintf(t->pod_ns, sizeof t->pod_ns, "%s", act->pod_ns ? act->pod_ns : "");
     snprintf(t->pod, sizeof t->pod, "%s", act->pod ? act->pod : "");
+    t->pod_denies = act->pod_denies;
     t->token = strdup(token);
     if (!t->token) {
         free(t);
@@ -460,6 +488,9 @@ static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *c
     }
     http_auth_verdict v = t->verdict;
     *d = t->denial;
+    if (v == HTTP_AUTH_ALLOWED && t->label_refused[0] &&
+        !(q->label_refused = strdup(t->label_refused)))
+        v = deny(d, RPC_INTERNAL, "out of memory"); /* never the label unchecked */
     q->scope.subject = t->narrow;
     t->narrow = NULL;
     t->conn = NULL;
@@ -524,7 +555,8 @@ static bool decide_cached(http_auth *a, const http_auth_action *act, const char 
     if (token_due && t.code == RPC_OK)
         auth_refresh_token(a, digest, token, token_len);
     bool decided = true;
-    if (refused(a, &t, act, d)) {
+    char label_refused[256] = "";
+    if (refused(a, &t, act, d, label_refused, sizeof label_refused)) {
         *v = HTTP_AUTH_DENIED;
     } else {
         auth_access_question aq = {act->verb, act->ns, act->name};
@@ -533,6 +565,9 @@ static bool decide_cached(http_auth *a, const http_auth_action *act, const char 
         decided = access_cached(a, t.subject, &aq, &acc, &access_due, &wide, &wide_denied);
         if (decided)
             *v = access_verdict(t.subject, act, &acc, d, &q->scope.subject);
+        if (decided && *v == HTTP_AUTH_ALLOWED && label_refused[0] && !q->label_refused &&
+            !(q->label_refused = strdup(label_refused)))
+            *v = deny(d, RPC_INTERNAL, "out of memory"); /* never the label unchecked */
         if (access_due)
             auth_refresh_access(a, t.subject, act->verb, act->ns, wide ? "" : act->name);
     }

@@ -34,9 +34,13 @@ typedef struct http_auth_action {
     /* A denial at the cluster scope is not the end: the answer is narrowed
      * to the namespaces the caller may list (q->scope.subject). */
     bool narrow_on_deny;
-    /* The Pod a campaign asks to label; NULL: none. It must be the pod
-     * claim of the caller's token (docs/design.md, rule 9). */
+    /* The Pod (pod_ns/pod) a leader label is for; pod NULL: none. It must be
+     * the pod claim of the caller's token (docs/design.md, rule 9): when it
+     * is not, a SetPodLabel (pod_denies) is denied, and a Campaign goes on
+     * with the refusal in q->label_refused (its label is dropped). */
+    const char *pod_ns;
     const char *pod;
+    bool pod_denies;
 } http_auth_action;
 
 typedef enum http_auth_verdict {

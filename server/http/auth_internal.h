@@ -61,7 +61,8 @@ struct auth_subject {
     kube_user user;
     uint8_t digest[AUTH_DIGEST_LEN]; /* of the whole user: access answers are keyed by it */
     char sa[320];                    /* "NS:NAME" for a ServiceAccount, else "" */
-    char pod[254];                   /* the pod-name claim of a pod-bound token, else "" */
+    char pod[254];    /* the pod-name claim of a pod-bound token, else "" */
+    char pod_ns[64];  /* with pod: its namespace (the ServiceAccount's) */
 };
 
 auth_subject *auth_subject_ref(auth_subject *s);
@@ -122,13 +123,17 @@ void auth_access_key(const auth_subject *s, const auth_access_question *q,
 bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out,
                         bool *refresh);
 
-/* The identity policy for a campaign's identity. Returns 0, or -1 with the
- * reason in msg. */
-/* A campaign naming a Pod (pod not NULL) comes from that Pod: its token's
- * pod claim names it (docs/design.md, rule 9). Returns 0, or -1 with why. */
-int auth_pod_check(const auth_subject *s, const char *pod, char *msg, size_t msg_len);
-int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity, char *msg,
-                      size_t msg_len);
+/* A leader label's Pod (pod not NULL; pod_ns its namespace) is the
+ * caller's: its token's pod claim names that namespace and Pod
+ * (docs/design.md, rule 9). Returns 0, or -1 with why. */
+int auth_pod_check(const auth_subject *s, const char *pod_ns, const char *pod, char *msg,
+                   size_t msg_len);
+/* The identity policy for a campaign's identity (identity NULL: none) in
+ * the Lease's namespace ns. Under the pod policy the identity is the
+ * caller's Pod: "<namespace>/<pod>", or its bare name when the Lease is in
+ * the Pod's namespace. Returns 0, or -1 with the reason in msg. */
+int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity,
+                      const char *ns, char *msg, size_t msg_len);
 /* The permission_denied message for a denied question, like kubectl's. */
 void auth_forbidden_message(const auth_subject *s, const auth_access_question *q,
                             const char *reason, char *msg, size_t msg_len);

@@ -170,8 +170,14 @@ static auth_subject *subject_new(kube_token_review *tr)
     free(body);
     if (kube_user_serviceaccount(&s->user, s->sa, sizeof s->sa) != 0)
         s->sa[0] = 0;
+    /* A pod-bound token's Pod lives in its ServiceAccount's namespace (a
+     * Pod can use only a ServiceAccount of its own namespace). */
     const char *pod = kube_user_extra_value(&s->user, KUBE_EXTRA_POD_NAME);
-    snprintf(s->pod, sizeof s->pod, "%s", pod ? pod : "");
+    const char *colon = strchr(s->sa, ':');
+    if (pod && pod[0] && colon && (size_t)(colon - s->sa) < sizeof s->pod_ns) {
+        snprintf(s->pod, sizeof s->pod, "%s", pod);
+        snprintf(s->pod_ns, sizeof s->pod_ns, "%.*s", (int)(colon - s->sa), s->sa);
+    }
     return s;
 }
 

@@ -75,7 +75,6 @@ struct http_server {
     size_t max_body;
     unsigned user_timeout_ms;
     char **namespaces;     /* NULL-terminated; NULL: all */
-    char **pod_label_keys; /* NULL-terminated; NULL: campaigns label no Pods */
     bool pod_ip_check;     /* without auth: a campaign's Pod has the caller's address */
     uint16_t port, ops_port;
     http_acceptor *acceptor; /* takes the main daemon's connections */
@@ -122,6 +121,12 @@ typedef struct http_req {
     http_call *call;
     http_stream *stream;
     http_auth_ticket *auth; /* a pending authorization */
+    /* Why the Pod of a Campaign's leader label is not the caller's (NULL:
+     * it is, or none; malloc'd): the campaign goes on without the label. */
+    char *label_refused;
+    /* The caller's address, when the engine must check it against the Pod
+     * of a leader label (--auth none); "" otherwise. */
+    char peer[48];
     http_list_scope scope;  /* ListLeases and the status page: what they may show */
 } http_req;
 
@@ -151,6 +156,9 @@ enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http
                                const char *url, const char *method);
 /* The whole body is in: decodes, validates, dispatches. */
 enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, http_req *q);
+/* The caller's address as a Pod's status.podIP spells it (an IPv4 peer on
+ * an IPv6 socket without its ::ffff: prefix); "" when unknown. */
+void http_peer_ip(struct MHD_Connection *conn, char *out, size_t n);
 
 /* --- ops_routes.c: GET /livez, /readyz, /metrics and / ----------------- */
 

@@ -48,7 +48,7 @@ static enum MHD_Result metrics(struct MHD_Connection *conn, http_req *q)
 static enum MHD_Result status_page(http_server *s, struct MHD_Connection *conn, http_req *q)
 {
     if (s->auth) {
-        http_auth_action act = {"list", "", "", NULL, true, NULL};
+        http_auth_action act = {.verb = "list", .ns = "", .name = "", .narrow_on_deny = true};
         http_auth_denial d;
         switch (http_auth_authorize(s, conn, q, &act, &d)) {
         case HTTP_AUTH_WAIT:

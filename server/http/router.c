@@ -116,5 +116,6 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     http_auth_request_done(s, q);
     http_list_scope_clear(&q->scope);
     kl__buf_free(&q->body);
+    free(q->label_refused);
     free(q);
 }

@@ -13,10 +13,13 @@
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. No locks: only the request is touched. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "common/envelope.h"
 #include "http/auth.h"
@@ -153,6 +156,24 @@ static rpc_code unwrap_envelope(const http_server *s, const http_req *q, uint8_t
     return RPC_OK;
 }
 
+void http_peer_ip(struct MHD_Connection *conn, char *out, size_t n)
+{
+    out[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+                  (socklen_t)n);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))
+            inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)n);
+        else
+            inet_ntop(AF_INET6, a, out, (socklen_t)n);
+    }
+}
+
 static bool namespace_served(const http_server *s, const char *ns)
 {
     if (!s->namespaces || !ns)
@@ -175,7 +196,7 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
         [RPC_METHOD_RESIGN] = "campaign",     [RPC_METHOD_GET_HOLDER] = "get",
         [RPC_METHOD_WATCH_HOLDER] = "watch",  [RPC_METHOD_LIST_LEASES] = "list",
         [RPC_METHOD_HANDOFF] = "handoff",     [RPC_METHOD_CHECK_EPOCH] = "get",
-        [RPC_METHOD_LIST_CANDIDATES] = "get",
+        [RPC_METHOD_LIST_CANDIDATES] = "get", [RPC_METHOD_SET_POD_LABEL] = "campaign",
     };
     if (!s->auth)
         return HTTP_AUTH_ALLOWED;
@@ -186,31 +207,17 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
      * rule 8); anyone else needs the verb handoff. */
     if (id == RPC_METHOD_HANDOFF)
         verb = identity ? "campaign" : "handoff";
-    http_auth_action act = {verb,
-                            ns ? ns : "",
-                            name ? name : "",
-                            identity,
-                            id == RPC_METHOD_LIST_LEASES,
-                            rpc_request_pod(id, m)};
+    engine_pod_label label;
+    bool has_label = rpc_request_label(id, m, &label);
+    http_auth_action act = {.verb = verb,
+                            .ns = ns ? ns : "",
+                            .name = name ? name : "",
+                            .identity = identity,
+                            .narrow_on_deny = id == RPC_METHOD_LIST_LEASES,
+                            .pod_ns = label.ns,
+                            .pod = has_label ? label.pod : NULL,
+                            .pod_denies = id == RPC_METHOD_SET_POD_LABEL};
     return http_auth_authorize(s, conn, q, &act, d);
-}
-
-/* A campaign's Pod label key is one --pod-label-keys allows (docs/design.md,
- * rule 9). Returns 0, or -1 with why. */
-static int pod_label_key_allowed(const http_server *s, const char *key, char *msg, size_t msg_len)
-{
-    if (!key)
-        return 0;
-    if (!s->pod_label_keys) {
-        snprintf(msg, msg_len,
-                 "pod_label_key: this kubeleased labels no Pods (--pod-label-keys is empty)");
-        return -1;
-    }
-    for (char **p = s->pod_label_keys; *p; p++)
-        if (strcmp(*p, key) == 0)
-            return 0;
-    snprintf(msg, msg_len, "pod_label_key: \"%.200s\" is not one of --pod-label-keys", key);
-    return -1;
 }
 
 /* A decoded request: validated, authorized, then started. */
@@ -236,8 +243,14 @@ static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, htt
         snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased", ns);
         return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);
     }
-    if (pod_label_key_allowed(s, rpc_request_pod_label_key(q->method->id, m), msg, sizeof msg))
-        return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);
+    /* Without authentication, only the Pod's address says the caller is it
+     * (docs/design.md, rule 9): "?" (no address) matches no Pod. */
+    engine_pod_label label;
+    if (!s->auth && s->pod_ip_check && rpc_request_label(q->method->id, m, &label)) {
+        http_peer_ip(conn, q->peer, sizeof q->peer);
+        if (!q->peer[0])
+            snprintf(q->peer, sizeof q->peer, "?");
+    }
     if (q->method->server_stream)
         return http_stream_start(s, conn, q, m);
     if (q->timeout_ms == 0)

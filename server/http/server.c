@@ -158,11 +158,6 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
         snprintf(err, err_len, "cannot build the namespace allow-list: out of memory");
         goto fail;
     }
-    if (cfg->pod_label_keys && cfg->pod_label_keys[0] &&
-        !(s->pod_label_keys = copy_list(cfg->pod_label_keys))) {
-        snprintf(err, err_len, "cannot build the --pod-label-keys list: out of memory");
-        goto fail;
-    }
     s->pod_ip_check = cfg->pod_ip_check;
     unsigned read_timeout = cfg->read_timeout_ms ? cfg->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS;
     s->limits =
@@ -458,7 +453,6 @@ void http_server_stop(http_server *s)
     http_acceptor_free(s->acceptor);
     http_tls_free(s->tls);
     free(s->namespaces);
-    free(s->pod_label_keys);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->drained);
     pthread_mutex_destroy(&s->mu);

@@ -60,12 +60,9 @@ typedef struct http_config {
      * slower connections are shut down. 0: 10000. */
     unsigned read_timeout_ms;
     const char *const *namespaces; /* served namespaces, NULL-terminated; NULL: all */
-    /* The Pod label keys campaigns may ask for, NULL-terminated; NULL: none
-     * (a campaign naming one is refused). docs/design.md, rule 9. */
-    const char *const *pod_label_keys;
-    /* Without auth (auth.mode NONE), a campaign naming a Pod is taken on
-     * only when the Pod's status.podIP is the caller's address. Off only in
-     * --dev, whose memory store has no Pod addresses. */
+    /* Without auth (auth.mode NONE), a leader label is taken on only when
+     * its Pod's status.podIP is the caller's address (docs/design.md, rule
+     * 9). Off only in --dev, whose memory store has no Pod addresses. */
     bool pod_ip_check;
     /* "ADDR:PORT" of a second listener serving only /livez, /readyz,
      * /metrics and the status page, with connection slots of its own, so

@@ -327,31 +327,12 @@ static void set_socket_options(http_server *s, http_stream *st, struct MHD_Conne
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, STREAM_IDLE_TIMEOUT_S);
 }
 
-/* The caller's address as a Pod's status.podIP spells it (an IPv4 peer
- * on an IPv6 socket without its ::ffff: prefix); "" when unknown. */
-static void peer_ip(struct MHD_Connection *conn, char *out, size_t n)
-{
-    out[0] = '\0';
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    if (sa && sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
-                  (socklen_t)n);
-    } else if (sa && sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(a))
-            inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)n);
-        else
-            inet_ntop(AF_INET6, a, out, (socklen_t)n);
-    }
-}
-
 /* Lists st and starts its engine side; an end frame instead if the engine
- * cannot take it. peer: the caller's address when the engine must check
- * it against a campaign's Pod (docs/design.md, rule 9), else NULL. */
+ * cannot take it. q->peer: the caller's address when the engine must check
+ * it against the Pod of a campaign's label, q->label_refused why that Pod
+ * is not the caller's (docs/design.md, rule 9). */
 static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCMessage *m,
-                               const char *peer)
+                               const http_req *q)
 {
     stream_list(s, st);
     if (st->deadline_ms && st->deadline_ms < s->streams_due_ms) {
@@ -361,7 +342,9 @@ static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCM
     stream_ref(st); /* the engine's, until on_close */
     st->engine_open = true;
     engine_listener l = {stream_on_event, stream_on_close, st};
-    st->engine_id = rpc_stream_start(s->engine, st->method->id, m, peer, l);
+    st->engine_id =
+        rpc_stream_start(s->engine, st->method->id, m, q->peer[0] ? q->peer : NULL,
+                         q->label_refused, l);
     if (!st->engine_id) {
         st->engine_open = false;
         stream_unref(st); /* the engine never calls on_close */
@@ -387,15 +370,6 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
      * served by the streams' threads (accept.c). */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     set_socket_options(s, st, conn);
-    /* Without authentication, only the Pod's address says the caller is it:
-     * "?" (no address) matches no Pod. */
-    char peer[INET6_ADDRSTRLEN] = "";
-    bool check_peer = !s->auth && s->pod_ip_check && rpc_request_pod(q->method->id, m);
-    if (check_peer) {
-        peer_ip(conn, peer, sizeof peer);
-        if (!peer[0])
-            snprintf(peer, sizeof peer, "?");
-    }
 
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
@@ -404,7 +378,7 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
         MHD_destroy_response(resp); /* the response's: frees st */
         return http_respond_stream_error(conn, q, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
     }
-    stream_open_locked(s, st, m, check_peer ? peer : NULL);
+    stream_open_locked(s, st, m, q);
     pthread_mutex_unlock(&s->mu);
     http_ops_stream(q->method->name, +1);
     q->stream = st;

@@ -18,7 +18,7 @@
 /* The annotation kubelease writes on a Lease whose term labels a Pod:
  * "<pod> <key>=<value>" (docs/design.md, rule 9). */
 #define KUBE_POD_LABEL_ANNOTATION "kubelease.io/pod-label"
-#define KUBE_POD_LABEL_MAX        640 /* pod 253 + key 317 + value 63 + separators */
+#define KUBE_POD_LABEL_MAX        768 /* ns/pod 317 + key 317 + value 63 + MAC 43 + separators */
 #define KUBE_IP_MAX               64  /* one address */
 #define KUBE_POD_IPS_MAX          128 /* a Pod's addresses (dual-stack: two), space-separated */
 #define KUBE_NONCE_MAX            64

@@ -82,6 +82,28 @@ static int validate_handoff(const Kubelease__V1__HandoffRequest *r, char *msg, s
     return 0;
 }
 
+/* A leader label in the engine's form: the Pod's namespace is the Lease's
+ * when left empty. Every field "" when pod is empty. */
+static void label_of(const char *lease_ns, const char *pod_ns, const char *pod, const char *key,
+                     const char *value, engine_pod_label *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!pod || !pod[0]) {
+        if ((key && key[0]) || (value && value[0]) || (pod_ns && pod_ns[0])) {
+            /* invalid (validation names it): kept so that it is seen */
+            snprintf(out->ns, sizeof out->ns, "%s", pod_ns ? pod_ns : "");
+            snprintf(out->key, sizeof out->key, "%s", key ? key : "");
+            snprintf(out->value, sizeof out->value, "%s", value ? value : "");
+        }
+        return;
+    }
+    snprintf(out->ns, sizeof out->ns, "%s",
+             pod_ns && pod_ns[0] ? pod_ns : (lease_ns ? lease_ns : ""));
+    snprintf(out->pod, sizeof out->pod, "%s", pod);
+    snprintf(out->key, sizeof out->key, "%s", key ? key : "");
+    snprintf(out->value, sizeof out->value, "%s", value ? value : "");
+}
+
 /* A CampaignRequest in the engine's form. */
 static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaign_req *out)
 {
@@ -94,22 +116,22 @@ static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaig
     out->retry_period_s = r->retry_period_seconds;
     out->resume_epoch = r->resume_epoch;
     snprintf(out->term_token, sizeof out->term_token, "%s", r->term_token ? r->term_token : "");
-    snprintf(out->pod, sizeof out->pod, "%s", r->pod_name ? r->pod_name : "");
-    snprintf(out->label_key, sizeof out->label_key, "%s", r->pod_label_key ? r->pod_label_key : "");
-    snprintf(out->label_value, sizeof out->label_value, "%s",
-             r->pod_label_value ? r->pod_label_value : "");
+    label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
+             &out->label);
 }
 
-/* The lengths of the Pod label fields, before they are copied. */
-static int pod_label_lengths(const Kubelease__V1__CampaignRequest *r, char *msg, size_t msg_len)
+/* The lengths of the label fields, before they are copied. */
+static int pod_label_lengths(const char *pod_ns, const char *pod, const char *key,
+                             const char *value, char *msg, size_t msg_len)
 {
     const struct {
         const char *field, *value;
         size_t max;
     } f[] = {
-        {"pod_name", r->pod_name, STORE_NAME_MAX - 1},
-        {"pod_label_key", r->pod_label_key, STORE_LABEL_KEY_MAX - 1},
-        {"pod_label_value", r->pod_label_value, STORE_LABEL_VAL_MAX - 1},
+        {"pod_namespace", pod_ns, STORE_NS_MAX - 1},
+        {"pod_name", pod, STORE_NAME_MAX - 1},
+        {"pod_label_key", key, STORE_LABEL_KEY_MAX - 1},
+        {"pod_label_value", value, STORE_LABEL_VAL_MAX - 1},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (f[i].value && strlen(f[i].value) > f[i].max) {
@@ -134,7 +156,8 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
          * form has fixed-size buffers. */
         if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
             engine_validate_term_token(r->term_token, msg, msg_len) != 0 ||
-            pod_label_lengths(r, msg, msg_len) != 0)
+            pod_label_lengths(r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
+                              msg, msg_len) != 0)
             return -1;
         engine_campaign_req c;
         campaign_req(r, &c);
@@ -179,6 +202,18 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
     }
     case RPC_METHOD_HANDOFF:
         return validate_handoff((const void *)req, msg, msg_len);
+    case RPC_METHOD_SET_POD_LABEL: {
+        const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
+        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
+            engine_validate_term_token(r->term_token, msg, msg_len) != 0 ||
+            pod_label_lengths(r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
+                              msg, msg_len) != 0)
+            return -1;
+        engine_pod_label l;
+        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key,
+                 r->pod_label_value, &l);
+        return engine_validate_pod_label(&l, msg, msg_len);
+    }
     case RPC_METHOD_COUNT:
         break;
     }
@@ -209,6 +244,8 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__ListCandidatesRequest *)req)->namespace_;
     case RPC_METHOD_HANDOFF:
         return ((const Kubelease__V1__HandoffRequest *)req)->namespace_;
+    case RPC_METHOD_SET_POD_LABEL:
+        return ((const Kubelease__V1__SetPodLabelRequest *)req)->namespace_;
     default:
         return NULL;
     }
@@ -233,25 +270,26 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__ListCandidatesRequest *)req)->name;
     case RPC_METHOD_HANDOFF:
         return ((const Kubelease__V1__HandoffRequest *)req)->name;
+    case RPC_METHOD_SET_POD_LABEL:
+        return ((const Kubelease__V1__SetPodLabelRequest *)req)->name;
     default:
         return NULL;
     }
 }
 
-const char *rpc_request_pod(rpc_method_id id, const ProtobufCMessage *req)
+bool rpc_request_label(rpc_method_id id, const ProtobufCMessage *req, engine_pod_label *out)
 {
-    if (id != RPC_METHOD_CAMPAIGN)
-        return NULL;
-    const char *p = ((const Kubelease__V1__CampaignRequest *)req)->pod_name;
-    return p && p[0] ? p : NULL;
-}
-
-const char *rpc_request_pod_label_key(rpc_method_id id, const ProtobufCMessage *req)
-{
-    if (id != RPC_METHOD_CAMPAIGN)
-        return NULL;
-    const char *k = ((const Kubelease__V1__CampaignRequest *)req)->pod_label_key;
-    return k && k[0] ? k : NULL;
+    memset(out, 0, sizeof *out);
+    if (id == RPC_METHOD_CAMPAIGN) {
+        const Kubelease__V1__CampaignRequest *r = (const void *)req;
+        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key,
+                 r->pod_label_value, out);
+    } else if (id == RPC_METHOD_SET_POD_LABEL) {
+        const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
+        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key,
+                 r->pod_label_value, out);
+    }
+    return out->pod[0] != '\0';
 }
 
 const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
@@ -267,6 +305,8 @@ const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
         const char *who = ((const Kubelease__V1__HandoffRequest *)req)->identity;
         return who && who[0] ? who : NULL; /* the holder's own handoff */
     }
+    case RPC_METHOD_SET_POD_LABEL:
+        return ((const Kubelease__V1__SetPodLabelRequest *)req)->identity;
     default:
         return NULL;
     }
@@ -274,8 +314,8 @@ const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
 
 /* ---------- unary calls ---------- */
 
-int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, engine_done done,
-                    void *ctx)
+int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
+                    const char *peer_ip, engine_done done, void *ctx)
 {
     switch (id) {
     case RPC_METHOD_CONFIRM: {
@@ -305,6 +345,13 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, en
         const Kubelease__V1__HandoffRequest *r = (const void *)req;
         return engine_handoff(e, r->namespace_, r->name, r->identity, r->term_token, r->to_identity,
                               done, ctx);
+    }
+    case RPC_METHOD_SET_POD_LABEL: {
+        const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
+        engine_pod_label l;
+        rpc_request_label(id, req, &l);
+        return engine_set_pod_label(e, r->namespace_, r->name, r->identity, r->term_token, &l,
+                                    peer_ip, done, ctx);
     }
     default:
         return -1;
@@ -417,6 +464,13 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
         m.to_identity = (char *)r->holder;
         return rpc_message_encode(codec, &m.base, len);
     }
+    case RPC_METHOD_SET_POD_LABEL: {
+        Kubelease__V1__SetPodLabelResponse m = KUBELEASE__V1__SET_POD_LABEL_RESPONSE__INIT;
+        /* engine_label_state has the values of kubelease.v1.PodLabelState. */
+        m.state = (Kubelease__V1__PodLabelState)r->label_state;
+        m.message = (char *)r->message;
+        return rpc_message_encode(codec, &m.base, len);
+    }
     default:
         return NULL;
     }
@@ -425,14 +479,17 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
 /* ---------- streams ---------- */
 
 uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                          const char *peer_ip, engine_listener listener)
+                          const char *peer_ip, const char *label_refused,
+                          engine_listener listener)
 {
     switch (id) {
     case RPC_METHOD_CAMPAIGN: {
         engine_campaign_req c;
         campaign_req((const Kubelease__V1__CampaignRequest *)req, &c);
-        if (peer_ip && c.pod[0])
+        if (peer_ip && c.label.pod[0])
             snprintf(c.peer_ip, sizeof c.peer_ip, "%s", peer_ip);
+        if (label_refused && c.label.pod[0])
+            snprintf(c.label_refused, sizeof c.label_refused, "%s", label_refused);
         return engine_campaign(e, &c, listener);
     }
     case RPC_METHOD_WATCH_HOLDER: {
@@ -461,6 +518,7 @@ typedef struct event_msg {
         Kubelease__V1__Elected elected;
         Kubelease__V1__Heartbeat heartbeat;
         Kubelease__V1__Lost lost;
+        Kubelease__V1__PodLabel pod_label;
         Kubelease__V1__HolderEvent holder;
     } u;
 } event_msg;
@@ -502,6 +560,18 @@ static ProtobufCMessage *event_message(const engine_event *ev, event_msg *m)
         m->u.lost.message = (char *)ev->message;
         ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST;
         ce->lost = &m->u.lost;
+        return &ce->base;
+    case ENGINE_EVENT_POD_LABEL:
+        kubelease__v1__pod_label__init(&m->u.pod_label);
+        m->u.pod_label.pod_namespace = (char *)ev->label.ns;
+        m->u.pod_label.pod_name = (char *)ev->label.pod;
+        m->u.pod_label.key = (char *)ev->label.key;
+        m->u.pod_label.value = (char *)ev->label.value;
+        /* engine_label_state has the values of kubelease.v1.PodLabelState. */
+        m->u.pod_label.state = (Kubelease__V1__PodLabelState)ev->label_state;
+        m->u.pod_label.message = (char *)ev->message;
+        ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_POD_LABEL;
+        ce->pod_label = &m->u.pod_label;
         return &ce->base;
     case ENGINE_EVENT_HOLDER:
         kubelease__v1__holder_event__init(&m->u.holder);

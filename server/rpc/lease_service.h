@@ -31,25 +31,28 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
 const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req);
 /* The Lease name a request is about, NULL when it has none (ListLeases). */
 const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req);
-/* The campaign identity a request acts for (Campaign, Confirm, Resign, a
- * holder's own Handoff), NULL for the others. */
+/* The campaign identity a request acts for (Campaign, Confirm, Resign,
+ * SetPodLabel, a holder's own Handoff), NULL for the others. */
 const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req);
 
-/* A Campaign's Pod and label key, NULL for other methods or when unset. */
-const char *rpc_request_pod(rpc_method_id id, const ProtobufCMessage *req);
-const char *rpc_request_pod_label_key(rpc_method_id id, const ProtobufCMessage *req);
+/* The leader label a validated Campaign or SetPodLabel names, its Pod's
+ * namespace filled in (the Lease's when the request leaves it empty): true
+ * when it names one, else false with *out all empty. */
+bool rpc_request_label(rpc_method_id id, const ProtobufCMessage *req, engine_pod_label *out);
 
 /* The Connect code of an engine status code; RPC_UNKNOWN for a value the
  * table does not know. */
 rpc_code rpc_code_of_engine(engine_code c);
 
 /* Sends a validated unary request (Confirm, Resign, GetHolder, ListLeases,
- * CheckEpoch, ListCandidates, Handoff) to the engine; done runs once on the engine thread with its
- * reply.
+ * CheckEpoch, ListCandidates, Handoff, SetPodLabel) to the engine; done
+ * runs once on the engine thread with its reply. peer_ip, when not NULL,
+ * is the caller's address, which the Pod of a SetPodLabel must have
+ * (docs/design.md, rule 9).
  * Returns 0, or -1 when out of memory or id is not a unary method (done is
  * then never called). */
-int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, engine_done done,
-                    void *ctx);
+int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
+                    const char *peer_ip, engine_done done, void *ctx);
 /* The response message of a successful reply to unary method id, encoded
  * with codec: a malloc'd buffer of *len bytes (caller frees), NULL when out
  * of memory. */
@@ -57,11 +60,13 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
 
 /* Starts the engine side of a validated stream request (Campaign or
  * WatchHolder) whose events go to listener. peer_ip, when not NULL, is the
- * caller's address, which a campaign naming a Pod must share with it
- * (docs/design.md, rule 9). Returns the engine's id (> 0), or 0 when out of
- * memory (listener untouched). */
+ * caller's address, which the Pod of a campaign's label must have
+ * (docs/design.md, rule 9); label_refused, when not NULL, why that Pod is
+ * not the caller's (the campaign goes on without the label). Returns the
+ * engine's id (> 0), or 0 when out of memory (listener untouched). */
 uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                          const char *peer_ip, engine_listener listener);
+                          const char *peer_ip, const char *label_refused,
+                          engine_listener listener);
 /* The peer of stream engine_id left: a campaign is detached (not resigned:
  * the Lease is released only after the granted validity, docs/design.md,
  * rule 3), a watch is dropped. */

@@ -52,6 +52,7 @@ typedef struct mem_store {
     struct kl__list entries; /* mem_entry: the Leases */
     struct kl__list pods;    /* mem_pod */
     bool auto_pods;          /* a Pod named for the first time exists (--dev) */
+    store_status pods_fail;  /* every Pod label request fails so (STORE_OK: none) */
     struct kl__list watches; /* store_watch: not yet freed (a dead one may wait for a delivery) */
     struct kl__list delayed; /* mem_op: operations and deliveries waiting on their timer */
     int64_t revision;
@@ -254,6 +255,12 @@ static void apply_pod(mem_store *m, const mem_op *op, store_result *r)
     if (!p && m->auto_pods)
         p = pod_add(m, op->lease.ns, op->lease.name, NULL);
     r->lease = op->lease;
+    if (op->kind == OP_POD_LABEL && m->pods_fail != STORE_OK) {
+        r->status = m->pods_fail;
+        snprintf(r->message, sizeof r->message, "pod %.60s/%.150s: refused (fault injected)",
+                 op->lease.ns, op->lease.name);
+        return;
+    }
     if (!p) {
         r->status = STORE_NOT_FOUND;
         snprintf(r->message, sizeof r->message, "pod %.60s/%.150s: not found", op->lease.ns,
@@ -530,6 +537,11 @@ int store_memory_pod_put(store *s, const char *ns, const char *pod, const char *
 void store_memory_set_auto_pods(store *s, bool on)
 {
     ((mem_store *)s)->auto_pods = on;
+}
+
+void store_memory_set_pod_labels_fail(store *s, store_status status)
+{
+    ((mem_store *)s)->pods_fail = status;
 }
 
 const char *store_memory_pod_label(store *s, const char *ns, const char *pod, const char *key)

@@ -43,6 +43,10 @@ void store_memory_set_watch_delay(store *s, int ms);
  * only. */
 int store_memory_pod_put(store *s, const char *ns, const char *pod, const char *ip);
 void store_memory_set_auto_pods(store *s, bool on);
+/* Makes every later Pod label request (set or remove) fail with status,
+ * changing nothing (STORE_OK: back to normal), as when kubeleased lacks
+ * RBAC on pods (STORE_FORBIDDEN). Loop thread only. */
+void store_memory_set_pod_labels_fail(store *s, store_status status);
 /* Label key of Pod ns/pod; NULL when the Pod or the label is absent. Valid
  * until the next operation. Loop thread only. */
 const char *store_memory_pod_label(store *s, const char *ns, const char *pod, const char *key);

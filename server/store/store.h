@@ -19,9 +19,10 @@
 #define STORE_NAME_MAX   254 /* DNS-1123 subdomain: 253 bytes + NUL */
 #define STORE_HOLDER_MAX 256 /* identities are at most 253 printable bytes */
 #define STORE_RV_MAX     64
-/* A term's Pod label as the Lease records it: "<pod> <key>=<value>"
- * (docs/design.md, rule 9). */
-#define STORE_POD_LABEL_MAX 640
+/* A term's Pod label as the Lease records it:
+ * "<pod-namespace>/<pod> <key>=<value> <mac>" (docs/design.md, rule 9):
+ * 63 + 1 + 253 + 1 + 317 + 1 + 63 + 1 + 43 bytes at most, and the NUL. */
+#define STORE_POD_LABEL_MAX 768
 #define STORE_LABEL_KEY_MAX 320 /* [prefix (DNS subdomain, 253) '/'] name (63) */
 #define STORE_LABEL_VAL_MAX 64  /* at most 63 bytes */
 #define STORE_IP_MAX        64

@@ -73,13 +73,12 @@ static int setup_policy(void **state, http_identity_policy policy)
     f->kube = kube_client_new(f->l, &kc, err, sizeof err);
     if (!f->kube)
         fail_msg("kube_client_new: %s", err);
-    engine_config ec = {.loop = f->l, .store = f->st};
+    static const char *const label_keys[] = {"example.com/role", NULL};
+    engine_config ec = {.loop = f->l, .store = f->st, .pod_label_keys = label_keys};
     f->e = engine_new(&ec);
     pthread_create(&f->tid, NULL, run_engine, f->e);
-    static const char *const label_keys[] = {"example.com/role", NULL};
     http_config hc = {.listen = "127.0.0.1:0",
                       .engine = f->e,
-                      .pod_label_keys = label_keys,
                       .auth = {.mode = HTTP_AUTH_KUBERNETES,
                                .identity_policy = policy,
                                .loop = f->l,
@@ -436,7 +435,17 @@ static void test_auth_pod_identity_policy(void **state)
     const char *theirs = "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"kv-1\"}";
     assert_int_equal(rpc(f, "Resign", mine, "pod-alice-kv-0", &b), 200);
     assert_int_equal(rpc(f, "Resign", theirs, "pod-alice-kv-0", &b), 403);
-    assert_non_null(strstr(b.data, "is not the caller's pod name \\\"kv-0\\\""));
+    assert_non_null(strstr(b.data, "is not the caller's pod team/kv-0"));
+    /* The namespace is part of the Pod's identity: alice's Pod team/kv-0
+     * is not kv-0 of another namespace, but may say so in full. */
+    const char *other_ns = "{\"namespace\":\"other\",\"name\":\"x\",\"identity\":\"kv-0\"}";
+    const char *qualified =
+        "{\"namespace\":\"other\",\"name\":\"x\",\"identity\":\"team/kv-0\"}";
+    const char *forged = "{\"namespace\":\"other\",\"name\":\"x\",\"identity\":\"other/kv-0\"}";
+    assert_int_equal(rpc(f, "Resign", other_ns, "pod-alice-kv-0", &b), 403);
+    assert_non_null(strstr(b.data, "--identity-policy pod"));
+    assert_int_equal(rpc(f, "Resign", qualified, "pod-alice-kv-0", &b), 200);
+    assert_int_equal(rpc(f, "Resign", forged, "pod-alice-kv-0", &b), 403);
     assert_int_equal(rpc(f, "Resign", mine, "tok-alice", &b), 403);
     assert_non_null(strstr(b.data, "not bound to a pod"));
     /* The policy holds for Confirm too (the engine then answers). */
@@ -445,46 +454,87 @@ static void test_auth_pod_identity_policy(void **state)
     assert_int_equal(rpc(f, "Confirm", confirm, "pod-alice-kv-0", &b), 403);
 }
 
-/* A campaign naming a Pod and a label (docs/design.md, rule 9): refused
- * before the engine when the token's pod claim names another Pod, when the
- * token is bound to none, or when the key is not in --pod-label-keys. */
-static long campaign_with_label(const fixture *f, const char *pod, const char *key,
-                                const char *token, body *b)
+/* A campaign naming a Pod and a label (docs/design.md, rule 9): the label
+ * is refused (the campaign goes on without it, and its stream says why)
+ * when the token's pod claim names another Pod or another namespace, when
+ * the token is bound to none, or when the key is not in --pod-label-keys.
+ * The stream is read for 500 ms (Connect-Timeout-Ms). */
+static long campaign_with_label(const fixture *f, const char *lease, const char *pod_ns,
+                                const char *pod, const char *key, const char *token, body *b)
 {
-    char json[384];
-    uint8_t env[512];
+    char json[512], auth[512];
+    uint8_t env[600];
     snprintf(json, sizeof json,
-             "{\"namespace\":\"team\",\"name\":\"x\",\"identity\":\"kv-0\","
+             "{\"namespace\":\"team\",\"name\":\"%s\",\"identity\":\"kv-0\","
              "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,\"retryPeriodSeconds\":2,"
-             "\"podName\":\"%s\",\"podLabelKey\":\"%s\",\"podLabelValue\":\"leader\"}",
-             pod, key);
+             "\"podNamespace\":\"%s\",\"podName\":\"%s\",\"podLabelKey\":\"%s\","
+             "\"podLabelValue\":\"leader\"}",
+             lease, pod_ns, pod, key);
     size_t n = strlen(json);
     kl__envelope_header(env, 0, (uint32_t)n);
     memcpy(env + 5, json, n);
-    return http(f->base, "/kubelease.v1.LeaseService/Campaign", "application/connect+json", token,
-                env, n + 5, b);
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "%s/kubelease.v1.LeaseService/Campaign", f->base);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/connect+json");
+    h = curl_slist_append(h, auth);
+    h = curl_slist_append(h, "Connect-Timeout-Ms: 500");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)env);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)(n + 5));
+    memset(b, 0, sizeof *b);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body_add);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK ? status : -1;
 }
 
-/* The stream's end frame follows a 5-byte envelope header (NULs in it). */
+/* The stream's frames follow 5-byte envelope headers (NULs in them). */
 static bool has(const body *b, const char *text)
 {
     return memmem(b->data, b->len, text, strlen(text)) != NULL;
+}
+
+/* The campaign was elected and its label refused, saying why. */
+static void expect_label_refused(const body *b, const char *why)
+{
+    assert_true(has(b, "\"elected\""));
+    assert_true(has(b, "POD_LABEL_STATE_REFUSED"));
+    if (!has(b, why))
+        fail_msg("no \"%s\" in the stream: %.*s", why, (int)b->len, b->data);
 }
 
 static void test_auth_pod_label_only_on_the_callers_pod_and_allowed_keys(void **state)
 {
     fixture *f = *state;
     body b;
-    campaign_with_label(f, "kv-1", "example.com/role", "pod-alice-kv-0", &b);
-    assert_true(has(&b, "permission_denied"));
-    assert_true(has(&b, "is not the caller's pod \\\"kv-0\\\""));
-    campaign_with_label(f, "kv-0", "example.com/role", "tok-alice", &b);
-    assert_true(has(&b, "not bound to a pod"));
-    campaign_with_label(f, "kv-0", "example.com/other", "pod-alice-kv-0", &b);
-    assert_true(has(&b, "is not one of --pod-label-keys"));
-    /* Nothing reached the engine: the Lease was never created. */
-    assert_int_equal(
-        rpc(f, "GetHolder", "{\"namespace\":\"team\",\"name\":\"x\"}", "tok-alice", &b), 404);
+    campaign_with_label(f, "x1", "", "kv-1", "example.com/role", "pod-alice-kv-0", &b);
+    expect_label_refused(&b, "pod team/kv-1 is not the caller's pod team/kv-0");
+    /* Her Pod's name in another namespace is not her Pod. */
+    campaign_with_label(f, "x2", "other", "kv-0", "example.com/role", "pod-alice-kv-0", &b);
+    expect_label_refused(&b, "pod other/kv-0 is not the caller's pod team/kv-0");
+    campaign_with_label(f, "x3", "", "kv-0", "example.com/role", "tok-alice", &b);
+    expect_label_refused(&b, "not bound to a pod");
+    campaign_with_label(f, "x4", "", "kv-0", "example.com/other", "pod-alice-kv-0", &b);
+    expect_label_refused(&b, "is not one of --pod-label-keys");
+    /* Her own Pod: accepted. */
+    campaign_with_label(f, "x5", "team", "kv-0", "example.com/role", "pod-alice-kv-0", &b);
+    assert_true(has(&b, "POD_LABEL_STATE_ACCEPTED"));
+    assert_false(has(&b, "POD_LABEL_STATE_REFUSED"));
+    /* SetPodLabel of a Pod not hers is refused before the engine. */
+    const char *set = "{\"namespace\":\"team\",\"name\":\"x1\",\"identity\":\"kv-0\","
+                      "\"podNamespace\":\"other\",\"podName\":\"kv-0\","
+                      "\"podLabelKey\":\"example.com/role\"}";
+    assert_int_equal(rpc(f, "SetPodLabel", set, "pod-alice-kv-0", &b), 403);
+    assert_non_null(strstr(b.data, "pod other/kv-0 is not the caller's pod team/kv-0"));
 }
 
 typedef struct stream_arg {
