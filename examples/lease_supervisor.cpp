@@ -11,11 +11,17 @@
 // leads; when nobody does, campaign and wait to be elected; lead until the
 // leadership is lost; stand by again. A watch logs every change of holder.
 // SIGINT and SIGTERM resign (a standby takes over at once) and exit 0.
-// --pod-label POD/KEY=VALUE: as the later Go wrapper's users do, right after
-// being elected K8sPatchPodLabel puts the leader label on this process's Pod
-// (kubeleased sets it, and takes it off before the next leader is elected,
-// also if this process crashes), and after the loss K8sRemovePodLabel
-// forgets it (harmless then: the label is already gone).
+//
+// The leader label, in the users' call order: K8sLeaseRunElection,
+// K8sLeaseWaitElected, a warm-up (--warm-up-ms), the loss monitor
+// (K8sLeaseWaitLost on a thread of its own), then, while leading, a
+// reconciler that keeps the label on this process's Pod through
+// K8sPatchPodLabel, trying again every second while the call fails; at the
+// end K8sRemovePodLabel, then K8sLeaseCancelElection. kubeleased sets the
+// label, and takes it off before the next leader is elected, also if this
+// process crashes. The Pod: $POD_NAME and $POD_NAMESPACE (the Downward API)
+// with --leader-label KEY=VALUE, or --pod-label POD/KEY=VALUE (a Pod of
+// --namespace, or of $POD_NAMESPACE when set).
 // --intervals FILE appends "start|end ID PID EPOCH MONO_NS WHY" lines for the
 // tests, which check that no two leaders overlap.
 #include "libk8s_lease_wrapper.h"
@@ -43,7 +49,8 @@ struct Config {
     int renew_deadline = 10;
     int retry_period = 2;
     std::string intervals;
-    std::string pod, label_key, label_value; // --pod-label
+    std::string pod_ns, pod, label_key, label_value; // the leader label; pod "": none
+    int warm_up_ms = 0;
 };
 
 Config cfg;
@@ -53,6 +60,7 @@ pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 bool stopping = false;
 long long leading_epoch = 0; // the term this process acts as leader for (0: none)
+bool lost = false;           // the loss monitor saw this term end
 
 void say(const char *what, const std::string &detail)
 {
@@ -155,8 +163,54 @@ void *signal_thread(void *arg)
     pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&mu);
     stop_leading("resigned");
+    char *msg = nullptr;
+    if (!cfg.pod.empty() && K8sRemovePodLabel(c_str(cfg.pod_ns), c_str(cfg.pod),
+                                              c_str(cfg.label_key), &msg) != 0)
+        say("LABEL-ERROR", take(msg));
     K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
     return nullptr;
+}
+
+// The loss monitor: returns when the term ends (at its deadline at the
+// latest), and the process stops acting as leader at once.
+void *loss_monitor(void *)
+{
+    K8sLeaseWaitLost(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+    stop_leading("lost");
+    pthread_mutex_lock(&mu);
+    lost = true;
+    pthread_cond_broadcast(&wake);
+    pthread_mutex_unlock(&mu);
+    return nullptr;
+}
+
+bool is_lost()
+{
+    pthread_mutex_lock(&mu);
+    bool l = lost;
+    pthread_mutex_unlock(&mu);
+    return l;
+}
+
+// The reconciler: while leading, the label is on this process's Pod; a call
+// that fails is tried again a second later, as the users' master does.
+void keep_label()
+{
+    bool labelled = false;
+    std::string what = cfg.pod_ns + "/" + cfg.pod + " " + cfg.label_key + "=" + cfg.label_value;
+    while (!is_lost() && !is_stopping()) {
+        if (!labelled) {
+            char *msg = nullptr;
+            if (K8sPatchPodLabel(c_str(cfg.pod_ns), c_str(cfg.pod), c_str(cfg.label_key),
+                                 c_str(cfg.label_value), &msg) == 0) {
+                labelled = true;
+                say("LABELLED", what);
+            } else {
+                say("LABEL-ERROR", take(msg));
+            }
+        }
+        pause_ms(1000);
+    }
 }
 
 // Stands by while another replica holds a live Lease, reading the holder
@@ -211,20 +265,23 @@ void one_round()
         return;
     }
     say("LEADER", "epoch=" + std::to_string(epoch));
-    if (!cfg.pod.empty()) { // route the leader Service here
-        if (K8sPatchPodLabel(c_str(cfg.ns), c_str(cfg.pod), c_str(cfg.label_key),
-                             c_str(cfg.label_value), &msg) != 0)
-            say("ERROR", take(msg));
-        else
-            say("LABELLED", cfg.pod + " " + cfg.label_key + "=" + cfg.label_value);
-    }
-    // Serve as master until the leadership ends (at its deadline at the latest).
-    K8sLeaseWaitLost(c_str(cfg.ns), c_str(cfg.lease), nullptr);
-    stop_leading("lost");
+    pause_ms(cfg.warm_up_ms);
+    pthread_mutex_lock(&mu);
+    lost = false;
+    pthread_mutex_unlock(&mu);
+    pthread_t monitor;
+    bool monitoring = pthread_create(&monitor, nullptr, loss_monitor, nullptr) == 0;
+    if (!monitoring)
+        loss_monitor(nullptr); // no thread: serve until the loss, unlabelled
+    // Serve as master until the leadership ends, the label kept meanwhile.
+    if (!cfg.pod.empty())
+        keep_label();
+    if (monitoring)
+        pthread_join(monitor, nullptr);
     say(is_stopping() ? "RESIGNED" : "LOST", "epoch=" + std::to_string(epoch));
-    if (!cfg.pod.empty() &&
-        K8sRemovePodLabel(c_str(cfg.ns), c_str(cfg.pod), c_str(cfg.label_key), &msg) != 0)
-        say("ERROR", take(msg));
+    if (!cfg.pod.empty() && K8sRemovePodLabel(c_str(cfg.pod_ns), c_str(cfg.pod),
+                                              c_str(cfg.label_key), &msg) != 0)
+        say("LABEL-ERROR", take(msg));
     K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
 }
 
@@ -263,6 +320,8 @@ void parse_args(int argc, char **argv)
             std::printf("usage: k8s_lease_supervisor --lease NAME --identity ID [--namespace NS]\n"
                         "  [--lease-duration S] [--renew-deadline S] [--retry-period S]\n"
                         "  [--intervals FILE] [--pod-label POD/KEY=VALUE]\n"
+                        "  [--leader-label KEY=VALUE (the Pod: $POD_NAME, $POD_NAMESPACE)]\n"
+                        "  [--warm-up-ms MS]\n"
                         "  (the service: $KUBELEASE_ENDPOINT)\n");
             std::exit(0);
         }
@@ -297,11 +356,28 @@ void parse_args(int argc, char **argv)
             cfg.pod = p.substr(0, slash);
             cfg.label_key = p.substr(slash + 1, eq - slash - 1);
             cfg.label_value = p.substr(eq + 1);
+        } else if (a == "--leader-label") {
+            std::string p = v;
+            size_t eq = p.rfind('=');
+            const char *pod = std::getenv("POD_NAME");
+            if (eq == std::string::npos || eq == 0) {
+                std::fprintf(stderr, "k8s_lease_supervisor: --leader-label must be KEY=VALUE\n");
+                std::exit(2);
+            }
+            if (pod && pod[0]) { // the Downward API: no Pod name, no label
+                cfg.pod = pod;
+                cfg.label_key = p.substr(0, eq);
+                cfg.label_value = p.substr(eq + 1);
+            }
+        } else if (a == "--warm-up-ms") {
+            cfg.warm_up_ms = parse_int("--warm-up-ms", v);
         } else {
             std::fprintf(stderr, "k8s_lease_supervisor: unknown option %s\n", a.c_str());
             std::exit(2);
         }
     }
+    const char *pod_ns = std::getenv("POD_NAMESPACE");
+    cfg.pod_ns = pod_ns && pod_ns[0] ? pod_ns : cfg.ns;
     if (cfg.lease.empty() || cfg.identity.empty()) {
         std::fprintf(stderr, "k8s_lease_supervisor: --lease and --identity are required\n");
         std::exit(2);

@@ -343,6 +343,16 @@ static int wait_lost(int timeout_ms, kl_error *err)
     }
 }
 
+/* The library's log, from KL_LOG_INFO up: what it decided or learnt (a
+ * refused leader label, a lost term and why, a broken stream). It runs with
+ * the library's lock held: it only prints. */
+static void library_log(void *ctx, int level, const char *message)
+{
+    (void)ctx;
+    if (level >= KL_LOG_INFO)
+        say("LOG", "%s: %s", level >= KL_LOG_WARN ? "warn" : "info", message);
+}
+
 /* One round: stand, lead until lost. Returns 0 to go on, 1 to stop. */
 static int one_term(void)
 {
@@ -441,6 +451,7 @@ int main(int argc, char **argv)
     kl_client_options opts;
     kl_client_options_init(&opts);
     opts.health_deadline_ms = cfg.health_deadline_ms;
+    opts.log = library_log;
     client = kl_client_new_opts(cfg.endpoint, &opts, &err);
     if (!client) {
         fprintf(stderr, "kl_replica: %s\n", err.message);

@@ -193,20 +193,21 @@ request() { # METHOD IDENTITY (the leader's: a Campaign resumes its term)
         Handoff) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"toIdentity\":\"$2\"}" ;;
         ListCandidates) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\"}" ;;
         CheckEpoch) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"epoch\":\"$epoch\"}" ;;
+        SetPodLabel) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"identity\":\"$2\"}" ;;
     esac
 }
-methods=(Campaign Confirm Resign GetHolder WatchHolder ListLeases CheckEpoch ListCandidates Handoff)
+methods=(Campaign Confirm Resign GetHolder WatchHolder ListLeases CheckEpoch ListCandidates Handoff SetPodLabel)
 # expect WHO: the code of each method, in the order of $methods ("stream" for
 # a stream that was answered and kept open; "done" for a call that got past
 # authorization, whatever the engine said).
 declare -A EXPECT=(
-    [campaigner]="stream done ok ok stream permission_denied ok ok permission_denied"
-    [reader]="permission_denied permission_denied permission_denied ok permission_denied permission_denied ok ok permission_denied"
-    [nobody]="permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied"
-    [wrongaud]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [expired]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [gone]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [none]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [campaigner]="stream done ok ok stream permission_denied ok ok permission_denied done"
+    [reader]="permission_denied permission_denied permission_denied ok permission_denied permission_denied ok ok permission_denied permission_denied"
+    [nobody]="permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied"
+    [wrongaud]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [expired]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [gone]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [none]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
 )
 declare -A WORDS=([wrongaud]="audience is" [expired]="the token expired at" [gone]="the token is invalid"
     [none]="no credentials" [nobody]="cannot" [reader]="cannot" [campaigner]="cannot")
@@ -295,10 +296,15 @@ OPS_PORT=0
 ops_start podpolicy --kubeconfig "$KL_SA_KUBECONFIG" --identity-policy pod
 [[ $(call pod Resign "$(request Resign "$pfx-pod")") == ok ]] || fail "the pod could not resign its own identity: $(cat "$OPS_TMP/call.msg")"
 [[ $(call pod Resign "$(request Resign leader)") == permission_denied ]] || fail "the pod resigned another identity"
-grep -q "is not the caller's pod name" "$OPS_TMP/call.msg" || fail "identity policy message: $(cat "$OPS_TMP/call.msg")"
+grep -q "is not the caller's pod $ns/$pfx-pod" "$OPS_TMP/call.msg" || fail "identity policy message: $(cat "$OPS_TMP/call.msg")"
+# The Pod's name alone names it only in its own namespace: in another one
+# it is someone else's Pod of the same name (its full name is its own).
+other_ns_resign="{\"namespace\":\"default\",\"name\":\"$lease\",\"identity\":\"$pfx-pod\"}"
+[[ $(call pod Resign "$other_ns_resign") == permission_denied ]] || fail "the pod passed as $pfx-pod of another namespace"
+grep -q -- "--identity-policy pod" "$OPS_TMP/call.msg" || fail "cross-namespace identity message: $(cat "$OPS_TMP/call.msg")"
 [[ $(call campaigner Resign "$(request Resign "$pfx-pod")") == permission_denied ]] || fail "a token not bound to a pod passed the pod policy"
 grep -q "not bound to a pod" "$OPS_TMP/call.msg" || fail "unbound token message: $(cat "$OPS_TMP/call.msg")"
-pass "--identity-policy pod: only the pod's own name"
+pass "--identity-policy pod: only the pod's own name, in its own namespace"
 # The pod goes: its bound token is no more, once the apiserver has noticed
 # (its own token cache lasts 10 s). A kubeleased that reviewed the token
 # before trusts its answer for up to a minute; a fresh one asks.

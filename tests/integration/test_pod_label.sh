@@ -8,8 +8,10 @@
 # replica SIGKILLed, or told to hand over) it must never show two Pods with
 # the label, and each new leader's Pod gets it. Labels others set survive.
 # The wrapper's K8sPatchPodLabel / K8sRemovePodLabel through the C++
-# supervisor example, a crash included. Then the refusals: a Pod that is not the caller's, a key not allowed, the
-# feature off; and with --auth none the Pod's address decides. Last, a term
+# supervisor example, a crash included. Then the refusals: a Pod that is not
+# the caller's, a key not allowed, the feature off; and with --auth none the
+# Pod's address decides (saying nothing of the Pod). None costs the
+# campaign: it leads without the label, and the library logs why. Last, a term
 # started through one kubeleased whose label another one clears when the
 # first dies. Exits 77 without the control plane.
 set -euo pipefail
@@ -238,23 +240,46 @@ ops_wait 30 test -z "$(label_of c "$wkey")" || fail "the resigned leader's Pod k
 pass "K8sRemovePodLabel after the loss is harmless; the label went with the term"
 
 # ---- refusals ------------------------------------------------------------------------------
-# refused POD TOKEN_POD KEY WANT: a campaign naming Pod POD with KEY, with the
-# token of TOKEN_POD's Pod, ends with a message containing WANT, and the Pod
-# stays unlabelled.
+# refused POD TOKEN_POD KEY WANT [UNSAID]: a campaign naming Pod POD with KEY,
+# with the token of TOKEN_POD's Pod, leads (its own Lease each time) without
+# the label: the library logs the refusal, containing WANT (and not UNSAID),
+# the term goes on through its renewals, and the Pod stays unlabelled.
 REFUSALS=0
+lease_state() { # LEASE: "holder epoch renewTime"
+    must 200 GET "/apis/coordination.k8s.io/v1/namespaces/$ns/leases/$1"
+    echo "$(jfield spec.holderIdentity) $(jfield spec.leaseTransitions) $(jfield spec.renewTime)"
+}
+RENEWALS=() # the renewTimes seen of the term watched, the first state's first
+renewed_twice() { # LEASE HOLDER EPOCH: that term, renewed twice since RENEWALS[0]
+    local h e r
+    read -r h e r <<<"$(lease_state "$1")"
+    [[ $h == "$2" && $e == "$3" ]] || return 1
+    [[ " ${RENEWALS[*]} " == *" $r "* ]] || RENEWALS+=("$r")
+    ((${#RENEWALS[@]} >= 3))
+}
 refused() {
-    local out=$OPS_TMP/refused-$((++REFUSALS)).out
+    local n=$((++REFUSALS))
+    local out=$OPS_TMP/refused-$n.out
     KUBELEASE_TOKEN_FILE=${TOKEN_FILE[$2]} "$KL_REPLICA" --endpoint "$OPS_URL" --namespace "$ns" \
-        --lease "$lease-r" --identity "$app-$2" "${durations[@]}" --pod-label "$app-$1/$3=leader" \
+        --lease "$lease-r$n" --identity "$app-$2" "${durations[@]}" --pod-label "$app-$1/$3=leader" \
         >"$out" 2>&1 &
     local pid=$!
     OPS_PIDS+=($pid)
-    ops_wait 20 grep -q "NOT-ELECTED" "$out" || fail "campaign for $1 with $2's token, key $3 was not refused: $(tail -3 "$out")"
-    grep -q "$4" "$out" || fail "refusal without \"$4\": $(cat "$out")"
+    ops_wait 20 grep -q "leader label .* was refused" "$out" || fail "campaign for $1 with $2's token, key $3: no refusal: $(tail -3 "$out")"
+    grep -q -- "$4" "$out" || fail "refusal without \"$4\": $(cat "$out")"
+    [[ -z ${5:-} ]] || ! grep -q -- "$5" "$out" || fail "the refusal says \"$5\": $(grep refused "$out")"
+    ops_wait 20 grep -q " LEADER " "$out" || fail "a refused label cost the campaign: $(tail -3 "$out")"
+    # Through two renewals (a third of the 3 s lease each): the same single term.
+    local h e r
+    read -r h e r <<<"$(lease_state "$lease-r$n")"
+    RENEWALS=("$r")
+    ops_wait 10 renewed_twice "$lease-r$n" "$app-$2" "$e" || fail "the labelless term was not renewed twice: $(lease_state "$lease-r$n")"
+    ! grep -Eq " (LOST|NOT-ELECTED|ERROR) " "$out" || fail "the refused label cost the term: $(tail -3 "$out")"
+    [[ $(grep -c " LEADER " "$out") == 1 ]] || fail "more than one term: $(grep LEADER "$out")"
     ops_sigkill "$pid"
     [[ $1 == nosuch || $(label_of "$1" "$3") != leader || ($1 == "$holder_pod" && $3 == "$key") ]] ||
-        fail "a refused campaign labelled $1"
-    pass "refused: $(grep -o 'NOT-ELECTED.*' "$out" | head -1)"
+        fail "a refused label was set on $1"
+    pass "refused, the term kept: $(grep -o 'leader label .* was refused.*' "$out" | head -1 | cut -c1-160)"
 }
 holder_pod=${holder#"$app-"}
 OPS_URL=$MAIN_URL
@@ -269,8 +294,8 @@ refused a a "$key" "labels no Pods"
 nkey=example.com/noauth-role
 OPS_PORT=0
 ops_start noauth "${kube[@]}" --auth none --pod-label-keys "$nkey"
-refused x a "$nkey" "has the address \"10.255.0.1\", not the caller's 127.0.0.1"
-refused nosuch a "$nkey" "no pod $ns/$app-nosuch"
+refused x a "$nkey" "status.podIP is its address 127.0.0.1; pod $ns/$app-x is not known to be it" 10.255.0.1
+refused nosuch a "$nkey" "pod $ns/$app-nosuch is not known to be it"
 KUBELEASE_TOKEN_FILE= "$KL_REPLICA" --endpoint "$OPS_URL" --namespace "$ns" --lease "$lease-n" \
     --identity "$app-b" "${durations[@]}" --pod-label "$app-b/$nkey=leader" >>"$OPS_TMP/noauth.out" 2>&1 &
 OPS_PIDS+=($!)
