@@ -603,8 +603,8 @@ static void set_label_done(struct kl__xfer *x, CURLcode rc)
         int state = r ? (int)r->state : 0;
         if (state == KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_FAILED)
             label_outcome(el, gen, KL_ERR_UNAVAILABLE, 1,
-                          "the leader label %s of %s is not on its Pod: %s", text, el->key,
-                          r->message ? r->message : "");
+                          "not on its Pod: %s (the leader label %s of %s)",
+                          r->message ? r->message : "", text, el->key);
         else
             label_outcome(el, gen, KL_OK, 1, "the leader label %s of %s is %s", text, el->key,
                           state == KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_ACCEPTED
@@ -615,8 +615,8 @@ static void set_label_done(struct kl__xfer *x, CURLcode rc)
         return;
     }
     if (st == KL_ERR_PERMISSION_DENIED || st == KL_ERR_INVALID_ARGUMENT || st == KL_ERR_PROTOCOL) {
-        label_outcome(el, gen, st, 1, "the leader label %s of %s was refused: %s", text, el->key,
-                      e.message);
+        label_outcome(el, gen, st, 1, "refused: %s (the leader label %s of %s)", e.message, text,
+                      el->key);
         return;
     }
     /* The campaign is not (or no longer) where the call went, the service
@@ -781,8 +781,12 @@ static void on_pod_label(struct kl__election *el, const Kubelease__V1__PodLabel 
     if (st == KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_ACCEPTED &&
         (kl__election_leader(el) || el->state == KL__EL_ELECTED))
         return;
-    label_outcome(el, gen, states[st].result, 0, "the leader label %s of %s %s%s%s", what,
-                  el->key, states[st].says, msg[0] ? ": " : "", msg);
+    if (states[st].result == KL_OK)
+        label_outcome(el, gen, KL_OK, 0, "the leader label %s of %s %s", what, el->key,
+                      states[st].says);
+    else /* the cause first: kl_error keeps 255 bytes */
+        label_outcome(el, gen, states[st].result, 0, "%s: %s (the leader label %s of %s)",
+                      states[st].says, msg, what, el->key);
 }
 
 static void on_event(struct kl__election *el, const Kubelease__V1__CampaignEvent *ev)

@@ -321,6 +321,14 @@ void metrics_init(void)
                     "Pod label removals given up after the Lease's duration, letting the next "
                     "term go ahead.",
                     NULL, 0);
+    metrics_declare("kubelease_pod_label_ignored_total", METRICS_COUNTER,
+                    "Pod label records in Leases not acted on, by reason: unreadable, bad_mac (not "
+                    "written by this service), key_not_allowed (not in --pod-label-keys).",
+                    NULL, 0);
+    metrics_declare("kubelease_pod_label_refused_total", METRICS_COUNTER,
+                    "Leader labels refused at a campaign's start (a key not allowed, a Pod not the "
+                    "caller's); the campaigns went on without them.",
+                    NULL, 0);
     metrics_declare("kubelease_events_total", METRICS_COUNTER,
                     "Kubernetes Events recorded on Leases (--events): term starts and ends.", NULL,
                     0);

@@ -287,7 +287,7 @@ static void remove_done(void *ctx, const store_result *res)
               ls->ns, ls->name, log_q(rec), store_status_name(res->status), log_q(res->message));
     if (for_holder && t->label_done) {
         char msg[256];
-        snprintf(msg, sizeof msg, "cannot take the label %.80s off pod %s/%.60s: %s: %.80s", l.key,
+        snprintf(msg, sizeof msg, "cannot take the label %.60s off pod %s/%.60s: %s: %.120s", l.key,
                  l.ns, l.pod, store_status_name(res->status), res->message);
         tell_holder(ls, ENGINE_LABEL_FAILED, ENGINE_OK, &l, msg);
     }
@@ -379,8 +379,8 @@ static void set_done(void *ctx, const store_result *res)
                   ls->ns, ls->name, log_q(ls->label.setting), store_status_name(res->status),
                   log_q(res->message));
         char msg[256];
-        snprintf(msg, sizeof msg, "cannot put the label %.80s=%s on pod %s/%.60s: %s: %.80s",
-                 l.key, l.value, l.ns, l.pod, store_status_name(res->status), res->message);
+        snprintf(msg, sizeof msg, "cannot label pod %s/%.60s: %s: %.160s", l.ns, l.pod,
+                 store_status_name(res->status), res->message);
         if (current)
             tell_holder(ls, ENGINE_LABEL_FAILED, ENGINE_OK, &l, msg);
     }

@@ -60,9 +60,9 @@ static bool key_refused(const engine *e, const engine_pod_label *l, char *msg, s
 static void address_refusal(const engine_pod_label *l, const char *peer, char *msg, size_t n)
 {
     snprintf(msg, n,
-             "pod_name: without authentication this kubeleased labels only the caller's own Pod, "
-             "the one whose status.podIP is its address %s; pod %s/%.100s is not known to be it",
-             peer, l->ns, l->pod);
+             "pod_name: pod %s/%.100s is not known to be the caller's: without authentication, "
+             "kubeleased labels only the Pod whose status.podIP is the caller's address %s",
+             l->ns, l->pod, peer);
 }
 
 /* ip is one of the Pod's space-separated addresses. */

@@ -294,8 +294,8 @@ refused a a "$key" "labels no Pods"
 nkey=example.com/noauth-role
 OPS_PORT=0
 ops_start noauth "${kube[@]}" --auth none --pod-label-keys "$nkey"
-refused x a "$nkey" "status.podIP is its address 127.0.0.1; pod $ns/$app-x is not known to be it" 10.255.0.1
-refused nosuch a "$nkey" "pod $ns/$app-nosuch is not known to be it"
+refused x a "$nkey" "pod $ns/$app-x is not known to be the caller's" 10.255.0.1
+refused nosuch a "$nkey" "pod $ns/$app-nosuch is not known to be the caller's"
 KUBELEASE_TOKEN_FILE= "$KL_REPLICA" --endpoint "$OPS_URL" --namespace "$ns" --lease "$lease-n" \
     --identity "$app-b" "${durations[@]}" --pod-label "$app-b/$nkey=leader" >>"$OPS_TMP/noauth.out" 2>&1 &
 OPS_PIDS+=($!)
