@@ -32,6 +32,9 @@ static const ProtobufCMessageDescriptor *types[] = {
     &kubelease__v1__list_candidates_response__descriptor,
     &kubelease__v1__handoff_request__descriptor,
     &kubelease__v1__handoff_response__descriptor,
+    &kubelease__v1__set_pod_label_request__descriptor,
+    &kubelease__v1__set_pod_label_response__descriptor,
+    &kubelease__v1__pod_label__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

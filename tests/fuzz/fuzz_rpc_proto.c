@@ -23,6 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     (void)rpc_validate_request(method->id, m, err, sizeof err);
     (void)rpc_request_namespace(method->id, m);
+    engine_pod_label label;
+    (void)rpc_request_label(method->id, m, &label);
     size_t l1, l2;
     uint8_t *j1 = rpc_message_encode(RPC_CODEC_JSON, m, &l1);
     ProtobufCMessage *m2 =

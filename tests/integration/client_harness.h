@@ -31,6 +31,8 @@ struct server {
     /* Set before h_server_start to serve HTTPS: --tls-cert-file and
      * --tls-key-file, and the CA bundle that verifies them (readiness). */
     const char *tls_cert, *tls_key, *tls_ca;
+    /* Set before h_server_start: more flags (NULL-terminated, at most 4). */
+    const char *args[5];
 };
 
 /* The store behind the service: the real apiserver of the test control plane
@@ -234,6 +236,8 @@ static inline void h_server_start(struct server *s, int port)
         argv[n++] = (char *)"--tls-key-file";
         argv[n++] = (char *)s->tls_key;
     }
+    for (int i = 0; i < 4 && s->args[i]; i++)
+        argv[n++] = (char *)s->args[i];
     argv[n] = NULL;
     const char *scheme = s->tls_cert ? "https" : "http";
     s->pid = h_spawn(argv, s->log);

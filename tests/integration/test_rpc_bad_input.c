@@ -217,6 +217,25 @@ static void test_invalid_names_and_durations(void **state)
         {"Handoff", "{\"namespace\":\"default\",\"name\":\"db\",\"termToken\":\"x\"}", "identity"},
         {"Handoff", "{\"namespace\":\"default\",\"name\":\"db\",\"toIdentity\":\"a\\u0001\"}",
          "to_identity"},
+        {"SetPodLabel", "{\"namespace\":\"default\",\"name\":\"db\"}", "identity"},
+        {"SetPodLabel",
+         "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"podName\":\"kv-0\"}",
+         "pod_label_key"},
+        {"SetPodLabel",
+         "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"podName\":\"kv-0\","
+         "\"podLabelKey\":\"role\",\"podNamespace\":\"Team\"}",
+         "pod_namespace"},
+        {"SetPodLabel",
+         "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"podNamespace\":\"team\"}",
+         "pod_name"},
+        {"SetPodLabel",
+         "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"podName\":\"kv-0\","
+         "\"podLabelKey\":\"role\",\"podLabelValue\":\"a b\"}",
+         "pod_label_value"},
+        {"SetPodLabel",
+         "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"podName\":\"kv\\u0000x\","
+         "\"podLabelKey\":\"role\"}",
+         "pod_name"},
     };
     response r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
