@@ -19,14 +19,12 @@ static void campaign_done(struct kl__xfer *x, CURLcode rc);
 static void confirm_done(struct kl__xfer *x, CURLcode rc);
 static void resign_done(struct kl__xfer *x, CURLcode rc);
 static void handoff_done(struct kl__xfer *x, CURLcode rc);
-static void set_label_done(struct kl__xfer *x, CURLcode rc);
 
 static const struct kl__xfer_type campaign_type = {"Campaign", 1, campaign_on_message,
                                                    campaign_done};
 static const struct kl__xfer_type confirm_type = {"Confirm", 0, NULL, confirm_done};
 static const struct kl__xfer_type resign_type = {"Resign", 0, NULL, resign_done};
 static const struct kl__xfer_type handoff_type = {"Handoff", 0, NULL, handoff_done};
-static const struct kl__xfer_type set_label_type = {"SetPodLabel", 0, NULL, set_label_done};
 
 /* --- state ---------------------------------------------------------------- */
 
@@ -304,63 +302,6 @@ static void start_resign(struct kl__election *el, int64_t now)
     el->resign_until = now + timeout;
 }
 
-/* "NS/POD KEY=VALUE" of the label asked for, or "none", for messages. */
-static const char *label_text(const struct kl__election *el, char *out, size_t n)
-{
-    if (!el->pod_name)
-        snprintf(out, n, "none");
-    else
-        snprintf(out, n, "%s/%s %s=%s", el->pod_ns, el->pod_name, el->pod_label_key,
-                 el->pod_label_value);
-    return out;
-}
-
-/* The outcome of label generation gen, unless it is no longer the one
- * asked for or already decided. */
-__attribute__((format(printf, 5, 6))) static void label_outcome(struct kl__election *el,
-                                                                unsigned gen, int result, int log,
-                                                                const char *fmt, ...)
-{
-    if (gen != el->label_gen || el->label_done == gen)
-        return;
-    el->label_done = gen;
-    el->label_result = result;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(el->label_message, sizeof(el->label_message), fmt, ap);
-    va_end(ap);
-    if (log)
-        kl__log(el->loop, result == KL_OK ? KL_LOG_INFO : KL_LOG_WARN, "%s",
-                el->label_message);
-    kl__loop_changed(el->loop);
-}
-
-/* Gives the service the label asked for (SetPodLabel), once it holds the
- * campaign: the holder's with the term's token, a standby's without. */
-static void start_set_label(struct kl__election *el, int64_t now)
-{
-    Kubelease__V1__SetPodLabelRequest req = KUBELEASE__V1__SET_POD_LABEL_REQUEST__INIT;
-    req.namespace_ = el->ns;
-    req.name = el->name;
-    req.identity = el->identity;
-    req.term_token = el->term_token;
-    if (el->pod_name) {
-        req.pod_namespace = el->pod_ns;
-        req.pod_name = el->pod_name;
-        req.pod_label_key = el->pod_label_key;
-        req.pod_label_value = el->pod_label_value;
-    }
-    struct kl__xfer *x = kl__xfer_new(&el->loop->tr, &set_label_type, &req.base,
-                                      el->loop->opts.request_timeout_ms, el);
-    if (!x || kl__xfer_start(x) != KL_OK) {
-        kl__xfer_drop(x);
-        el->set_label_at = now + 500;
-        return;
-    }
-    el->set_label = x;
-    el->set_label_gen = el->label_sent = el->label_gen;
-}
-
 /* A leader's Confirm unanswered halfway to the deadline is sent again,
  * the first left in flight (whichever answers extends the deadline): it
  * may wait on a connection that will not serve it in time (a new one not
@@ -473,12 +414,8 @@ int64_t kl__elections_process(const struct kl__list *list, int64_t now)
                 next = kl__min64(next, el->stream->last_rx_ms + idle_limit + 1);
             }
         }
-        if (el->stream && el->registered && el->label_sent != el->label_gen && !el->set_label) {
-            if (now >= el->set_label_at)
-                start_set_label(el, now);
-            else
-                next = kl__min64(next, el->set_label_at);
-        }
+        if (el->stream && el->registered)
+            next = kl__min64(next, kl__election_label_process(el, now));
         if (el_attached(el))
             next = kl__min64(next, confirm_process(el, now, &retries));
         if (kl__election_leader(el))
@@ -581,51 +518,6 @@ static void resign_done(struct kl__xfer *x, CURLcode rc)
     (void)rc;
     el->resign = NULL;
     el_set_state(el, KL__EL_CLOSING);
-}
-
-/* The service's answer to a SetPodLabel: the outcome of its generation,
- * or, when the service could not take it now (the campaign being taken on
- * or reopened, the service unreachable), another try soon. */
-static void set_label_done(struct kl__xfer *x, CURLcode rc)
-{
-    struct kl__election *el = x->data;
-    kl_error e;
-    char text[700];
-    unsigned gen = el->set_label_gen;
-    el->set_label = NULL;
-    if (kl__election_over(el) || gen != el->label_gen)
-        return;
-    label_text(el, text, sizeof(text));
-    int st = kl__xfer_result(x, rc, &e);
-    if (st == KL_OK) {
-        Kubelease__V1__SetPodLabelResponse *r = kubelease__v1__set_pod_label_response__unpack(
-            NULL, x->resp.len, (uint8_t *)x->resp.data);
-        int state = r ? (int)r->state : 0;
-        if (state == KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_FAILED)
-            label_outcome(el, gen, KL_ERR_UNAVAILABLE, 1,
-                          "not on its Pod: %s (the leader label %s of %s)",
-                          r->message ? r->message : "", text, el->key);
-        else
-            label_outcome(el, gen, KL_OK, 1, "the leader label %s of %s is %s", text, el->key,
-                          state == KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_ACCEPTED
-                              ? "accepted for the coming term"
-                              : (el->pod_name ? "on its Pod" : "off its Pod"));
-        if (r)
-            kubelease__v1__set_pod_label_response__free_unpacked(r, NULL);
-        return;
-    }
-    if (st == KL_ERR_PERMISSION_DENIED || st == KL_ERR_INVALID_ARGUMENT || st == KL_ERR_PROTOCOL) {
-        label_outcome(el, gen, st, 1, "refused: %s (the leader label %s of %s)", e.message, text,
-                      el->key);
-        return;
-    }
-    /* The campaign is not (or no longer) where the call went, the service
-     * is busy or unreachable, the term just ended: the label is given
-     * again, by this call or with the next stream. */
-    snprintf(el->label_message, sizeof(el->label_message), "last problem: %s", e.message);
-    el->label_sent = 0;
-    el->set_label_at = kl__now_ms() + 500;
-    kl__loop_wake(el->loop);
 }
 
 /* A Handoff the service refused (no such standby, the term held through
@@ -735,60 +627,6 @@ static void on_lost(struct kl__election *el, const Kubelease__V1__Lost *l)
                              kl__lost_reason_name(l->reason), sep, text);
 }
 
-static int label_is(const struct kl__election *el, const Kubelease__V1__PodLabel *p)
-{
-#define KL__SAME(a, b) (strcmp((a) ? (a) : "", (b) ? (b) : "") == 0)
-    return el->pod_name && KL__SAME(el->pod_ns, p->pod_namespace) &&
-           KL__SAME(el->pod_name, p->pod_name) && KL__SAME(el->pod_label_key, p->key) &&
-           KL__SAME(el->pod_label_value, p->value);
-#undef KL__SAME
-}
-
-/* PodLabel: what became of a label of this campaign. Logged; it decides the
- * outcome of the label this stream's Campaign carried while no SetPodLabel
- * has been sent since (that call's answer decides then). */
-static void on_pod_label(struct kl__election *el, const Kubelease__V1__PodLabel *p)
-{
-    static const struct {
-        int level, result;
-        const char *says;
-    } states[] = {
-        [KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_ACCEPTED] =
-            {KL_LOG_DEBUG, KL_OK, "is accepted for the coming term"},
-        [KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_SET] = {KL_LOG_INFO, KL_OK,
-                                                                 "is on its Pod"},
-        [KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_REFUSED] =
-            {KL_LOG_WARN, KL_ERR_PERMISSION_DENIED, "was refused"},
-        [KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_FAILED] =
-            {KL_LOG_WARN, KL_ERR_UNAVAILABLE, "is not on its Pod"},
-        [KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_REMOVED] = {KL_LOG_INFO, KL_OK,
-                                                                     "is off its Pod"},
-    };
-    unsigned st = (unsigned)p->state;
-    if (st == 0 || st >= sizeof(states) / sizeof(states[0]))
-        return; /* a state this library does not know */
-    const char *msg = p->message ? p->message : "";
-    char what[700];
-    snprintf(what, sizeof(what), "%s/%s %s=%s", p->pod_namespace ? p->pod_namespace : "",
-             p->pod_name ? p->pod_name : "", p->key ? p->key : "", p->value ? p->value : "");
-    kl__log(el->loop, states[st].level, "the leader label %s of %s %s%s%s", what,
-            el->key, states[st].says, msg[0] ? ": " : "", msg);
-    unsigned gen = el->stream_label;
-    if (gen != el->label_gen || el->label_sent != gen || !label_is(el, p) ||
-        st == KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_REMOVED)
-        return;
-    /* Accepted decides for a candidate; a resuming leader waits for SET. */
-    if (st == KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_ACCEPTED &&
-        (kl__election_leader(el) || el->state == KL__EL_ELECTED))
-        return;
-    if (states[st].result == KL_OK)
-        label_outcome(el, gen, KL_OK, 0, "the leader label %s of %s %s", what, el->key,
-                      states[st].says);
-    else /* the cause first: kl_error keeps 255 bytes */
-        label_outcome(el, gen, states[st].result, 0, "%s: %s (the leader label %s of %s)",
-                      states[st].says, msg, what, el->key);
-}
-
 static void on_event(struct kl__election *el, const Kubelease__V1__CampaignEvent *ev)
 {
     /* Any event: the service holds the campaign, and a label asked for
@@ -796,8 +634,7 @@ static void on_event(struct kl__election *el, const Kubelease__V1__CampaignEvent
      * label has nothing to wait for. */
     if (!el->registered) {
         el->registered = 1;
-        if (!el->pod_name && el->stream_label == el->label_gen)
-            label_outcome(el, el->label_gen, KL_OK, 0, "%s has no leader label", el->key);
+        kl__election_label_registered(el);
         kl__loop_wake(el->loop);
     }
     /* The service answers: the next reconnection may be quick (but not after
@@ -809,7 +646,7 @@ static void on_event(struct kl__election *el, const Kubelease__V1__CampaignEvent
     else if (ev->event_case == KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_LOST)
         on_lost(el, ev->lost);
     else if (ev->event_case == KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_POD_LABEL)
-        on_pod_label(el, ev->pod_label);
+        kl__election_label_event(el, ev->pod_label);
     /* Candidate, Heartbeat, keepalives and unknown kinds: nothing to do; the
      * bytes already count as a sign of life. */
 }
@@ -848,29 +685,6 @@ struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const 
         return NULL;
     }
     return el;
-}
-
-int kl__election_set_pod_label(struct kl__election *el, const char *pod, const char *key,
-                               const char *value)
-{
-    free(el->pod_ns);
-    free(el->pod_name);
-    free(el->pod_label_key);
-    free(el->pod_label_value);
-    el->pod_ns = el->pod_name = el->pod_label_key = el->pod_label_value = NULL;
-    el->label_gen++;
-    el->label_message[0] = '\0';
-    el->set_label_at = 0;
-    if (!pod || !pod[0])
-        return 0;
-    const char *slash = strchr(pod, '/');
-    if (!(el->pod_ns = slash ? strndup(pod, (size_t)(slash - pod)) : strdup(el->ns)) ||
-        !(el->pod_name = strdup(slash ? slash + 1 : pod)) || !(el->pod_label_key = strdup(key)) ||
-        !(el->pod_label_value = strdup(value ? value : ""))) {
-        kl__election_set_pod_label(el, NULL, NULL, NULL);
-        return -1;
-    }
-    return 0;
 }
 
 void kl__election_ref(struct kl__election *el)

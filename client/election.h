@@ -122,6 +122,14 @@ struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const 
  * once the election is listed. */
 int kl__election_set_pod_label(struct kl__election *el, const char *pod, const char *key,
                                const char *value);
+/* election_label.c, for election.c (the loop's mutex held): sends the
+ * label asked for once the service holds the campaign (returns when to
+ * look again); the service holds it now (a stream that carried no label
+ * has its outcome); a PodLabel event of the campaign's stream. */
+int64_t kl__election_label_process(struct kl__election *el, int64_t now);
+void kl__election_label_registered(struct kl__election *el);
+struct Kubelease__V1__PodLabel;
+void kl__election_label_event(struct kl__election *el, const struct Kubelease__V1__PodLabel *p);
 void kl__election_ref(struct kl__election *el);
 /* Drops a reference; the last frees the election. */
 void kl__election_unref(struct kl__election *el);

@@ -154,33 +154,37 @@ KW_EXPORT int K8sLeaseWatchHolder(char *ns, char *leaseName, void *callbackCtx,
  * callback is the last. Returns 0, also when no watch runs (idempotent). */
 KW_EXPORT int K8sLeaseCancelWatch(char *ns, char *leaseName, char **errMsg);
 
-/* The leader label: Pod ns/pod (this process's own Pod) carries key=value
- * while this process's election in namespace ns leads, so that a Service
- * selecting it routes to the leader. Unlike the Go wrapper, the process
- * does not patch the Pod: kubeleased does, and takes the label off before
- * the next leader is elected, also when this process crashed, so no two
- * Pods carry it at once (docs/design.md, rule 9; the service must allow
- * key with --pod-label-keys, and the Pod must be the caller's). Exactly:
- *   - K8sPatchPodLabel records pod/key=value for namespace ns, replacing
- *     any. Every later K8sLeaseRunElection in ns campaigns with it. Every
- *     election of this process in ns that is running gets it too: a leader
- *     keeps its term and the service moves the label to pod (about a round
- *     trip; the call does not wait for it); a candidate sends it when it
- *     leads at the latest. So the Go wrapper's usage — K8sPatchPodLabel
- *     right after K8sLeaseWaitElected returned — labels the leader's Pod,
- *     and a call before K8sLeaseRunElection labels it from the term's start.
- *     Returns 0; -1 for a NULL or empty ns, pod or key, or names too long
- *     (253, 317, 63 bytes). The service checks the rest: a key it does not
- *     allow or a Pod not the caller's ends the election (K8sLeaseWaitElected
- *     or K8sLeaseWaitLost return, the reason in the log of the election).
- *   - K8sRemovePodLabel forgets the label recorded for ns (when it names
- *     pod and key; another one stays) and asks running elections in ns to
- *     drop it: the service takes it off the Pod (a leader keeps its term).
- *     After leadership was lost there is nothing left to do (the service
- *     removed the label when the term ended) and it returns 0 without
- *     touching anything: the Go wrapper's usage, K8sRemovePodLabel after
- *     K8sLeaseWaitLost, is harmless. Returns 0; -1 only for NULL or empty
- *     arguments. */
+/* The leader label: Pod ns/pod (this process's own Pod; ns is the Pod's
+ * namespace, as in the Go wrapper, whatever the elections' namespaces)
+ * carries key=value while an election of this process leads, so that a
+ * Service selecting it routes to the leader. Unlike the Go wrapper, the
+ * process does not patch the Pod: kubeleased does, and takes the label off
+ * before the next leader is elected, also when this process crashed, so no
+ * two Pods carry it at once (docs/design.md, rule 9; the service must allow
+ * key with --pod-label-keys, the Pod must be the caller's, and kubeleased
+ * needs RBAC on pods in ns). A label, refused or failing, never costs an
+ * election its term. Exactly:
+ *   - K8sPatchPodLabel records ns/pod key=value for this process, replacing
+ *     any. Every later K8sLeaseRunElection campaigns with it. Every election
+ *     of this process that is running gets it too, and the call waits (5 s
+ *     at most, as the Go wrapper's patch) for its outcome: it returns 0
+ *     once the label is on the Pod (an election that leads) or accepted for
+ *     the coming term (one that does not lead yet), or when no election
+ *     runs; -1 with a message naming the cause otherwise — a key the
+ *     service does not allow, a Pod not the caller's, the apiserver's error
+ *     (a 403 when kubeleased lacks RBAC on pods), no answer in time. The
+ *     leadership is untouched either way, so a caller retrying while it
+ *     fails, as the Go wrapper's users do, retries the patch. -1 also for a
+ *     NULL or empty ns, pod or key, names too long (63, 253, 317, 63 bytes)
+ *     or holding '/'.
+ *   - K8sRemovePodLabel forgets the label recorded (when it names ns, pod
+ *     and key; another one stays) and asks running elections to drop it,
+ *     waiting the same way until it is off the Pod. After leadership was
+ *     lost there is nothing left to do (the service removed the label when
+ *     the term ended) and it returns 0: the Go wrapper's usage,
+ *     K8sRemovePodLabel after K8sLeaseWaitLost, is harmless.
+ * With $KUBELEASE_LOG set (debug, info, warn or error), the library's log —
+ * refusals, lost terms and why, reconnections — goes to stderr. */
 KW_EXPORT int K8sPatchPodLabel(char *ns, char *pod, char *key, char *value, char **errMsg);
 KW_EXPORT int K8sRemovePodLabel(char *ns, char *pod, char *key, char **errMsg);
 

@@ -286,6 +286,25 @@ void metrics_free_all(void)
     pthread_mutex_unlock(&mu);
 }
 
+/* The leader label's (docs/design.md, rule 9). */
+static void declare_pod_label_metrics(void)
+{
+    metrics_declare("kubelease_pod_label_errors_total", METRICS_COUNTER,
+                    "Failed Pod label requests (op set or remove), by store status.", NULL, 0);
+    metrics_declare("kubelease_pod_label_given_up_total", METRICS_COUNTER,
+                    "Pod label removals given up after the Lease's duration, letting the next "
+                    "term go ahead.",
+                    NULL, 0);
+    metrics_declare("kubelease_pod_label_ignored_total", METRICS_COUNTER,
+                    "Pod label records in Leases not acted on, by reason: unreadable, bad_mac (not "
+                    "written by this service), key_not_allowed (not in --pod-label-keys).",
+                    NULL, 0);
+    metrics_declare("kubelease_pod_label_refused_total", METRICS_COUNTER,
+                    "Leader labels refused at a campaign's start (a key not allowed, a Pod not the "
+                    "caller's); the campaigns went on without them.",
+                    NULL, 0);
+}
+
 void metrics_init(void)
 {
     static const double latency[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -315,20 +334,7 @@ void metrics_init(void)
                     0);
     metrics_declare("kubelease_renewal_failures_total", METRICS_COUNTER,
                     "Failed lease renewals, by store status.", NULL, 0);
-    metrics_declare("kubelease_pod_label_errors_total", METRICS_COUNTER,
-                    "Failed Pod label requests (op set or remove), by store status.", NULL, 0);
-    metrics_declare("kubelease_pod_label_given_up_total", METRICS_COUNTER,
-                    "Pod label removals given up after the Lease's duration, letting the next "
-                    "term go ahead.",
-                    NULL, 0);
-    metrics_declare("kubelease_pod_label_ignored_total", METRICS_COUNTER,
-                    "Pod label records in Leases not acted on, by reason: unreadable, bad_mac (not "
-                    "written by this service), key_not_allowed (not in --pod-label-keys).",
-                    NULL, 0);
-    metrics_declare("kubelease_pod_label_refused_total", METRICS_COUNTER,
-                    "Leader labels refused at a campaign's start (a key not allowed, a Pod not the "
-                    "caller's); the campaigns went on without them.",
-                    NULL, 0);
+    declare_pod_label_metrics();
     metrics_declare("kubelease_events_total", METRICS_COUNTER,
                     "Kubernetes Events recorded on Leases (--events): term starts and ends.", NULL,
                     0);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "store/memory.h"
+#include "store/memory_pods.h"
 
 #include "common/list.h"
 
@@ -27,20 +28,6 @@ struct store_watch {
     bool sync_pending; /* the initial report is queued and refers to it */
 };
 
-/* A Pod: only what the store contract touches (its address and labels). */
-#define MEM_POD_LABELS 16
-typedef struct mem_pod {
-    struct kl__list link; /* in mem_store.pods */
-    char ns[STORE_NS_MAX];
-    char name[STORE_NAME_MAX];
-    char ip[STORE_IP_MAX];
-    int n_labels;
-    struct {
-        char key[STORE_LABEL_KEY_MAX];
-        char value[STORE_LABEL_VAL_MAX];
-    } labels[MEM_POD_LABELS];
-} mem_pod;
-
 /* The Events kept: a ring of the last ones recorded. */
 #define MEM_EVENTS 64
 
@@ -50,9 +37,7 @@ typedef struct mem_store {
     store base;
     loop *loop;
     struct kl__list entries; /* mem_entry: the Leases */
-    struct kl__list pods;    /* mem_pod */
-    bool auto_pods;          /* a Pod named for the first time exists (--dev) */
-    store_status pods_fail;  /* every Pod label request fails so (STORE_OK: none) */
+    mem_pods pods;           /* memory_pods.c */
     struct kl__list watches; /* store_watch: not yet freed (a dead one may wait for a delivery) */
     struct kl__list delayed; /* mem_op: operations and deliveries waiting on their timer */
     int64_t revision;
@@ -205,77 +190,6 @@ static void fail(store_result *r, store_status st, const char *what, const store
     snprintf(r->message, sizeof r->message, "lease %.60s/%.150s: %s", l->ns, l->name, what);
 }
 
-static mem_pod *pod_find(mem_store *m, const char *ns, const char *name)
-{
-    KL__LIST_FOREACH (link, &m->pods) {
-        mem_pod *p = KL__LIST_ENTRY(link, mem_pod, link);
-        if (strcmp(p->ns, ns) == 0 && strcmp(p->name, name) == 0)
-            return p;
-    }
-    return NULL;
-}
-
-static mem_pod *pod_add(mem_store *m, const char *ns, const char *name, const char *ip)
-{
-    mem_pod *p = calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
-    snprintf(p->ns, sizeof p->ns, "%s", ns);
-    snprintf(p->name, sizeof p->name, "%s", name);
-    snprintf(p->ip, sizeof p->ip, "%s", ip ? ip : "");
-    kl__list_insert_tail(&m->pods, &p->link);
-    return p;
-}
-
-/* Sets or removes one label, keeping the others. Returns -1 when full. */
-static int pod_set_label(mem_pod *p, const char *key, const char *value)
-{
-    for (int i = 0; i < p->n_labels; i++) {
-        if (strcmp(p->labels[i].key, key) != 0)
-            continue;
-        if (value)
-            snprintf(p->labels[i].value, sizeof p->labels[i].value, "%s", value);
-        else
-            p->labels[i] = p->labels[--p->n_labels];
-        return 0;
-    }
-    if (!value)
-        return 0;
-    if (p->n_labels == MEM_POD_LABELS)
-        return -1;
-    snprintf(p->labels[p->n_labels].key, sizeof p->labels[0].key, "%s", key);
-    snprintf(p->labels[p->n_labels].value, sizeof p->labels[0].value, "%s", value);
-    p->n_labels++;
-    return 0;
-}
-
-static void apply_pod(mem_store *m, const mem_op *op, store_result *r)
-{
-    mem_pod *p = pod_find(m, op->lease.ns, op->lease.name);
-    if (!p && m->auto_pods)
-        p = pod_add(m, op->lease.ns, op->lease.name, NULL);
-    r->lease = op->lease;
-    if (op->kind == OP_POD_LABEL && m->pods_fail != STORE_OK) {
-        r->status = m->pods_fail;
-        snprintf(r->message, sizeof r->message, "pod %.60s/%.150s: refused (fault injected)",
-                 op->lease.ns, op->lease.name);
-        return;
-    }
-    if (!p) {
-        r->status = STORE_NOT_FOUND;
-        snprintf(r->message, sizeof r->message, "pod %.60s/%.150s: not found", op->lease.ns,
-                 op->lease.name);
-        return;
-    }
-    if (op->kind == OP_POD_LABEL && pod_set_label(p, op->key, op->has_value ? op->value : NULL)) {
-        r->status = STORE_INVALID;
-        snprintf(r->message, sizeof r->message, "pod %.60s/%.150s: too many labels", op->lease.ns,
-                 op->lease.name);
-        return;
-    }
-    snprintf(r->pod_ip, sizeof r->pod_ip, "%s", p->ip);
-}
-
 /* Writes l over e's Lease as an update: the uid is the store's and stays,
  * and so do spec.preferredHolder and spec.strategy as others wrote them
  * (as the Kubernetes store's merge patch keeps them). */
@@ -345,7 +259,8 @@ static bool apply(mem_store *m, const mem_op *op, store_result *r, store_event_t
         return true;
     case OP_POD_GET:
     case OP_POD_LABEL:
-        apply_pod(m, op, r);
+        mem_pods_apply(&m->pods, &op->lease, op->kind == OP_POD_LABEL ? op->key : NULL,
+                       op->has_value ? op->value : NULL, r);
         return false;
     case OP_EVENT:
         m->events[m->n_events++ % MEM_EVENTS] = op->event_rec;
@@ -525,32 +440,22 @@ const store_lease_event *store_memory_event(store *s, int64_t i)
 
 int store_memory_pod_put(store *s, const char *ns, const char *pod, const char *ip)
 {
-    mem_store *m = (mem_store *)s;
-    mem_pod *p = pod_find(m, ns, pod);
-    if (!p)
-        p = pod_add(m, ns, pod, ip);
-    else
-        snprintf(p->ip, sizeof p->ip, "%s", ip ? ip : "");
-    return p ? 0 : -1;
+    return mem_pods_put(&((mem_store *)s)->pods, ns, pod, ip);
 }
 
 void store_memory_set_auto_pods(store *s, bool on)
 {
-    ((mem_store *)s)->auto_pods = on;
+    ((mem_store *)s)->pods.auto_add = on;
 }
 
 void store_memory_set_pod_labels_fail(store *s, store_status status)
 {
-    ((mem_store *)s)->pods_fail = status;
+    ((mem_store *)s)->pods.labels_fail = status;
 }
 
 const char *store_memory_pod_label(store *s, const char *ns, const char *pod, const char *key)
 {
-    const mem_pod *p = pod_find((mem_store *)s, ns, pod);
-    for (int i = 0; p && i < p->n_labels; i++)
-        if (strcmp(p->labels[i].key, key) == 0)
-            return p->labels[i].value;
-    return NULL;
+    return mem_pods_label(&((mem_store *)s)->pods, ns, pod, key);
 }
 
 int store_memory_set_preferred_holder(store *s, const char *ns, const char *name,
@@ -636,8 +541,7 @@ static void mem_destroy(store *s)
         free(entry_of(link));
     KL__LIST_FOREACH_SAFE (link, &m->watches)
         free(watch_of(link));
-    KL__LIST_FOREACH_SAFE (link, &m->pods)
-        free(KL__LIST_ENTRY(link, mem_pod, link));
+    mem_pods_free(&m->pods);
     free(m);
 }
 
