@@ -201,10 +201,12 @@ void keep_label()
     while (!is_lost() && !is_stopping()) {
         if (!labelled) {
             char *msg = nullptr;
+            long long t0 = monotonic_ns();
             if (K8sPatchPodLabel(c_str(cfg.pod_ns), c_str(cfg.pod), c_str(cfg.label_key),
                                  c_str(cfg.label_value), &msg) == 0) {
                 labelled = true;
-                say("LABELLED", what);
+                say("LABELLED", what + " (in " + std::to_string((monotonic_ns() - t0) / 1000000) +
+                                    " ms)");
             } else {
                 say("LABEL-ERROR", take(msg));
             }

@@ -118,7 +118,7 @@ last_start() { awk '$1 == "start" { l = $2 " " $4 " " $5 } END { print l }' "$st
 # labelled POD: ListLeases says the Lease's leader label is on POD.
 labelled() {
     curl -s -X POST -H 'Content-Type: application/json' --data '{}' \
-        "$url/kubelease.v1.LeaseService/ListLeases" | grep -q "\"podLabel\":\"$1 "
+        "$url/kubelease.v1.LeaseService/ListLeases" | grep -q "\"podLabel\":\"default/$1 "
 }
 candidates_are() {
     curl -s -X POST -H 'Content-Type: application/json' --data '{}' \

@@ -235,7 +235,7 @@ static void test_invalid_names_and_durations(void **state)
         {"SetPodLabel",
          "{\"namespace\":\"default\",\"name\":\"db\",\"identity\":\"a\",\"podName\":\"kv\\u0000x\","
          "\"podLabelKey\":\"role\"}",
-         "pod_name"},
+         "podName"},
     };
     response r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
