@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the test control plane — kube-apiserver and etcd — from their Go
-# modules and caches the binaries outside the source tree, keyed by version.
-# A cached binary is reused only when its checksum matches and it reports the
-# expected version; anything else is rebuilt.
+# modules and caches the binaries outside the source tree, keyed by version;
+# with --node also the rest of a one-node cluster (kube-controller-manager,
+# kube-scheduler, kubelet, kube-proxy: scripts/cluster.sh), all Kubernetes
+# commands not yet cached in one `go build`. A cached binary is reused only
+# when its checksum matches and it reports the expected version; anything
+# else is rebuilt.
 #
-# Usage: scripts/build-control-plane.sh   (prints the cache directory)
+# Usage: scripts/build-control-plane.sh [--node]   (prints the bin directory)
 # Environment: KUBELEASE_CACHE (default ~/.cache/kubelease),
 #              KUBE_VERSION (default v1.34.4), ETCD_VERSION (default v3.6.16).
 set -euo pipefail
@@ -47,25 +50,21 @@ build_in() {
   fi
 }
 
-build_kube_apiserver() {
-  local name=kube-apiserver-$KUBE_VERSION
-  if cached "$name" "Kubernetes $KUBE_VERSION"; then return; fi
-  local staging=v0.${KUBE_VERSION#v1.}
-  local work; work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-apiserver.XXXXXX")
-  local logf=$CACHE/build-$name.log; : >"$logf"
-  log "building kube-apiserver $KUBE_VERSION (first run only; 10-20 minutes on 2 cores, log: $logf)"
+# kube_module DIR: a Go module in DIR that requires k8s.io/kubernetes at
+# $KUBE_VERSION with every staging module at its published release, and
+# imports the commands given after DIR (k8s.io/kubernetes/cmd/NAME).
+kube_module() {
+  local work=$1 logf=$2; shift 2
   cat >"$work/go.mod" <<MOD
-module kubelease.invalid/apiserver-builder
+module kubelease.invalid/kube-builder
 
 go 1.24
 MOD
-  cat >"$work/tools.go" <<'SRC'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-SRC
+  { printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    local c
+    for c in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+    printf ')\n'; } >"$work/tools.go"
+  local staging=v0.${KUBE_VERSION#v1.}
   build_in "$work" "$logf" go mod download -json "k8s.io/kubernetes@$KUBE_VERSION"
   local gomod
   gomod=$(cd "$work" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
@@ -74,14 +73,38 @@ SRC
   # published v0.x release instead.
   local mods; mods=$(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/.*#\1#p' "$gomod")
   [ -n "$mods" ] || die "no staging replace lines found in $gomod"
-  local args=(-require="k8s.io/kubernetes@$KUBE_VERSION")
+  local args=(-require="k8s.io/kubernetes@$KUBE_VERSION") m
   for m in $mods; do args+=(-replace="$m=$m@$staging"); done
   build_in "$work" "$logf" go mod edit "${args[@]}"
   build_in "$work" "$logf" go mod tidy
-  build_in "$work" "$logf" env CGO_ENABLED=0 go build -p 2 -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBE_VERSION#v1.}" -o "$BIN/$name.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-  seal_into "$name"
+}
+
+# build_kube NAME...: builds the commands of k8s.io/kubernetes named (those
+# not cached yet) in one `go build`, so that they share its compilation; the
+# flags are the same for every command, so a later build reuses the Go build
+# cache of an earlier one.
+build_kube() {
+  local want=() c
+  for c in "$@"; do
+    cached "$c-$KUBE_VERSION" "Kubernetes $KUBE_VERSION" || want+=("$c")
+  done
+  [ ${#want[@]} -gt 0 ] || return 0
+  local work; work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-kube.XXXXXX")
+  local logf=$CACHE/build-kube-$KUBE_VERSION.log; : >"$logf"
+  log "building ${want[*]} $KUBE_VERSION (first run only; 10-20 minutes on 2 cores, log: $logf)"
+  kube_module "$work" "$logf" "${want[@]}"
+  local pkgs=()
+  for c in "${want[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  mkdir "$work/out"
+  build_in "$work" "$logf" env CGO_ENABLED=0 nice go build -p 2 -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBE_VERSION#v1.}" -o "$work/out/" "${pkgs[@]}"
+  for c in "${want[@]}"; do
+    mv "$work/out/$c" "$BIN/$c-$KUBE_VERSION.tmp"
+    seal_into "$c-$KUBE_VERSION"
+  done
   rm -rf "$work"
-  cached "$name" "Kubernetes $KUBE_VERSION" || die "built kube-apiserver does not report $KUBE_VERSION"
+  for c in "${want[@]}"; do
+    cached "$c-$KUBE_VERSION" "Kubernetes $KUBE_VERSION" || die "built $c does not report $KUBE_VERSION"
+  done
 }
 
 build_etcd() {
@@ -110,12 +133,19 @@ SRC
   cached "$name" "etcd Version: ${ETCD_VERSION#v}" || die "built etcd does not report $ETCD_VERSION"
 }
 
+kube=(kube-apiserver)
+case "${1:-}" in
+"") ;;
+--node) kube+=(kube-controller-manager kube-scheduler kubelet kube-proxy) ;;
+*) die "usage: scripts/build-control-plane.sh [--node]" ;;
+esac
+
 # One build at a time per cache: concurrent runs wait for the first.
 exec 9>"$CACHE/.build.lock"
 flock 9
 
 build_etcd
-build_kube_apiserver
+build_kube "${kube[@]}"
 ln -sf "etcd-$ETCD_VERSION" "$BIN/etcd.current"
-ln -sf "kube-apiserver-$KUBE_VERSION" "$BIN/kube-apiserver.current"
+for c in "${kube[@]}"; do ln -sf "$c-$KUBE_VERSION" "$BIN/$c.current"; done
 echo "$BIN"
