@@ -204,8 +204,12 @@ func (c *cluster) startAPIServer(ctx context.Context) error {
 
 // waitReady polls ready until it holds, the component exits, ctx ends or
 // the timeout passes; on failure the component is stopped.
-func (c *cluster) waitReady(ctx context.Context, p *proc, ready func() bool) (err error) {
-	deadline := time.Now().Add(c.timeout)
+func (c *cluster) waitReady(ctx context.Context, p *proc, ready func() bool) error {
+	return waitReady(ctx, p, c.timeout, ready)
+}
+
+func waitReady(ctx context.Context, p *proc, timeout time.Duration, ready func() bool) (err error) {
+	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	defer func() {
@@ -223,7 +227,7 @@ func (c *cluster) waitReady(ctx context.Context, p *proc, ready func() bool) (er
 		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
-			err := p.failure(fmt.Sprintf("was not ready within %s", c.timeout))
+			err := p.failure(fmt.Sprintf("was not ready within %s", timeout))
 			p.stop(syscall.SIGTERM, stopGrace)
 			return err
 		}
@@ -246,13 +250,17 @@ func probe(hc *http.Client, url, want string) bool {
 // admin selects the system:masters client certificate, else token (may be
 // empty) is sent as a bearer token.
 func (c *cluster) client(admin bool, token string) (*http.Client, error) {
+	return c.pki.client(admin, token)
+}
+
+func (p *pki) client(admin bool, token string) (*http.Client, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(c.pki.caCert) {
+	if !pool.AppendCertsFromPEM(p.caCert) {
 		return nil, errors.New("cannot parse the generated CA")
 	}
 	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if admin {
-		cert, err := tls.X509KeyPair(c.pki.adminCert, c.pki.adminKey)
+		cert, err := tls.X509KeyPair(p.adminCert, p.adminKey)
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,8 @@ import (
 const usage = `usage:
   controlplane run   [flags] -- CMD [ARGS...]   start, run CMD with KUBELEASE_TEST_ENV=DIR, stop; exit with CMD's status
   controlplane start [flags]                    start and stay in the foreground until SIGINT/SIGTERM
+  controlplane clean                            remove what killed node runs left (their cgroups)
+With -node, a one-node cluster instead (KUBELEASE_NODE_ENV=DIR; README.md, "The node").
 flags:
 `
 
@@ -39,6 +41,8 @@ type options struct {
 	stateDir, binDir, etcdBin, apiBin string
 	timeout                           time.Duration
 	keep                              bool
+	node                              bool     // a one-node cluster (node.go)
+	images                            []string // image archives the node's containerd imports
 	cmd                               []string
 }
 
@@ -68,8 +72,11 @@ func parse(args []string) (mode string, o options, err error) {
 	if mode == "-h" || mode == "--help" || mode == "help" {
 		return "help", o, nil
 	}
+	if mode == "clean" {
+		return mode, o, nil
+	}
 	if mode != "run" && mode != "start" {
-		return "", o, fmt.Errorf("unknown command %q (want run or start)", mode)
+		return "", o, fmt.Errorf("unknown command %q (want run, start or clean)", mode)
 	}
 	fs := flag.NewFlagSet(mode, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
@@ -81,6 +88,11 @@ func parse(args []string) (mode string, o options, err error) {
 	fs.DurationVar(&o.timeout, "timeout", 120*time.Second, "how long each component may take to become ready")
 	fs.BoolVar(&o.keep, "keep", false, "keep the state directory at exit even if the harness created it")
 	fs.BoolVar(&quiet, "q", false, "print only errors")
+	fs.BoolVar(&o.node, "node", false, "run a one-node cluster (kubelet, containerd, kube-proxy, ...) in namespaces of its own")
+	fs.Func("image", "with -node: an image archive to import into the node's containerd (repeatable)", func(v string) error {
+		o.images = append(o.images, v)
+		return nil
+	})
 	if err := fs.Parse(args[1:]); err != nil {
 		return "", o, err
 	}
@@ -113,6 +125,14 @@ func parse(args []string) (mode string, o options, err error) {
 }
 
 func main() {
+	// The node's own processes (nodeinit.go), started by the harness.
+	if len(os.Args) == 3 && (os.Args[1] == "node-init" || os.Args[1] == "node-supervise") {
+		quiet = nodeQuiet()
+		if os.Args[1] == "node-init" {
+			os.Exit(nodeInit(os.Args[2]))
+		}
+		os.Exit(nodeSupervise(os.Args[2]))
+	}
 	mode, o, err := parse(os.Args[1:])
 	if mode == "help" {
 		fmt.Print(usage)
@@ -131,14 +151,37 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	if mode == "clean" {
+		os.Exit(clean())
+	}
 	os.Exit(run(mode, o))
+}
+
+// clean removes the cgroups of node runs that were killed before their
+// teardown; those of a running node are busy and stay.
+func clean() int {
+	roots, err := nodeCgroupRoots()
+	if err != nil {
+		logf("error: %v", err)
+		return 1
+	}
+	for _, r := range roots {
+		if err := removeCgroupRoot(r, 0); err != nil {
+			verbosef("%s is in use; left alone", r)
+			continue
+		}
+		verbosef("removed the cgroups %s", r)
+	}
+	return 0
 }
 
 // env is one harness run: the cluster, its control endpoint and what to
 // clean up.
 type env struct {
 	o         options
-	c         *cluster
+	c         *cluster // the loopback control plane, or
+	n         *node    // the node (-node)
+	stateDir  string
 	ctl       *control
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -181,10 +224,10 @@ func run(mode string, o options) int {
 		logf("error: %v", err)
 		return 1
 	}
-	verbosef("ready in %.1fs: KUBELEASE_TEST_ENV=%s", time.Since(t0).Seconds(), e.c.stateDir)
+	verbosef("ready in %.1fs: %s=%s", time.Since(t0).Seconds(), e.envVar(), e.stateDir)
 
 	if mode == "start" {
-		fmt.Printf("KUBELEASE_TEST_ENV=%s\n", e.c.stateDir)
+		fmt.Printf("%s=%s\n", e.envVar(), e.stateDir)
 		s := <-sigc
 		verbosef("%s: stopping", s)
 		return 128 + int(s.(syscall.Signal))
@@ -196,7 +239,11 @@ func (e *env) startUp() error {
 	o := e.o
 	dir := o.stateDir
 	if dir == "" {
-		d, err := os.MkdirTemp("", "kubelease-cp-")
+		prefix := "kubelease-cp-"
+		if o.node {
+			prefix = "kubelease-node-"
+		}
+		d, err := os.MkdirTemp("", prefix)
 		if err != nil {
 			return fmt.Errorf("creating the state dir: %w", err)
 		}
@@ -222,6 +269,10 @@ func (e *env) startUp() error {
 		// A stale env file would announce a control plane that is not up.
 		os.Remove(filepath.Join(dir, "env"))
 	}
+	e.stateDir = dir
+	if o.node {
+		return e.startNode()
+	}
 	e.c = &cluster{stateDir: dir, etcdBin: o.etcdBin, apiBin: o.apiBin, timeout: o.timeout}
 	if err := e.c.up(e.ctx); err != nil {
 		return err
@@ -241,13 +292,32 @@ func (e *env) startUp() error {
 	return nil
 }
 
+func (e *env) startNode() error {
+	e.n = &node{d: nodePaths(e.stateDir), binDir: e.o.binDir, images: e.o.images, timeout: e.o.timeout}
+	if err := e.n.check(); err != nil {
+		return err
+	}
+	if err := e.n.up(e.ctx); err != nil {
+		return err
+	}
+	return e.n.writeNodeState(e.o.binDir)
+}
+
+// envVar names the variable that points CMD at the state directory.
+func (e *env) envVar() string {
+	if e.o.node {
+		return "KUBELEASE_NODE_ENV"
+	}
+	return "KUBELEASE_TEST_ENV"
+}
+
 // runCommand runs the user's command with KUBELEASE_TEST_ENV set. It stays
 // in the harness's process group, so a Ctrl-C at the terminal reaches it
 // directly; signals sent to the harness alone are forwarded.
 func (e *env) runCommand(sigc chan os.Signal) int {
 	cmd := exec.Command(e.o.cmd[0], e.o.cmd[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "KUBELEASE_TEST_ENV="+e.c.stateDir)
+	cmd.Env = append(os.Environ(), e.envVar()+"="+e.stateDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf("error: cannot run %s: %v", e.o.cmd[0], err)
@@ -301,9 +371,12 @@ func (e *env) teardown() {
 	}
 	if e.c != nil {
 		e.c.down()
-		if e.removeDir {
-			os.RemoveAll(e.c.stateDir)
-		}
+	}
+	if e.n != nil {
+		e.n.down()
+	}
+	if e.removeDir && e.stateDir != "" {
+		os.RemoveAll(e.stateDir)
 	}
 	verbosef("stopped")
 }

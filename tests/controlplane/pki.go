@@ -25,11 +25,16 @@ type pki struct {
 	servingCert, servingKey []byte
 	adminCert, adminKey     []byte
 	saKey, saPub            []byte
+
+	ca       *x509.Certificate // for issuing further certificates
+	caSigner crypto.Signer
 }
 
 const certValidity = 7 * 24 * time.Hour
 
-func newPKI() (*pki, error) {
+// newPKI makes a CA and the certificates of one control plane; extraIPs are
+// further addresses the apiserver's serving certificate names (a node's).
+func newPKI(extraIPs ...net.IP) (*pki, error) {
 	p := &pki{}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -53,35 +58,20 @@ func newPKI() (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.ca, p.caSigner = ca, caKey
 	p.caCert = pemBlock("CERTIFICATE", caDER)
 	if p.caKey, err = pemKey(caKey); err != nil {
 		return nil, err
 	}
 
-	serving := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default",
-			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)},
-	}
-	if p.servingCert, p.servingKey, err = issue(serving, ca, caKey); err != nil {
+	ips := append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)}, extraIPs...)
+	dns := []string{"localhost", "kubernetes", "kubernetes.default",
+		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if p.servingCert, p.servingKey, err = p.issueServing("kube-apiserver", ips, dns); err != nil {
 		return nil, err
 	}
 
-	admin := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "kubelease-admin", Organization: []string{"system:masters"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if p.adminCert, p.adminKey, err = issue(admin, ca, caKey); err != nil {
+	if p.adminCert, p.adminKey, err = p.issueClient("kubelease-admin", "system:masters"); err != nil {
 		return nil, err
 	}
 
@@ -98,6 +88,36 @@ func newPKI() (*pki, error) {
 	}
 	p.saPub = pemBlock("PUBLIC KEY", pubDER)
 	return p, nil
+}
+
+// issueClient returns a client certificate of the user cn in the groups orgs
+// and its key, signed by the CA.
+func (p *pki) issueClient(cn string, orgs ...string) (certPEM, keyPEM []byte, err error) {
+	now := time.Now()
+	return issue(&x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(certValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ca, p.caSigner)
+}
+
+// issueServing returns a serving certificate for the addresses ips and the
+// names dns, and its key, signed by the CA.
+func (p *pki) issueServing(cn string, ips []net.IP, dns []string) (certPEM, keyPEM []byte, err error) {
+	now := time.Now()
+	return issue(&x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(certValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     dns,
+		IPAddresses:  ips,
+	}, p.ca, p.caSigner)
 }
 
 // issue signs tmpl with the CA and returns the certificate and a fresh key.
@@ -164,6 +184,23 @@ func (p *pki) write(dir string) error {
 		}
 	}
 	return nil
+}
+
+// readPKI reads back what a client of the apiserver needs (the CA and the
+// admin's certificate) from a directory write filled.
+func readPKI(dir string) (*pki, error) {
+	p := &pki{}
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{"ca.crt", &p.caCert}, {"admin.crt", &p.adminCert}, {"admin.key", &p.adminKey}} {
+		data, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = data
+	}
+	return p, nil
 }
 
 // writeFile writes data atomically (temp file + rename), so a reader never
