@@ -5,9 +5,9 @@
 # kube-scheduler, kubelet, kube-proxy: scripts/cluster.sh), all Kubernetes
 # commands not yet cached in one `go build`. A cached binary is reused only
 # when its checksum matches and it reports the expected version; anything
-# else is rebuilt.
+# else is rebuilt. --kubectl adds kubectl (for trying the node by hand).
 #
-# Usage: scripts/build-control-plane.sh [--node]   (prints the bin directory)
+# Usage: scripts/build-control-plane.sh [--node] [--kubectl]   (prints the bin directory)
 # Environment: KUBELEASE_CACHE (default ~/.cache/kubelease),
 #              KUBE_VERSION (default v1.34.4), ETCD_VERSION (default v3.6.16).
 set -euo pipefail
@@ -23,14 +23,27 @@ die() { printf '[control-plane] error: %s\n' "$*" >&2; exit 1; }
 
 command -v go >/dev/null || die "Go is not installed; install Go >= 1.24 (it builds kube-apiserver and etcd)"
 
-# cached NAME VERSION-PATTERN: true when $BIN/NAME is intact and reports it.
+# cached NAME VERSION-PATTERN [ARGS...]: true when $BIN/NAME is intact and
+# `NAME ARGS` (default: --version) reports it.
 cached() {
   local bin=$BIN/$1 want=$2
+  shift 2
+  [ $# -gt 0 ] || set -- --version
   [ -x "$bin" ] && [ -f "$bin.sha256" ] || return 1
-  (cd "$BIN" && sha256sum --quiet -c "$1.sha256" >/dev/null 2>&1) || return 1
+  (cd "$BIN" && sha256sum --quiet -c "$(basename "$bin").sha256" >/dev/null 2>&1) || return 1
   # Not a pipe into grep -q: with pipefail, grep exiting early fails the check.
-  local out; out=$("$bin" --version 2>/dev/null) || return 1
+  local out; out=$("$bin" "$@" 2>/dev/null) || return 1
   [[ $out == *"$want"* ]]
+}
+
+# kube_cached NAME: true when the Kubernetes command NAME is cached and
+# reports $KUBE_VERSION.
+kube_cached() {
+  if [ "$1" = kubectl ]; then
+    cached "$1-$KUBE_VERSION" "Client Version: $KUBE_VERSION" version --client
+  else
+    cached "$1-$KUBE_VERSION" "Kubernetes $KUBE_VERSION"
+  fi
 }
 
 # seal_into NAME: moves NAME.tmp into place with its checksum file.
@@ -86,7 +99,7 @@ MOD
 build_kube() {
   local want=() c
   for c in "$@"; do
-    cached "$c-$KUBE_VERSION" "Kubernetes $KUBE_VERSION" || want+=("$c")
+    kube_cached "$c" || want+=("$c")
   done
   [ ${#want[@]} -gt 0 ] || return 0
   local work; work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-kube.XXXXXX")
@@ -103,7 +116,7 @@ build_kube() {
   done
   rm -rf "$work"
   for c in "${want[@]}"; do
-    cached "$c-$KUBE_VERSION" "Kubernetes $KUBE_VERSION" || die "built $c does not report $KUBE_VERSION"
+    kube_cached "$c" || die "built $c does not report $KUBE_VERSION"
   done
 }
 
@@ -134,11 +147,13 @@ SRC
 }
 
 kube=(kube-apiserver)
-case "${1:-}" in
-"") ;;
---node) kube+=(kube-controller-manager kube-scheduler kubelet kube-proxy) ;;
-*) die "usage: scripts/build-control-plane.sh [--node]" ;;
-esac
+for a in "$@"; do
+  case "$a" in
+  --node) kube+=(kube-controller-manager kube-scheduler kubelet kube-proxy) ;;
+  --kubectl) kube+=(kubectl) ;;
+  *) die "usage: scripts/build-control-plane.sh [--node] [--kubectl]" ;;
+  esac
+done
 
 # One build at a time per cache: concurrent runs wait for the first.
 exec 9>"$CACHE/.build.lock"

@@ -121,18 +121,34 @@ base() {
   base_keys+="$name=$k "
 }
 
-# The build context's files: what git tracks or would track (.dockerignore
-# leaves out the same build trees .gitignore does), by content.
+# context_key: a digest of the build context — the files git tracks or
+# would track, less those .dockerignore leaves out — by name and content.
 context_key() {
   cd "$root"
-  if git rev-parse --git-dir >/dev/null 2>&1; then
-    git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do
-      [ -f "$f" ] && sha256sum "$f"
-    done
-  else
-    find . -type f -not -path './.git/*' -not -path './build*' -not -path '*/node_modules/*' \
-      -not -path './.run/*' -print0 | sort -z | xargs -0 sha256sum
-  fi | key context
+  git rev-parse --git-dir >/dev/null 2>&1 || die "the image cache keys on the git tree: run from a git checkout"
+  git ls-files -co --exclude-standard -z | python3 -c '
+import fnmatch, hashlib, os, sys
+pats = [l.strip() for l in open(".dockerignore") if l.strip() and not l.startswith("#")]
+def matches(pat, path):
+    # As the builders match: from the top of the context, segment by segment
+    # (a "*" stays within one), the pattern naming the path or a directory
+    # above it.
+    ps, fs = pat.strip("/").split("/"), path.split("/")
+    return len(ps) <= len(fs) and all(fnmatch.fnmatchcase(f, p) for p, f in zip(ps, fs))
+def ignored(path):
+    out = False
+    for p in pats:
+        if p.startswith("!"):
+            out = out and not matches(p[1:], path)
+        elif matches(p, path):
+            out = True
+    return out
+h = hashlib.sha256()
+for f in sorted(sys.stdin.read().split("\0")):
+    if f and os.path.isfile(f) and not ignored(f):
+        h.update(f.encode() + b"\0" + hashlib.sha256(open(f, "rb").read()).digest())
+print(h.hexdigest())
+' | key context
 }
 
 # image NAME DOCKERFILE: builds localhost/kubelease/NAME:VERSION from
