@@ -39,6 +39,7 @@ up() {
   running && die "a node is already up (KUBELEASE_NODE_ENV=$dir); scripts/cluster.sh down first"
   [ ! -e "$dir" ] || die "$dir exists: a node that was not taken down? (scripts/cluster.sh down)"
   prepare --kubectl
+  helm=$("$root/scripts/build-helm.sh") || die "building helm failed (see above)"
   log "starting the node (log: $dir.log)"
   setsid "$root/scripts/controlplane.sh" start -node -state-dir "$dir" "${images[@]}" >"$dir.log" 2>&1 </dev/null &
   echo $! >"$dir.pid"
@@ -48,10 +49,14 @@ up() {
     running || { tail -n 30 "$dir.log" >&2; rm -f "$dir.pid"; die "the node did not come up"; }
     sleep 0.2
   done
+  # kubectl and helm under their plain names, for the commands below.
   local bin; bin=$(sed -n 's/^KL_BIN_DIR=//p' "$dir/env")
+  mkdir -p "$dir/bin"
+  ln -sf "$bin/kubectl.current" "$dir/bin/kubectl"
+  ln -sf "$helm" "$dir/bin/helm"
   cat <<EOF
 The node is up: KUBELEASE_NODE_ENV=$dir
-  export KUBECONFIG=$dir/admin.kubeconfig PATH=$bin:\$PATH   # kubectl, helm
+  export KUBECONFIG=$dir/admin.kubeconfig PATH=$dir/bin:\$PATH
   helm install kubelease charts/kubelease -n kubelease-system --create-namespace -f tests/cluster/values.yaml
   helm install kv tests/cluster/kv -n kv --create-namespace
   kubectl -n kv get pods -L example.com/store-role
@@ -72,7 +77,7 @@ down() {
       sleep 0.2
     done
   fi
-  rm -f "$dir.pid"
+  rm -f "$dir.pid" "$dir.log"
   # What a killed run left: its cgroups (busy ones, of a node still up, stay),
   # its state directory.
   "$root/scripts/controlplane.sh" clean

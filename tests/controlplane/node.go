@@ -88,8 +88,7 @@ func (n *node) up(ctx context.Context) error {
 		return err
 	}
 	verbosef("node: components up in %.1fs", time.Since(t0).Seconds())
-	if n.fwd, err = newForwarder(fmt.Sprintf("/proc/%d/ns/net", n.init.Process.Pid),
-		fmt.Sprintf("127.0.0.1:%d", apiPortNode)); err != nil {
+	if n.fwd, err = newForwarder("tcp", "127.0.0.1:0", "unix", n.d.apiSock()); err != nil {
 		return err
 	}
 	if n.admin, err = n.pki.client(true, ""); err != nil {
@@ -275,6 +274,7 @@ func (n *node) writeNodeState(binDir string) error {
 		{"KL_CONTAINERD_SOCK", n.d.containerdSock()},
 		{"KL_POD_CIDR", podCIDR},
 		{"KL_SERVICE_CIDR", serviceCIDR},
+		{"KL_IMAGES", strings.Join(n.images, " ")},
 		{"KL_BIN_DIR", binDir},
 		{"KL_STATE_DIR", string(n.d)},
 	}

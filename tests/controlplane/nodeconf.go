@@ -52,6 +52,9 @@ func (d nodePaths) kubeconfig(user string) string {
 }
 func (d nodePaths) containerdSock() string { return d.dir("node", "containerd", "containerd.sock") }
 
+// apiSock: node-supervise forwards it to the apiserver inside the node.
+func (d nodePaths) apiSock() string { return d.dir("node", "api.sock") }
+
 // kubeconfigText is a kubeconfig for server with a client certificate.
 func kubeconfigText(server string, caPEM, certPEM, keyPEM []byte, user string) string {
 	b64 := base64.StdEncoding.EncodeToString

@@ -231,11 +231,15 @@ func (s *supervisor) setupMounts() error {
 
 // setupNetwork: the loopback device up with the node's address, forwarding
 // on (for the Pods' bridge), bridged traffic through iptables (kube-proxy's
-// rules see Pod-to-Pod packets through a Service).
+// rules see Pod-to-Pod packets through a Service). The namespace has no
+// default route; the Service range is routed to the loopback device so that
+// a connection from the node itself to a ClusterIP gets past the first route
+// lookup to kube-proxy's DNAT (an address no rule takes goes nowhere).
 func (s *supervisor) setupNetwork() error {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"addr", "add", nodeIP + "/32", "dev", "lo"},
+		{"route", "add", serviceCIDR, "dev", "lo", "src", nodeIP},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -317,7 +321,12 @@ func (s *supervisor) startAPIServer() error {
 		return err
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPortNode)
-	return s.start("kube-apiserver", s.bin("kube-apiserver"), args, func() bool { return probe(admin, url, "ok") })
+	if err := s.start("kube-apiserver", s.bin("kube-apiserver"), args, func() bool { return probe(admin, url, "ok") }); err != nil {
+		return err
+	}
+	// The way in for the harness (forward.go); it lives as long as this process.
+	_, err = newForwarder("unix", s.d.apiSock(), "tcp", fmt.Sprintf("127.0.0.1:%d", apiPortNode))
+	return err
 }
 
 // startControllers starts the controller manager and the scheduler; the

@@ -1,0 +1,143 @@
+# Shared helpers for the tests on the one-node cluster (sourced, not run).
+# They run under scripts/cluster.sh run, which sets KUBELEASE_NODE_ENV.
+
+. "$(dirname "${BASH_SOURCE[0]}")/../chart/lib.sh"
+CLUSTER_TESTS=$SRC/tests/cluster
+# The leader label the demo replicas ask for (tests/cluster/values.yaml).
+LABEL_KEY=example.com/store-role
+
+# node_setup WORKDIR: exits 77 without a node; otherwise reads the node's
+# env file and prepares admin credentials for curl in WORKDIR/kube. Sets
+# APISERVER, ADMIN_KC, KWORK and the node's KL_* variables.
+node_setup() {
+  if [ -z "${KUBELEASE_NODE_ENV:-}" ]; then
+    echo "SKIP: KUBELEASE_NODE_ENV is not set (run under scripts/cluster.sh run)"
+    exit 77
+  fi
+  [ -f "$KUBELEASE_NODE_ENV/env" ] || fail "$KUBELEASE_NODE_ENV/env does not exist"
+  set -a
+  . "$KUBELEASE_NODE_ENV/env"
+  set +a
+  ADMIN_KC=$KL_ADMIN_KUBECONFIG
+  KWORK=$1/kube
+  APISERVER=$($KUBEAPI certs "$ADMIN_KC" "$KWORK") || fail "cannot read credentials from $ADMIN_KC"
+}
+
+# q EXPR: the Python expression EXPR over the last response (j), printed;
+# see q.py for the helpers it may use.
+q() { python3 "$CLUSTER_TESTS/q.py" "$KWORK/out.json" "$1"; }
+
+# get PATH: GET as admin, expecting 200.
+get() {
+  kapi GET "$1"
+  kexpect 200
+}
+
+# violation MSG: records a broken safety property seen inside a check (which
+# runs in a subshell or a condition, where a fail would only make the check
+# false); the next wait_until fails with it.
+violation() {
+  printf '%s\n' "$*" >>"$KWORK/violations"
+  return 1
+}
+
+# wait_until SECONDS WHAT CMD...: runs CMD (a check of state read from the
+# API) until it succeeds, for at most SECONDS; fails naming WHAT (and what
+# CMD last wrote to $KWORK/detail), or on a violation CMD recorded.
+wait_until() {
+  local limit=$1 what=$2 t0=$SECONDS
+  shift 2
+  rm -f "$KWORK/detail"
+  until "$@"; do
+    [ ! -s "$KWORK/violations" ] || fail "$(cat "$KWORK/violations")"
+    [ $((SECONDS - t0)) -lt "$limit" ] || fail "waited ${limit} s for $what$(cat "$KWORK/detail" 2>/dev/null | sed 's/^/; /')"
+    sleep 0.5
+  done
+  [ ! -s "$KWORK/violations" ] || fail "$(cat "$KWORK/violations")"
+  note "$what (after $((SECONDS - t0)) s)"
+}
+
+# in_node CMD...: CMD in the node's network namespace (ClusterIPs, Pod
+# addresses).
+in_node() { nsenter --net="$KL_NODE_NETNS" -- "$@"; }
+
+# pods_with NS SELECTOR [all]: the names of the Pods in NS matching
+# SELECTOR, one a line: those not being deleted, or with "all" every one.
+pods_with() {
+  get "/api/v1/namespaces/$1/pods?labelSelector=$(printf %s "$2" | python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.stdin.read()))')"
+  if [ "${3:-}" = all ]; then
+    q '[name(p) for p in j["items"]]'
+  else
+    q '[name(p) for p in j["items"] if not p["metadata"].get("deletionTimestamp")]'
+  fi
+}
+
+# archive_image_id ARCHIVE: the image ID (config digest) of a docker-archive.
+archive_image_id() {
+  tar -xOf "$1" manifest.json | python3 -c 'import json, sys; print("sha256:" + json.load(sys.stdin)[0]["Config"].split(".")[0].split("/")[-1])'
+}
+
+# image_archive NAME: the archive the node's containerd imported for the
+# image NAME (kubeleased, replica, pause).
+image_archive() {
+  local a
+  for a in $KL_IMAGES; do
+    case $(basename "$a") in "$1"-*.tar) echo "$a"; return ;; esac
+  done
+  fail "the node imported no $1 image (KL_IMAGES=$KL_IMAGES)"
+}
+
+# install_kubelease NS [HELM-ARGS...]: the kubelease chart as the node's
+# values set it (tests/cluster/values.yaml), release "kubelease" in NS; helm
+# waits (bounded) until its Pods are Ready.
+install_kubelease() {
+  local ns=$1
+  shift
+  helm_admin install kubelease "$CHART" -n "$ns" --create-namespace -f "$CLUSTER_TESTS/values.yaml" \
+    --wait --timeout 180s "$@" >"$KWORK/helm.out" 2>&1 || { cat "$KWORK/helm.out" >&2; fail "helm install of the chart failed"; }
+}
+
+# install_kv NS KUBELEASE-NS: the demo replicas (tests/cluster/kv) in NS,
+# reaching kubeleased through the ClusterIP of its Service in KUBELEASE-NS.
+install_kv() {
+  helm_admin install kv "$CLUSTER_TESTS/kv" -n "$1" --create-namespace --set "kubelease.namespace=$2" \
+    >"$KWORK/helm.out" 2>&1 || { cat "$KWORK/helm.out" >&2; fail "helm install of tests/cluster/kv failed"; }
+}
+
+# kubeleased_ready NS: both kubeleased Pods of the release in NS Ready, and
+# the Deployment says so.
+kubeleased_ready() {
+  get "/apis/apps/v1/namespaces/$1/deployments/kubelease"
+  [ "$(q 'j["status"].get("readyReplicas", 0) == 2 and j["status"].get("updatedReplicas", 0) == 2 and j["status"].get("replicas", 0) == 2')" = true ] || return 1
+  get "/api/v1/namespaces/$1/pods?labelSelector=app.kubernetes.io/instance%3Dkubelease"
+  [ "$(q 'len([p for p in j["items"] if ready(p) and not p["metadata"].get("deletionTimestamp")])')" = 2 ]
+}
+
+# leaders NS: the Pods in NS that carry the leader label, one a line; two
+# are a violation.
+leaders() {
+  local l
+  l=$(pods_with "$1" "$LABEL_KEY=leader" all)
+  [ "$(printf '%s' "$l" | grep -c .)" -le 1 ] || violation "two Pods carry the leader label: $(echo $l)" || true
+  printf '%s' "$l"
+}
+
+# lease_holder NS NAME: spec.holderIdentity of the Lease (empty if none).
+lease_holder() {
+  get "/apis/coordination.k8s.io/v1/namespaces/$1/leases/$2"
+  q 'j["spec"].get("holderIdentity")'
+}
+
+# one_leader NS: true when exactly one Pod of the demo replicas in NS is
+# labelled and it holds the Lease kv-master; sets LEADER.
+one_leader() {
+  LEADER=$(leaders "$1")
+  [ -n "$LEADER" ] && [ "$(lease_holder "$1" kv-master)" = "$LEADER" ]
+}
+
+# endpoints_name NS SERVICE: the Pods the Service's EndpointSlices name as
+# ready endpoints, one a line.
+endpoints_name() {
+  get "/apis/discovery.k8s.io/v1/namespaces/$1/endpointslices?labelSelector=kubernetes.io/service-name%3D$2"
+  q 'sorted(e["targetRef"]["name"] for s in j["items"] for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready"))'
+}
