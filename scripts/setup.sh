@@ -13,7 +13,11 @@ build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-d
             libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev
             libgnutls28-dev)
 test_pkgs=(libcmocka-dev clang libclang-rt-14-dev clang-format valgrind prometheus chromium curl
-           openssl procps psmisc python3 python3-yaml faketime)
+           openssl procps psmisc python3 python3-yaml faketime
+           # The one-node cluster (scripts/cluster.sh): its runtime, network
+           # and image builds.
+           containerd runc containernetworking-plugins iptables iproute2 util-linux
+           buildah mmdebstrap)
 
 if [ "${1:-}" = "--list" ]; then
   case "${2:-}" in

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine and runs every test: unit, integration
 # (against a real kube-apiserver + etcd on loopback), interop (third-party
-# clients), chart, the nemesis (random faults, about 3 minutes); then the
+# clients), chart, the nemesis (random faults, about 3 minutes), the cluster
+# suite (the chart on a one-node cluster: scripts/cluster.sh); then the
 # unit, integration and nemesis suites again under ASan+UBSan, unit and
 # integration under TSan, the client library under valgrind, and a short
 # run of every fuzzer (clang, libFuzzer).
@@ -31,7 +32,14 @@ step "build"
 build build
 
 step "tests (plain build)"
-scripts/controlplane.sh run -- ctest --test-dir build --output-on-failure
+scripts/controlplane.sh run -- ctest --test-dir build --output-on-failure -LE cluster
+
+# The plain pass only: a one-node cluster with the images built from the
+# Dockerfiles, the chart installed with helm, elections through a real
+# Service and kube-proxy (the binaries and images are cached after the first
+# run).
+step "tests on a one-node cluster (kubelet, containerd, kube-proxy; the chart with helm)"
+scripts/cluster.sh run -- ctest --test-dir build --output-on-failure -L cluster
 
 # The sanitizer passes leave out the slowest integration suite, which the
 # plain pass runs: test_engine_kube spends most of its two minutes counting
