@@ -40,10 +40,10 @@ version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts
 
 # buildah with the cache's own storage and configuration, so that its
 # images and network configuration do not land in the host's.
-mkdir -p "$STORE/cni"
+mkdir -p "$STORE/cni" "$STORE/tmp"
 printf '[network]\nnetwork_config_dir = "%s"\n' "$STORE/cni" >"$STORE/containers.conf"
 export CONTAINERS_CONF=$STORE/containers.conf
-B=(buildah --root "$STORE/storage" --runroot "$STORE/run" --storage-driver overlay)
+B=(env TMPDIR="$STORE/tmp" buildah --root "$STORE/storage" --runroot "$STORE/run" --storage-driver overlay)
 
 # intact FILE: true when FILE and its checksum file agree.
 intact() {

@@ -13,6 +13,8 @@ get_helm() {
   HELM=$(bash "$SRC/scripts/build-helm.sh") || fail "scripts/build-helm.sh could not provide helm"
   [ -x "$HELM" ] || fail "scripts/build-helm.sh printed '$HELM', which is not an executable"
   export HELM_CACHE_HOME=$home/cache HELM_CONFIG_HOME=$home/config HELM_DATA_HOME=$home/data
+  # client-go's discovery cache too (else ~/.kube/cache).
+  export KUBECACHEDIR=$home/kube-cache
 }
 
 need_pyyaml() {

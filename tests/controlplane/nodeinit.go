@@ -346,6 +346,8 @@ func (s *supervisor) startControllers() error {
 		"--cluster-cidr=" + podCIDR,
 		"--allocate-node-cidrs=false",
 		"--controllers=*,-nodeipam",
+		// Not the machine's /usr/libexec/kubernetes, which it would create.
+		"--flex-volume-plugin-dir=" + s.d.dir("node", "volume-plugins"),
 		"--profiling=false",
 	}, nil); err != nil {
 		return err
