@@ -6,6 +6,40 @@ CLUSTER_TESTS=$SRC/tests/cluster
 # The leader label the demo replicas ask for (tests/cluster/values.yaml).
 LABEL_KEY=example.com/store-role
 
+# begin_test NAME: a work directory ($WORK), the node's env (node_setup) and,
+# at exit, the helm releases in $RELEASES uninstalled in order ("NAME/NS"
+# words), the namespaces in $NAMESPACES deleted, the work directory removed.
+begin_test() {
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-$1.XXXXXX")
+  RELEASES= NAMESPACES=
+  trap end_test EXIT
+  node_setup "$WORK"
+}
+
+# begin_chart_test NAME: begin_test, with helm ($HELM), and the namespaces of
+# the chart's release ($RELNS) and of the demo replicas ($KVNS), both
+# removed at exit, the replicas' release first.
+begin_chart_test() {
+  begin_test "$1"
+  need_pyyaml
+  get_helm "$WORK/helm"
+  local id; id=$(test_id)
+  RELNS=$1-kl-$id
+  KVNS=$1-kv-$id
+  RELEASES="kv/$KVNS kubelease/$RELNS"
+  NAMESPACES="$KVNS $RELNS"
+}
+
+end_test() {
+  set +e
+  local r ns
+  for r in $RELEASES; do
+    helm_admin uninstall "${r%/*}" -n "${r#*/}" --wait --timeout 60s >/dev/null 2>&1
+  done
+  for ns in $NAMESPACES; do kapi DELETE "/api/v1/namespaces/$ns" >/dev/null 2>&1; done
+  rm -rf "$WORK"
+}
+
 # node_setup WORKDIR: exits 77 without a node; otherwise reads the node's
 # env file and prepares admin credentials for curl in WORKDIR/kube. Sets
 # APISERVER, ADMIN_KC, KWORK and the node's KL_* variables.

@@ -16,21 +16,7 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-lifecycle.XXXXXX")
-RELNS= KVNS=
-cleanup() {
-  set +e
-  [ -z "$KVNS" ] || { helm_admin uninstall kv -n "$KVNS" --wait --timeout 60s; kapi DELETE "/api/v1/namespaces/$KVNS"; } >/dev/null 2>&1
-  [ -z "$RELNS" ] || { helm_admin uninstall kubelease -n "$RELNS" --wait --timeout 60s; kapi DELETE "/api/v1/namespaces/$RELNS"; } >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-node_setup "$work"
-need_pyyaml
-get_helm "$work/helm"
-id=$(test_id)
-RELNS=klc-$id
-KVNS=kvc-$id
+begin_chart_test lifecycle
 SEL=app.kubernetes.io/instance%3Dkubelease
 
 # --- install -----------------------------------------------------------------

@@ -15,21 +15,7 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-election.XXXXXX")
-RELNS= KVNS=
-cleanup() {
-  set +e
-  [ -z "$KVNS" ] || { helm_admin uninstall kv -n "$KVNS" --wait --timeout 60s; kapi DELETE "/api/v1/namespaces/$KVNS"; } >/dev/null 2>&1
-  [ -z "$RELNS" ] || { helm_admin uninstall kubelease -n "$RELNS" --wait --timeout 60s; kapi DELETE "/api/v1/namespaces/$RELNS"; } >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-node_setup "$work"
-need_pyyaml
-get_helm "$work/helm"
-id=$(test_id)
-RELNS=kls-$id
-KVNS=kv-$id
+begin_chart_test election
 
 install_kubelease "$RELNS"
 wait_until 60 "both kubeleased Pods Ready" kubeleased_ready "$RELNS"

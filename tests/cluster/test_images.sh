@@ -11,15 +11,8 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-images.XXXXXX")
-NS=
-cleanup() {
-  set +e
-  [ -z "$NS" ] || kapi DELETE "/api/v1/namespaces/$NS" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-node_setup "$work"
+begin_test images
+work=$WORK
 version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$SRC/charts/kubelease/Chart.yaml")
 
 # --- the cache ---------------------------------------------------------------
@@ -58,6 +51,7 @@ note "kubeleased image: the Dockerfile's runtime stage (user $want_user, ports $
 
 # --- the replica image runs its programs ----------------------------------------------
 NS=images-$(test_id)
+NAMESPACES=$NS
 create_namespace "$NS"
 kapi_json POST "/api/v1/namespaces/$NS/pods" '{
   "metadata": {"name": "programs"},

@@ -15,15 +15,7 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-node-test.XXXXXX")
-NS=
-cleanup() {
-  set +e
-  [ -z "$NS" ] || kapi DELETE "/api/v1/namespaces/$NS" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-node_setup "$work"
+begin_test node
 version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$SRC/charts/kubelease/Chart.yaml")
 
 # --- the Node ----------------------------------------------------------------
@@ -54,6 +46,7 @@ note "the node's network: no default route; interfaces $(echo $links)"
 
 # --- a Pod: Downward API, a projected token, an exec probe, its log --------------
 NS=node-$(test_id)
+NAMESPACES=$NS
 create_namespace "$NS"
 kapi_json POST "/api/v1/namespaces/$NS/serviceaccounts" '{"metadata": {"name": "probe"}}'
 kexpect 201

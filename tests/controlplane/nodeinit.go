@@ -333,33 +333,29 @@ func (s *supervisor) startAPIServer() error {
 // harness waits for their work (the node's ServiceAccount, its CA
 // ConfigMap) through the API.
 func (s *supervisor) startControllers() error {
-	if err := s.start("kube-controller-manager", s.bin("kube-controller-manager"), []string{
-		"--kubeconfig=" + s.d.kubeconfig("kube-controller-manager"),
-		"--authentication-kubeconfig=" + s.d.kubeconfig("kube-controller-manager"),
-		"--authorization-kubeconfig=" + s.d.kubeconfig("kube-controller-manager"),
-		"--bind-address=127.0.0.1",
-		"--leader-elect=false",
+	if err := s.start("kube-controller-manager", s.bin("kube-controller-manager"), append(s.controllerFlags("kube-controller-manager"),
 		"--use-service-account-credentials=true",
-		"--root-ca-file=" + s.d.pki("ca.crt"),
-		"--service-account-private-key-file=" + s.d.pki("sa.key"),
-		"--service-cluster-ip-range=" + serviceCIDR,
-		"--cluster-cidr=" + podCIDR,
+		"--root-ca-file="+s.d.pki("ca.crt"),
+		"--service-account-private-key-file="+s.d.pki("sa.key"),
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--cluster-cidr="+podCIDR,
 		"--allocate-node-cidrs=false",
 		"--controllers=*,-nodeipam",
 		// Not the machine's /usr/libexec/kubernetes, which it would create.
-		"--flex-volume-plugin-dir=" + s.d.dir("node", "volume-plugins"),
-		"--profiling=false",
-	}, nil); err != nil {
+		"--flex-volume-plugin-dir="+s.d.dir("node", "volume-plugins"),
+	), nil); err != nil {
 		return err
 	}
-	return s.start("kube-scheduler", s.bin("kube-scheduler"), []string{
-		"--kubeconfig=" + s.d.kubeconfig("kube-scheduler"),
-		"--authentication-kubeconfig=" + s.d.kubeconfig("kube-scheduler"),
-		"--authorization-kubeconfig=" + s.d.kubeconfig("kube-scheduler"),
-		"--bind-address=127.0.0.1",
-		"--leader-elect=false",
-		"--profiling=false",
-	}, nil)
+	return s.start("kube-scheduler", s.bin("kube-scheduler"), s.controllerFlags("kube-scheduler"), nil)
+}
+
+// controllerFlags: the flags the controller manager and the scheduler share —
+// their kubeconfig for the API and for delegated authentication and
+// authorization, loopback only, no leader election (there is one of each).
+func (s *supervisor) controllerFlags(user string) []string {
+	kc := s.d.kubeconfig(user)
+	return []string{"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", "--leader-elect=false", "--profiling=false"}
 }
 
 func (s *supervisor) startContainerd() error {
