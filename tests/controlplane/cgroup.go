@@ -116,8 +116,7 @@ func removeTree(dir string) error {
 }
 
 // nodeCgroupRoots names every node cgroup root (kubelease-node-*) in any
-// hierarchy; a removal of one a running node uses fails (its cgroups are
-// busy), so `down` may try them all.
+// hierarchy, of live nodes and of killed ones.
 func nodeCgroupRoots() ([]string, error) {
 	dirs, err := cgroupHierarchies()
 	if err != nil {

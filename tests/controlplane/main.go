@@ -20,7 +20,7 @@ import (
 const usage = `usage:
   controlplane run   [flags] -- CMD [ARGS...]   start, run CMD with KUBELEASE_TEST_ENV=DIR, stop; exit with CMD's status
   controlplane start [flags]                    start and stay in the foreground until SIGINT/SIGTERM
-  controlplane clean                            remove what killed node runs left (their cgroups)
+  controlplane clean                            remove what killed node runs left (state dirs, cgroups)
 With -node, a one-node cluster instead (KUBELEASE_NODE_ENV=DIR; README.md, "The node").
 flags:
 `
@@ -157,15 +157,27 @@ func main() {
 	os.Exit(run(mode, o))
 }
 
-// clean removes the cgroups of node runs that were killed before their
-// teardown; those of a running node are busy and stay.
+// clean removes what node runs killed before their teardown left: their
+// state directories (in the temporary directory) and their cgroups; those of
+// a running node (its directory locked) stay.
 func clean() int {
+	stale, live := nodeDirs(os.TempDir())
+	for _, d := range stale {
+		if err := os.RemoveAll(d); err != nil {
+			logf("warning: %v", err)
+			continue
+		}
+		verbosef("removed the state directory %s", d)
+	}
 	roots, err := nodeCgroupRoots()
 	if err != nil {
 		logf("error: %v", err)
 		return 1
 	}
 	for _, r := range roots {
+		if live[r] {
+			continue
+		}
 		if err := removeCgroupRoot(r, 0); err != nil {
 			verbosef("%s is in use; left alone", r)
 			continue

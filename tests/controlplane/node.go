@@ -36,6 +36,7 @@ type node struct {
 	initDone chan struct{} // closed when node-init has exited
 	fwd      *forwarder
 	admin    *http.Client
+	lockFile *os.File
 }
 
 // nodeTools are the programs of the machine the node runs (scripts/setup.sh
@@ -65,7 +66,28 @@ func (n *node) check() error {
 	return nil
 }
 
+// lock holds the state directory's lock while the harness runs, so that
+// `controlplane clean` tells a live node's directory from a killed one's.
+func (n *node) lock() error {
+	if err := os.MkdirAll(n.d.dir("node"), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(n.d.conf("lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("the state directory %s is in use by another node", string(n.d))
+	}
+	n.lockFile = f // held until the process exits
+	return nil
+}
+
 func (n *node) up(ctx context.Context) error {
+	if err := n.lock(); err != nil {
+		return err
+	}
 	var err error
 	if n.pki, err = newPKI(net.ParseIP(nodeIP)); err != nil {
 		return fmt.Errorf("generating certificates: %w", err)
@@ -74,13 +96,16 @@ func (n *node) up(ctx context.Context) error {
 	if _, err := rand.Read(id); err != nil {
 		return err
 	}
-	n.cgroupRoot = "/kubelease-node-" + hex.EncodeToString(id)
-	if err := makeCgroupRoot(n.cgroupRoot); err != nil {
+	// spec.json names the cgroup root before it exists, so that `clean` knows
+	// it is this live node's.
+	root := "/kubelease-node-" + hex.EncodeToString(id)
+	spec := nodeSpec{StateDir: string(n.d), BinDir: n.binDir, Images: n.images,
+		CgroupRoot: root, TimeoutSec: int(n.timeout / time.Second)}
+	if err := writeNodeConfig(n.d, n.pki, spec); err != nil {
 		return err
 	}
-	spec := nodeSpec{StateDir: string(n.d), BinDir: n.binDir, Images: n.images,
-		CgroupRoot: n.cgroupRoot, TimeoutSec: int(n.timeout / time.Second)}
-	if err := writeNodeConfig(n.d, n.pki, spec); err != nil {
+	n.cgroupRoot = root
+	if err := makeCgroupRoot(n.cgroupRoot); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -284,6 +309,30 @@ func (n *node) writeNodeState(binDir string) error {
 		fmt.Fprintf(&b, "%s=%s\n", v[0], shellQuote(v[1]))
 	}
 	return writeFile(n.d.dir("env"), []byte(b.String()), 0o644)
+}
+
+// nodeDirs sorts the state directories of node runs in dir (kubelease-node*,
+// with a lock file) into those of killed runs (the lock is free) and the
+// cgroup roots of live ones (from their spec.json).
+func nodeDirs(dir string) (stale []string, liveRoots map[string]bool) {
+	liveRoots = map[string]bool{}
+	m, _ := filepath.Glob(filepath.Join(dir, "kubelease-node*"))
+	for _, d := range m {
+		f, err := os.OpenFile(filepath.Join(d, "node", "lock"), os.O_RDWR, 0)
+		if err != nil {
+			continue // not a node's, or one starting this moment (no cgroups yet)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			stale = append(stale, d)
+		} else if data, err := os.ReadFile(filepath.Join(d, "node", "spec.json")); err == nil {
+			var spec nodeSpec
+			if json.Unmarshal(data, &spec) == nil {
+				liveRoots[spec.CgroupRoot] = true
+			}
+		}
+		f.Close()
+	}
+	return stale, liveRoots
 }
 
 // nodeQuiet: node-init and node-supervise print only errors (-q).
