@@ -30,6 +30,8 @@ prepare() {
   images=()
   local a
   for a in $list; do images+=(-image "$a"); done
+  # What killed runs left (never a live node's).
+  "$root/scripts/controlplane.sh" clean
 }
 
 # running: true while the node `up` started is alive.
