@@ -9,7 +9,7 @@
 # - the Service selecting the label has EndpointSlices (from the controller
 #   manager) naming exactly that Pod;
 # - kube-proxy keeps kubeleased's clients on one Pod (sessionAffinity
-#   ClientIP: its "recent" rules);
+#   ClientIP: its "recent" rules), so the leader's term holds;
 # - the leader's Pod deleted, another is labelled and the EndpointSlices
 #   follow; no two Pods are ever seen labelled.
 set -euo pipefail
@@ -49,6 +49,14 @@ rules=$(in_node iptables-save -t nat | grep -F -- "$RELNS/kubelease:http" || tru
 grep -q -- '-m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-' <<<"$rules" ||
   fail "kube-proxy's rules for kubeleased's Service do not keep clients on one Pod (no recent match)"
 note "kube-proxy: ClientIP affinity rules for $RELNS/kubelease:http"
+
+# One term so far: every Confirm of the leader (on connections of their own,
+# each through the Service) reached the kubeleased Pod that holds its
+# Campaign stream; on the other Pod it would have been refused and the term
+# given up.
+get "/api/v1/namespaces/$KVNS/events?fieldSelector=involvedObject.name%3Dkv-master"
+[ "$(q 'sum(e.get("count", 1) for e in j["items"] if e["reason"] == "LeaderElection")')" = 1 ] ||
+  fail "the leader's term did not hold: $(q '[e["message"] for e in j["items"]]')"
 
 # The leader's Pod goes: it resigns on SIGTERM, another replica is elected
 # and labelled, and the Service follows.
