@@ -7,6 +7,8 @@
 
 #include "client.h"
 #include "election.h"
+#include "kubelease/v1/kubelease.pb-c.h"
+#include "transport.h"
 #include "status.h"
 #include "util.h"
 #include "validate.h"
@@ -59,6 +61,17 @@ static int check_pod_label(const kl_election_options *o, kl_error *err)
     return KL_OK;
 }
 
+/* A leader value: at most what the service keeps (1024 bytes). */
+static int check_value(const void *value, size_t len, kl_error *err)
+{
+    if (len > 1024)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "value: %zu bytes, more than the 1024 a leader value may have", len);
+    if (len && !value)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "value is NULL with value_len %zu", len);
+    return KL_OK;
+}
+
 int kl_run_election(kl_client *c, const char *ns, const char *lease, const char *identity,
                     int lease_duration_s, int renew_deadline_s, int retry_period_s, kl_error *err)
 {
@@ -89,8 +102,13 @@ int kl_run_election_opts(kl_client *c, const char *ns, const char *lease, const 
     if (kl__check_identity(identity, err) != KL_OK ||
         kl__check_durations(o.lease_duration_s, o.renew_deadline_s, o.retry_period_s, err) !=
             KL_OK ||
-        check_pod_label(&o, err) != KL_OK)
+        check_pod_label(&o, err) != KL_OK || check_value(o.value, o.value_len, err) != KL_OK)
         return KL_ERR_INVALID_ARGUMENT;
+    if (o.grant_ms != 0 && (o.grant_ms < 200 || o.grant_ms > o.retry_period_s * 1000))
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "opts: grant_ms %d must be 0 (the service's) or from 200 to the retry "
+                          "period (%d ms)",
+                          o.grant_ms, o.retry_period_s * 1000);
 
     el = kl__election_new(&c->loop, ns, lease, identity, o.lease_duration_s, o.renew_deadline_s,
                           o.retry_period_s);
@@ -99,8 +117,13 @@ int kl_run_election_opts(kl_client *c, const char *ns, const char *lease, const 
         kl__election_unref(el);
         el = NULL;
     }
+    if (el && kl__election_set_value(el, o.value, o.value_len) != 0) {
+        kl__election_unref(el);
+        el = NULL;
+    }
     if (!el)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the election");
+    el->grant_ms = o.grant_ms;
 
     pthread_mutex_lock(&c->loop.mu);
     if (c->stopping) {
@@ -162,6 +185,53 @@ int kl_set_pod_label(kl_client *c, const char *ns, const char *lease, const char
         kl__loop_wake(&c->loop); /* the I/O thread gives it to the service */
         rc = KL_OK;
     }
+    pthread_mutex_unlock(&c->loop.mu);
+    return rc;
+}
+
+int kl_proclaim(kl_client *c, const char *ns, const char *lease, const void *value,
+                size_t value_len, kl_error *err)
+{
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    if (check_value(value, value_len, err) != KL_OK)
+        return KL_ERR_INVALID_ARGUMENT;
+    Kubelease__V1__ProclaimRequest req = KUBELEASE__V1__PROCLAIM_REQUEST__INIT;
+    char identity[256], token[KL__TERM_TOKEN_MAX];
+    pthread_mutex_lock(&c->loop.mu);
+    struct kl__election *el = el_find(c, ns, lease);
+    if (el)
+        kl__election_check_deadline(el, kl__now_ms());
+    if (!el || kl__election_over(el))
+        rc = kl__seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s is running", ns, lease);
+    else if (!kl__election_leader(el) && el->state != KL__EL_ELECTED)
+        rc = kl__seterr(err, KL_ERR_LOST, "%s does not lead: only its leader proclaims", el->key);
+    else {
+        snprintf(identity, sizeof identity, "%s", el->identity);
+        snprintf(token, sizeof token, "%s", el->term_token);
+    }
+    pthread_mutex_unlock(&c->loop.mu);
+    if (rc != KL_OK)
+        return rc;
+    req.namespace_ = (char *)ns;
+    req.name = (char *)lease;
+    req.identity = identity;
+    req.term_token = token;
+    req.value.len = value_len;
+    req.value.data = (uint8_t *)value;
+    struct kl__buf out = {0};
+    rc = kl__unary_call(&c->loop.tr, "Proclaim", &req.base, c->loop.opts.request_timeout_ms, 4096,
+                        &out, err);
+    explicit_bzero(token, sizeof token);
+    kl__buf_free(&out);
+    if (rc != KL_OK)
+        return rc;
+    /* Written: the election's resumes carry it from now on. */
+    pthread_mutex_lock(&c->loop.mu);
+    el = el_find(c, ns, lease);
+    if (el && !kl__election_over(el) && kl__election_set_value(el, value, value_len) != 0)
+        rc = kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory keeping the leader value");
     pthread_mutex_unlock(&c->loop.mu);
     return rc;
 }

@@ -24,15 +24,15 @@ static struct kl__watch *watch_find(struct kl_client *c, const char *ns, const c
     return NULL;
 }
 
-int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb, void *ctx,
-                    kl_error *err)
+static int watch_start(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb,
+                       kl_holder_ex_cb cb_ex, void *ctx, kl_error *err)
 {
     int rc = kl__check_call(c, ns, lease, err);
     if (rc != KL_OK)
         return rc;
-    if (!cb)
+    if (!cb && !cb_ex)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "cb (the callback) is NULL");
-    struct kl__watch *w = kl__watch_new(&c->loop, ns, lease, cb, ctx);
+    struct kl__watch *w = kl__watch_new(&c->loop, ns, lease, cb, cb_ex, ctx);
     if (!w)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the watch");
     pthread_mutex_lock(&c->loop.mu);
@@ -49,6 +49,18 @@ int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_c
     if (w)
         kl__watch_free(w);
     return rc;
+}
+
+int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb, void *ctx,
+                    kl_error *err)
+{
+    return watch_start(c, ns, lease, cb, NULL, ctx, err);
+}
+
+int kl_watch_holder_ex(kl_client *c, const char *ns, const char *lease, kl_holder_ex_cb cb,
+                       void *ctx, kl_error *err)
+{
+    return watch_start(c, ns, lease, NULL, cb, ctx, err);
 }
 
 int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *err)
@@ -75,7 +87,8 @@ int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, kl_error *e
 }
 
 int kl__holder_get(struct kl_client *c, const char *ns, const char *lease, char **holder,
-                   int64_t *lease_transitions, int64_t *since_ms, kl_error *err)
+                   int64_t *lease_transitions, int64_t *since_ms, void **value, size_t *value_len,
+                   kl_error *err)
 {
     Kubelease__V1__GetHolderRequest req = KUBELEASE__V1__GET_HOLDER_REQUEST__INIT;
     struct kl__buf out = {0};
@@ -104,6 +117,16 @@ int kl__holder_get(struct kl_client *c, const char *ns, const char *lease, char 
         *lease_transitions = r->epoch;
     if (since_ms)
         *since_ms = r->since_transition_ms;
+    if (value && r->value.len && *holder) {
+        if (!(*value = malloc(r->value.len))) {
+            free(*holder);
+            *holder = NULL;
+            kubelease__v1__get_holder_response__free_unpacked(r, NULL);
+            return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory copying the leader value");
+        }
+        memcpy(*value, r->value.data, r->value.len);
+        *value_len = r->value.len;
+    }
     kubelease__v1__get_holder_response__free_unpacked(r, NULL);
     return KL_OK;
 }
@@ -120,5 +143,25 @@ int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder
         return rc;
     if (!holder)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "holder (the output pointer) is NULL");
-    return kl__holder_get(c, ns, lease, holder, lease_transitions, NULL, err);
+    return kl__holder_get(c, ns, lease, holder, lease_transitions, NULL, NULL, NULL, err);
+}
+
+int kl_get_holder_ex(kl_client *c, const char *ns, const char *lease, char **holder,
+                     int64_t *lease_transitions, void **value, size_t *value_len, kl_error *err)
+{
+    if (holder)
+        *holder = NULL;
+    if (lease_transitions)
+        *lease_transitions = 0;
+    if (value)
+        *value = NULL;
+    if (value_len)
+        *value_len = 0;
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    if (!holder || !value || !value_len)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
+                          "holder, value and value_len (the output pointers) must not be NULL");
+    return kl__holder_get(c, ns, lease, holder, lease_transitions, NULL, value, value_len, err);
 }

@@ -71,6 +71,7 @@ int kl_get_lease(kl_client *c, const char *ns, const char *lease, kl_lease_info 
     snprintf(out->ns, sizeof(out->ns), "%s", ns);
     snprintf(out->name, sizeof(out->name), "%s", lease);
     rc = kl__holder_get(c, ns, lease, &holder, &out->lease_transitions, &out->since_transition_ms,
+                        NULL, NULL,
                         err);
     if (rc == KL_OK) {
         snprintf(out->holder, sizeof(out->holder), "%s", holder ? holder : "");

@@ -22,6 +22,7 @@ struct kl_client {
  * epoch and the time since the last transition where the pointers are not
  * NULL. Returns KL_OK, KL_NOT_FOUND or a negative status, with err filled. */
 int kl__holder_get(struct kl_client *c, const char *ns, const char *lease, char **holder,
-                   int64_t *lease_transitions, int64_t *since_ms, kl_error *err);
+                   int64_t *lease_transitions, int64_t *since_ms, void **value, size_t *value_len,
+                   kl_error *err);
 
 #endif

@@ -99,6 +99,7 @@ static void el_free(struct kl__election *el)
     free(el->pod_name);
     free(el->pod_label_key);
     free(el->pod_label_value);
+    free(el->value);
     free(el);
 }
 
@@ -229,6 +230,9 @@ static void start_stream(struct kl__election *el)
         req.pod_label_value = el->pod_label_value;
     }
     el->stream_label = el->label_sent = el->label_gen; /* this stream carries the label */
+    req.value.len = el->value_len;
+    req.value.data = el->value;
+    req.grant_ms = el->grant_ms;
     el->registered = 0;
     x = kl__xfer_new(&el->loop->tr, &campaign_type, &req.base, 0, el);
     if (!x) {
@@ -685,6 +689,19 @@ struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const 
         return NULL;
     }
     return el;
+}
+
+int kl__election_set_value(struct kl__election *el, const void *value, size_t len)
+{
+    void *copy = NULL;
+    if (len && !(copy = malloc(len)))
+        return -1;
+    if (len)
+        memcpy(copy, value, len);
+    free(el->value);
+    el->value = copy;
+    el->value_len = len;
+    return 0;
 }
 
 void kl__election_ref(struct kl__election *el)

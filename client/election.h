@@ -57,6 +57,11 @@ struct kl__election {
     int label_result;
     char label_message[256];
     int registered; /* the service took the current stream's campaign on (it spoke) */
+    /* The leader value (docs/design.md, rule 10): the one the next stream
+     * carries, kept current by kl_proclaim; NULL when none. */
+    void *value;
+    size_t value_len;
+    int grant_ms; /* the validity asked for each confirmation; 0: the service's */
 
     enum kl__election_state state;
     int64_t deadline_ms;                 /* leadership deadline (monotonic), while a leader */
@@ -130,6 +135,9 @@ int64_t kl__election_label_process(struct kl__election *el, int64_t now);
 void kl__election_label_registered(struct kl__election *el);
 struct Kubelease__V1__PodLabel;
 void kl__election_label_event(struct kl__election *el, const struct Kubelease__V1__PodLabel *p);
+/* The leader value the next stream carries (len bytes copied; 0: none).
+ * Returns 0, or -1 when out of memory (then unchanged). */
+int kl__election_set_value(struct kl__election *el, const void *value, size_t len);
 void kl__election_ref(struct kl__election *el);
 /* Drops a reference; the last frees the election. */
 void kl__election_unref(struct kl__election *el);

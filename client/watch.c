@@ -44,6 +44,7 @@ void kl__watch_free(struct kl__watch *w)
     free(w->ns);
     free(w->name);
     free(w->last_holder);
+    free(w->last_value);
     free(w);
 }
 
@@ -102,17 +103,30 @@ static void watch_done(struct kl__xfer *x, CURLcode rc)
     w->reconnect_at = kl__now_ms() + w->backoff_ms;
 }
 
-/* Records the new state; returns 1 if it differs from the last delivered. */
-static int watch_update(struct kl__watch *w, int exists, const char *holder, int64_t epoch)
+/* Records the new state; returns 1 if it differs from the last delivered
+ * (the value counts for a watch with the value, cb_ex). */
+static int watch_update(struct kl__watch *w, int exists, const char *holder, int64_t epoch,
+                        const ProtobufCBinaryData *value)
 {
+    size_t vl = w->cb_ex ? value->len : 0;
     if (w->last_holder && w->last_exists == exists && w->last_epoch == epoch &&
-        strcmp(w->last_holder, holder) == 0)
+        strcmp(w->last_holder, holder) == 0 && w->last_value_len == vl &&
+        (!vl || memcmp(w->last_value, value->data, vl) == 0))
         return 0;
     char *copy = strdup(holder);
-    if (!copy)
+    void *vcopy = vl ? malloc(vl) : NULL;
+    if (!copy || (vl && !vcopy)) {
+        free(copy);
+        free(vcopy);
         return 0;
+    }
+    if (vl)
+        memcpy(vcopy, value->data, vl);
     free(w->last_holder);
+    free(w->last_value);
     w->last_holder = copy;
+    w->last_value = vcopy;
+    w->last_value_len = vl;
     w->last_exists = exists;
     w->last_epoch = epoch;
     return 1;
@@ -133,15 +147,20 @@ static int watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 
     pthread_mutex_lock(&l->mu);
     w->backoff_ms = 0;
-    int call =
-        w->state == KL__W_OPEN && w->stream == x && watch_update(w, ev->exists, holder, epoch);
+    ProtobufCBinaryData none = {0, NULL}, *value = ev->exists && holder[0] ? &ev->value : &none;
+    int call = w->state == KL__W_OPEN && w->stream == x &&
+               watch_update(w, ev->exists, holder, epoch, value);
     if (call)
         w_set_state(w, KL__W_CALLBACK);
     pthread_mutex_unlock(&l->mu);
 
     if (call) {
         size_t hl = strlen(holder);
-        w->cb(w->ctx, hl ? holder : NULL, hl, epoch);
+        if (w->cb_ex)
+            w->cb_ex(w->ctx, hl ? holder : NULL, hl, epoch, value->len ? value->data : NULL,
+                     value->len);
+        else
+            w->cb(w->ctx, hl ? holder : NULL, hl, epoch);
         pthread_mutex_lock(&l->mu);
         w_set_state(w, w->state == KL__W_CANCELLING ? KL__W_CANCELLED : KL__W_OPEN);
         kl__loop_changed(l);
@@ -152,13 +171,14 @@ static int watch_on_message(struct kl__xfer *x, const uint8_t *msg, size_t len)
 }
 
 struct kl__watch *kl__watch_new(struct kl__loop *l, const char *ns, const char *lease,
-                                kl_holder_cb cb, void *ctx)
+                                kl_holder_cb cb, kl_holder_ex_cb cb_ex, void *ctx)
 {
     struct kl__watch *w = calloc(1, sizeof(*w));
     if (!w)
         return NULL;
     w->loop = l;
     w->cb = cb;
+    w->cb_ex = cb_ex;
     w->ctx = ctx;
     if (!(w->key = kl__key_new(ns, lease)) || !(w->ns = strdup(ns)) || !(w->name = strdup(lease))) {
         kl__watch_free(w);

@@ -32,6 +32,7 @@ struct kl__watch {
     char *ns;
     char *name;
     kl_holder_cb cb;
+    kl_holder_ex_cb cb_ex; /* instead of cb (kl_watch_holder_ex): the value too */
     void *ctx;
     enum kl__watch_state state;
     int waiters; /* kl_cancel_watch calls waiting for the end of CANCELLING */
@@ -40,6 +41,8 @@ struct kl__watch {
     char *last_holder;
     int last_exists;
     int64_t last_epoch;
+    void *last_value; /* cb_ex: the value delivered (NULL: none) */
+    size_t last_value_len;
     /* Driven by the I/O thread. */
     struct kl__xfer *stream;
     int64_t reconnect_at;
@@ -47,9 +50,9 @@ struct kl__watch {
 };
 
 /* A new watch, not yet running; NULL on out of memory. ns and lease are
- * copied. */
+ * copied. Exactly one of cb and cb_ex is set. */
 struct kl__watch *kl__watch_new(struct kl__loop *l, const char *ns, const char *lease,
-                                kl_holder_cb cb, void *ctx);
+                                kl_holder_cb cb, kl_holder_ex_cb cb_ex, void *ctx);
 void kl__watch_free(struct kl__watch *w);
 /* No callback of w may start any more; the I/O thread frees it. */
 void kl__watch_cancel(struct kl__watch *w);

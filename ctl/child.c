@@ -18,7 +18,7 @@
 extern char **environ;
 
 static const char *const managed_vars[] = {
-    "KUBELEASE_EPOCH=", "KUBELEASE_NAMESPACE=", "KUBELEASE_LEASE="};
+    "KUBELEASE_EPOCH=", "KUBELEASE_NAMESPACE=", "KUBELEASE_LEASE=", "KUBELEASE_VALUE="};
 
 static int is_managed(const char *kv)
 {
@@ -85,7 +85,7 @@ int ctl_child_prepare(struct ctl_child *ch, char **argv, const sigset_t *mask)
     }
     while (environ && environ[n])
         n++;
-    ch->envp = rc == 0 ? calloc(n + 4, sizeof(char *)) : NULL;
+    ch->envp = rc == 0 ? calloc(n + 5, sizeof(char *)) : NULL;
     if (!ch->envp) {
         fprintf(stderr, "kubeleasectl: out of memory\n");
         ctl_child_free(ch);
@@ -126,14 +126,20 @@ static void __attribute__((noreturn)) child_exec(const struct ctl_child *ch, pid
     _exit(errno == ENOENT ? CTL_EXIT_NO_COMMAND : CTL_EXIT_CANNOT_EXEC);
 }
 
-pid_t ctl_child_start(struct ctl_child *ch, int64_t epoch, const char *ns, const char *name)
+pid_t ctl_child_start(struct ctl_child *ch, int64_t epoch, const char *ns, const char *name,
+                      const char *value)
 {
     snprintf(ch->vars[0], sizeof(ch->vars[0]), "KUBELEASE_EPOCH=%" PRId64, epoch);
     snprintf(ch->vars[1], sizeof(ch->vars[1]), "KUBELEASE_NAMESPACE=%s", ns);
     snprintf(ch->vars[2], sizeof(ch->vars[2]), "KUBELEASE_LEASE=%s", name);
+    size_t k = ch->env_slots;
     for (size_t i = 0; i < 3; i++)
-        ch->envp[ch->env_slots + i] = ch->vars[i];
-    ch->envp[ch->env_slots + 3] = NULL;
+        ch->envp[k++] = ch->vars[i];
+    if (value) {
+        snprintf(ch->value_var, sizeof(ch->value_var), "KUBELEASE_VALUE=%s", value);
+        ch->envp[k++] = ch->value_var;
+    }
+    ch->envp[k] = NULL;
 
     pid_t parent = getpid();
     pid_t pid = fork();

@@ -16,10 +16,11 @@
 struct ctl_child {
     char *path;  /* the program, resolved against $PATH */
     char **argv; /* the caller's (not owned) */
-    char **envp; /* the environment without KUBELEASE_{EPOCH,NAMESPACE,LEASE}, and
-                  * three slots for them at env_slots */
+    char **envp; /* the environment without KUBELEASE_{EPOCH,NAMESPACE,LEASE,VALUE},
+                  * and four slots for them at env_slots */
     size_t env_slots;
     char vars[3][320];
+    char value_var[16 + 1024 + 1]; /* KUBELEASE_VALUE= and the leader value */
     sigset_t mask; /* the signal mask the program starts with */
 };
 
@@ -30,11 +31,13 @@ struct ctl_child {
 int ctl_child_prepare(struct ctl_child *ch, char **argv, const sigset_t *mask);
 void ctl_child_free(struct ctl_child *ch);
 
-/* Starts the program with KUBELEASE_EPOCH, KUBELEASE_NAMESPACE and
- * KUBELEASE_LEASE set, in its own process group (its id is the pid), with
- * only stdin, stdout and stderr open, and SIGKILL as its parent-death
- * signal. Returns its pid, or -1 with errno set (fork failed). */
-pid_t ctl_child_start(struct ctl_child *ch, int64_t epoch, const char *ns, const char *name);
+/* Starts the program with KUBELEASE_EPOCH, KUBELEASE_NAMESPACE,
+ * KUBELEASE_LEASE and (value not NULL) KUBELEASE_VALUE set, in its own
+ * process group (its id is the pid), with only stdin, stdout and stderr
+ * open, and SIGKILL as its parent-death signal. Returns its pid, or -1 with
+ * errno set (fork failed). */
+pid_t ctl_child_start(struct ctl_child *ch, int64_t epoch, const char *ns, const char *name,
+                      const char *value);
 
 /* Sends sig to the child's process group (to pid alone if the group is
  * gone, e.g. the child moved to its own). */

@@ -6,6 +6,18 @@
 
 #include "ctl.h"
 
+/* The live holder's leader value (*value NULL when none, or when it cannot
+ * be read: the rest of the answer stands). */
+static void holder_value(kl_client *c, const char *ns, const char *name, void **value, size_t *len)
+{
+    char *holder = NULL;
+    if (kl_get_holder_ex(c, ns, name, &holder, NULL, value, len, NULL) < 0) {
+        *value = NULL;
+        *len = 0;
+    }
+    kl_free(holder);
+}
+
 int ctl_get(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o)
 {
     kl_lease_info info;
@@ -22,6 +34,10 @@ int ctl_get(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opt
     if (!c)
         return rc;
     rc = kl_get_lease(c, ns, name, &info, &err);
+    void *value = NULL;
+    size_t value_len = 0;
+    if (rc == KL_OK)
+        holder_value(c, ns, name, &value, &value_len);
     kl_client_free(c);
     if (rc == KL_NOT_FOUND) {
         fprintf(stderr, "kubeleasectl: Lease %s/%s not found\n", ns, name);
@@ -30,11 +46,17 @@ int ctl_get(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opt
     if (rc != KL_OK)
         return ctl_fail(rc, &err);
     if (o->output == CTL_OUT_JSON) {
-        ctl_print_lease_json(stdout, &info);
+        ctl_print_lease_json(stdout, &info, value, value_len);
         fputc('\n', stdout);
     } else {
         ctl_print_lease_table(stdout, &info, 1);
+        if (value_len) {
+            fputs("VALUE   ", stdout);
+            ctl_print_value_text(stdout, value, value_len);
+            fputc('\n', stdout);
+        }
     }
+    kl_free(value);
     return CTL_EXIT_OK;
 }
 
@@ -79,14 +101,21 @@ int ctl_list(const struct ctl_command *cmd, int argc, char **argv, struct ctl_op
     if (!c)
         return rc;
     rc = kl_list_leases(c, ns, &rows, &n, &err);
-    kl_client_free(c);
-    if (rc != KL_OK)
+    if (rc != KL_OK) {
+        kl_client_free(c);
         return ctl_fail(rc, &err);
+    }
     if (o->output == CTL_OUT_JSON) {
+        /* The values: one GetHolder per held Lease (kl_lease_info has none). */
         fputs("{\"leases\":[", stdout);
         for (size_t i = 0; i < n; i++) {
+            void *value = NULL;
+            size_t value_len = 0;
+            if (rows[i].holder[0])
+                holder_value(c, rows[i].ns, rows[i].name, &value, &value_len);
             fputs(i ? ",\n" : "\n", stdout);
-            ctl_print_lease_json(stdout, &rows[i]);
+            ctl_print_lease_json(stdout, &rows[i], value, value_len);
+            kl_free(value);
         }
         fputs(n ? "\n]}\n" : "]}\n", stdout);
     } else if (n == 0) {
@@ -96,5 +125,6 @@ int ctl_list(const struct ctl_command *cmd, int argc, char **argv, struct ctl_op
         ctl_print_lease_table(stdout, rows, n);
     }
     kl_free(rows);
+    kl_client_free(c);
     return CTL_EXIT_OK;
 }

@@ -1,4 +1,5 @@
-/* `watch NS/NAME`: one line per holder change (kl_watch_holder) until
+/* `watch NS/NAME`: one line per change of holder or leader value
+ * (kl_watch_holder_ex) until
  * SIGINT or SIGTERM. The main thread waits for the signal with sigwait; the
  * callback prints on the library's I/O thread (stdio locks each call), and
  * when stdout fails it signals the main thread to stop. */
@@ -19,7 +20,8 @@ struct watch_ctx {
     atomic_int write_errno; /* 0 while stdout works */
 };
 
-static void on_holder(void *arg, const char *holder, size_t holder_len, int64_t epoch)
+static void on_holder(void *arg, const char *holder, size_t holder_len, int64_t epoch,
+                      const void *value, size_t value_len)
 {
     struct watch_ctx *w = arg;
     char now[40];
@@ -34,10 +36,20 @@ static void on_holder(void *arg, const char *holder, size_t holder_len, int64_t 
         ctl_json_string(stdout, w->name);
         fputs(",\"holder\":", stdout);
         ctl_json_string(stdout, holder);
-        printf(",\"epoch\":%" PRId64 "}\n", epoch);
+        printf(",\"epoch\":%" PRId64, epoch);
+        if (value_len) {
+            fputs(",\"value\":", stdout);
+            ctl_json_bytes(stdout, value, value_len);
+        }
+        fputs("}\n", stdout);
     } else {
-        printf("%s  %s/%s  holder=%s  epoch=%" PRId64 "\n", now, w->ns, w->name,
+        printf("%s  %s/%s  holder=%s  epoch=%" PRId64, now, w->ns, w->name,
                holder ? holder : "<none>", epoch);
+        if (value_len) {
+            fputs("  value=", stdout);
+            ctl_print_value_text(stdout, value, value_len);
+        }
+        fputc('\n', stdout);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         atomic_store(&w->write_errno, errno ? errno : EIO);
@@ -69,7 +81,7 @@ int ctl_watch(const struct ctl_command *cmd, int argc, char **argv, struct ctl_o
     kl_client *c = ctl_client_new(o, &rc);
     if (!c)
         return rc;
-    rc = kl_watch_holder(c, ns, name, on_holder, &w, &err);
+    rc = kl_watch_holder_ex(c, ns, name, on_holder, &w, &err);
     if (rc != KL_OK) {
         kl_client_free(c);
         return ctl_fail(rc, &err);

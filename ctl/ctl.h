@@ -111,6 +111,13 @@ void ctl_format_now(char *buf, size_t size);
 /* The Lease table: a header and one row each. */
 void ctl_print_lease_table(FILE *f, const kl_lease_info *rows, size_t n);
 /* One Lease as a JSON object (no newline). */
-void ctl_print_lease_json(FILE *f, const kl_lease_info *r);
+/* One Lease as a JSON object; value (value_len bytes, 0: none) its
+ * holder's leader value, in base64 as proto3 JSON writes bytes. */
+void ctl_print_lease_json(FILE *f, const kl_lease_info *r, const void *value, size_t value_len);
+/* data (n bytes) as a JSON string of its base64. */
+void ctl_json_bytes(FILE *f, const void *data, size_t n);
+/* A leader value for people: as text when every byte is printable ASCII,
+ * else "<N bytes>". */
+void ctl_print_value_text(FILE *f, const void *data, size_t n);
 
 #endif

@@ -130,8 +130,15 @@ static int elect_round(struct elect *e, int *code)
     kl_error err;
     int sig;
 
-    int rc = kl_run_election(e->c, cfg->ns, cfg->name, cfg->identity, cfg->lease_s, cfg->renew_s,
-                             cfg->retry_s, &err);
+    kl_election_options eo;
+    kl_election_options_init(&eo);
+    eo.lease_duration_s = cfg->lease_s;
+    eo.renew_deadline_s = cfg->renew_s;
+    eo.retry_period_s = cfg->retry_s;
+    eo.value = cfg->value;
+    eo.value_len = cfg->value ? strlen(cfg->value) : 0;
+    eo.grant_ms = (int)cfg->grant_ms;
+    int rc = kl_run_election_opts(e->c, cfg->ns, cfg->name, cfg->identity, &eo, &err);
     if (rc != KL_OK) {
         *code = ctl_fail(rc, &err);
         return 0;
@@ -191,6 +198,8 @@ static int elect_options(const struct ctl_command *cmd, int argc, char **argv, s
         {"retry-period", required_argument, NULL, 'P'},
         {"term-grace", required_argument, NULL, 'G'},
         {"stop-timeout", required_argument, NULL, 'S'},
+        {"value", required_argument, NULL, 'V'},
+        {"grant", required_argument, NULL, 'g'},
         {"once", no_argument, NULL, '1'},
         {"endpoint", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},
@@ -206,6 +215,14 @@ static int elect_options(const struct ctl_command *cmd, int argc, char **argv, s
         case '1':
             cfg->once = 1;
             continue;
+        case 'V':
+            if (strlen(optarg) > 1024)
+                return ctl_usage_error(cmd, "--value is longer than 1024 bytes");
+            cfg->value = optarg;
+            continue;
+        case 'g':
+            rc = ctl_parse_duration(cmd, "--grant", optarg, 0, &cfg->grant_ms);
+            break;
         case 'D':
             rc = seconds_option(cmd, "--lease-duration", optarg, &cfg->lease_s);
             break;

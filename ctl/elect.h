@@ -27,6 +27,8 @@ struct elect_cfg {
     const char *identity;
     int lease_s, renew_s, retry_s;
     int64_t term_grace_ms;   /* 0: a third of the validity granted */
+    const char *value;       /* --value: the leader value (text); NULL: none */
+    int64_t grant_ms;        /* --grant: 0 for the service's */
     int64_t stop_timeout_ms; /* from SIGTERM to SIGKILL, at most */
     int once;
 };

@@ -188,7 +188,7 @@ int elect_lead(struct elect *e, int64_t epoch, int *code)
         t.why = WHY_DEADLINE;
         return end_term(e, &t, 0, code);
     }
-    t.pid = t.pgid = ctl_child_start(&e->child, epoch, e->cfg.ns, e->cfg.name);
+    t.pid = t.pgid = ctl_child_start(&e->child, epoch, e->cfg.ns, e->cfg.name, e->cfg.value);
     if (t.pid < 0) {
         elect_log(e, "cannot start the command: %s", strerror(errno));
         e->stop_signals++; /* exit after resigning */

@@ -66,7 +66,8 @@ static const struct ctl_command commands[] = {
     {"elect", "NAMESPACE/NAME --identity ID [options] -- COMMAND [ARGS...]",
      "Run a command while leading a Lease",
      "Campaigns for the Lease; when elected, starts COMMAND with KUBELEASE_EPOCH,\n"
-     "KUBELEASE_NAMESPACE and KUBELEASE_LEASE in its environment, in its own process\n"
+     "KUBELEASE_NAMESPACE, KUBELEASE_LEASE (and KUBELEASE_VALUE with --value) in\n"
+     "its environment, in its own process\n"
      "group, with only stdin, stdout and stderr open. When leadership is lost, or\n"
      "its deadline comes within --term-grace without a fresh confirmation, the\n"
      "group gets SIGTERM; SIGKILL follows after --stop-timeout, or 100 ms before\n"
@@ -86,7 +87,13 @@ static const struct ctl_command commands[] = {
      "                         validity granted, at most half of it)\n"
      "  --stop-timeout DURATION  SIGKILL this long after SIGTERM at the latest\n"
      "                         (default 10s; the deadline comes first if earlier)\n"
-     "  --once                 exit after the first term instead of campaigning again\n",
+     "  --once                 exit after the first term instead of campaigning again\n"
+     "  --value TEXT           the leader value: what the leader says about itself\n"
+     "                         (an address, a version; at most 1024 bytes), read by\n"
+     "                         `get` and `watch`\n"
+     "  --grant DURATION       the validity of each confirmation (200ms to the retry\n"
+     "                         period; default the retry period): what a crash costs\n"
+     "                         in failover\n",
      ctl_elect},
 };
 

@@ -104,7 +104,35 @@ void ctl_print_lease_table(FILE *f, const kl_lease_info *rows, size_t n)
     }
 }
 
-void ctl_print_lease_json(FILE *f, const kl_lease_info *r)
+void ctl_json_bytes(FILE *f, const void *data, size_t n)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = data;
+    fputc('"', f);
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        fputc(abc[v >> 18 & 63], f);
+        fputc(abc[v >> 12 & 63], f);
+        fputc(i + 1 < n ? abc[v >> 6 & 63] : '=', f);
+        fputc(i + 2 < n ? abc[v & 63] : '=', f);
+    }
+    fputc('"', f);
+}
+
+void ctl_print_value_text(FILE *f, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    int text = 1;
+    for (size_t i = 0; i < n; i++)
+        text &= p[i] >= 0x20 && p[i] < 0x7f;
+    if (text)
+        fprintf(f, "%.*s", (int)n, (const char *)data);
+    else
+        fprintf(f, "<%zu bytes>", n);
+}
+
+void ctl_print_lease_json(FILE *f, const kl_lease_info *r, const void *value, size_t value_len)
 {
     fputs("{\"namespace\":", f);
     ctl_json_string(f, r->ns);
@@ -114,7 +142,12 @@ void ctl_print_lease_json(FILE *f, const kl_lease_info *r)
     ctl_json_string(f, r->holder[0] ? r->holder : NULL);
     fprintf(f,
             ",\"epoch\":%" PRId64 ",\"sinceTransitionMs\":%" PRId64 ",\"validForMs\":%" PRId64
-            ",\"candidates\":%d,\"watchers\":%d,\"leaseDurationSeconds\":%d}",
+            ",\"candidates\":%d,\"watchers\":%d,\"leaseDurationSeconds\":%d",
             r->lease_transitions, r->since_transition_ms, r->valid_for_ms, (int)r->candidates,
             (int)r->watchers, (int)r->lease_duration_s);
+    if (value_len) { /* proto3 JSON's bytes: base64 */
+        fputs(",\"value\":", f);
+        ctl_json_bytes(f, value, value_len);
+    }
+    fputc('}', f);
 }

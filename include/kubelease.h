@@ -224,6 +224,20 @@ typedef struct kl_election_options {
     const char *pod_name;
     const char *pod_label_key;
     const char *pod_label_value;
+    /* The leader value (docs/design.md, rule 10): what the leader says
+     * about itself beside its identity — an address, ports, a version —
+     * value_len bytes (at most 1024; copied), written to the Lease with the
+     * term, read by anyone allowed to read the election (kl_get_holder_ex,
+     * kl_watch_holder_ex, kl_list_leases' row has none: use those). NULL
+     * or value_len 0: none. kl_proclaim changes it during a term. */
+    const void *value;
+    size_t value_len;
+    /* The validity of each confirmation, in ms: what a crash of this leader
+     * costs in failover, against a Confirm every third of it. 0: the
+     * service's (the retry period). At least 200, at most the retry period;
+     * the library steps down when it cannot reach the service for that
+     * long (docs/design.md, rules 2 and 6). */
+    int grant_ms;
 } kl_election_options;
 
 /* Fills *opts with zeros (= defaults, no label). */
@@ -266,6 +280,19 @@ KL_EXPORT int kl_set_pod_label(kl_client *c, const char *ns, const char *lease,
  * change it but is logged. Blocks: KL_ERR_IN_CALLBACK from a callback. */
 KL_EXPORT int kl_wait_pod_label(kl_client *c, const char *ns, const char *lease, int timeout_ms,
                                 kl_error *err);
+
+/* Changes the leader value of this client's term of ns/lease (value_len
+ * bytes, at most 1024; NULL or 0: none) without a new term: one Proclaim
+ * request on the calling thread (bounded by request_timeout_ms), answered
+ * once the Lease records it; watchers (kl_watch_holder_ex) see the change
+ * at the same epoch. The election keeps it for its resumes. Returns KL_OK;
+ * KL_ERR_NO_ELECTION when no election for ns/lease runs, KL_ERR_LOST when
+ * it does not lead (the value is not changed: set it for the next term
+ * with kl_election_options), KL_ERR_INVALID_ARGUMENT (over 1024 bytes),
+ * KL_ERR_UNAVAILABLE, KL_ERR_TIMEOUT. Allowed from a callback, with the
+ * same delay as kl_get_holder. */
+KL_EXPORT int kl_proclaim(kl_client *c, const char *ns, const char *lease, const void *value,
+                          size_t value_len, kl_error *err);
 
 /* Blocks until this client's election for ns/lease is elected and its term
  * confirmed by the service, then returns KL_OK with *lease_transitions (may be
@@ -336,6 +363,14 @@ KL_EXPORT int kl_is_leader(kl_client *c, const char *ns, const char *lease, int6
  * callback, but it then delays the client's other traffic by one round trip. */
 KL_EXPORT int kl_get_holder(kl_client *c, const char *ns, const char *lease, char **holder,
                             int64_t *lease_transitions, kl_error *err);
+
+/* As kl_get_holder, and *value (must not be NULL) = a malloc'd copy of the
+ * live holder's leader value (kl_election_options.value, kl_proclaim) of
+ * *value_len bytes (must not be NULL), which the caller frees with kl_free;
+ * NULL and 0 when it has none or nobody holds the Lease. */
+KL_EXPORT int kl_get_holder_ex(kl_client *c, const char *ns, const char *lease, char **holder,
+                               int64_t *lease_transitions, void **value, size_t *value_len,
+                               kl_error *err);
 
 /* The fencing check of a downstream server (a storage node, a worker that
  * takes a leader's writes): is epoch the epoch of the live term of ns/lease?
@@ -488,6 +523,18 @@ typedef void (*kl_holder_cb)(void *ctx, const char *holder, size_t holder_len,
  * runs and the client's other traffic waits: return quickly. */
 KL_EXPORT int kl_watch_holder(kl_client *c, const char *ns, const char *lease, kl_holder_cb cb,
                               void *ctx, kl_error *err);
+
+/* A watch callback with the leader value: as kl_holder_cb, and value
+ * (value_len bytes, valid only during the call; NULL and 0 when none) the
+ * live holder's leader value. */
+typedef void (*kl_holder_ex_cb)(void *ctx, const char *holder, size_t holder_len,
+                                int64_t lease_transitions, const void *value, size_t value_len);
+
+/* As kl_watch_holder, with the leader value: a change of the value alone
+ * (kl_proclaim) is a change too. The same rules: one watch per ns/lease
+ * (of either kind), kl_cancel_watch stops it. */
+KL_EXPORT int kl_watch_holder_ex(kl_client *c, const char *ns, const char *lease,
+                                 kl_holder_ex_cb cb, void *ctx, kl_error *err);
 
 /* Stops the watch of ns/lease. When it returns, no callback of that watch is
  * running or will run (it waits for a running one to return) — except when

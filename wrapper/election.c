@@ -36,6 +36,17 @@ KW_EXPORT int K8sLeaseRunElection(char *ns, char *leaseName, char *identity, int
     o.lease_duration_s = leaseDurationSec;
     o.renew_deadline_s = renewDeadlineSec;
     o.retry_period_s = retryPeriodSec;
+    /* $KUBELEASE_GRANT_MS: the validity of each confirmation (what a crash
+     * costs in failover), which the Go wrapper's API cannot pass. */
+    const char *grant = getenv("KUBELEASE_GRANT_MS");
+    if (grant && grant[0]) {
+        char *end = NULL;
+        long g = strtol(grant, &end, 10);
+        if (!end || *end || g <= 0 || g > 86400000)
+            return kw_fail(errMsg, "$KUBELEASE_GRANT_MS is \"%s\": a number of milliseconds",
+                           grant);
+        o.grant_ms = (int)g;
+    }
     /* The process's leader label (K8sPatchPodLabel), copied by
      * kl_run_election_opts under the lock. */
     kw_label_lock();

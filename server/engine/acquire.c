@@ -44,6 +44,14 @@ static void retry_later(lease_state *ls, const candidate *c)
     }
 }
 
+
+/* The leader value a write starting (or resuming) req's term records. */
+static void set_value(store_lease *rec, const engine_campaign_req *req)
+{
+    rec->value_len = req->value_len;
+    memcpy(rec->value, req->value, req->value_len);
+}
+
 /* The Lease as read back after a conflicting acquisition: a newer record
  * is taken as the watch would bring it (the watch's copy is then old news).
  * If the Lease is still what the write replaced, nothing explains the
@@ -283,6 +291,7 @@ static bool claim_handed_to(lease_state *ls, int64_t now)
     rec.lease_duration_s = c->req.lease_duration_s;
     rec.handed_to = 0;
     rec.handoff_to[0] = '\0';
+    set_value(&rec, &c->req);
     log_event(LOG_INFO, "handoff_claim", "ns=%s lease=%s holder=%s epoch=%lld", ls->ns, ls->name,
               log_q(rec.holder), (long long)rec.transitions);
     write_for(ls, c, false, &rec, ACQ_CLAIMING);
@@ -310,6 +319,7 @@ void engine_try_acquire(lease_state *ls)
     rec.lease_duration_s = c->req.lease_duration_s;
     rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
     engine_podlabel_format(ls, &c->req.label, rec.pod_label, sizeof rec.pod_label);
+    set_value(&rec, &c->req);
     if (!ls->exists) {
         acquire_absent(ls, c, &rec, now);
         return;
@@ -343,6 +353,7 @@ void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int6
      * (engine_term_finish clears it first); the new term's is recorded as
      * any acquisition's (rule 9). */
     engine_podlabel_format(ls, &c->req.label, rec.pod_label, sizeof rec.pod_label);
+    set_value(&rec, &c->req);
     write_for(ls, c, false, &rec, ACQ_ACQUIRING);
 }
 
@@ -431,6 +442,7 @@ void engine_try_resume(lease_state *ls, candidate *c)
         int64_t wall = engine_wall_us(ls->e);
         rec.renew_time_us = wall > rec.renew_time_us ? wall : rec.renew_time_us + 1;
         rec.lease_duration_s = c->req.lease_duration_s;
+        set_value(&rec, &c->req); /* the holder's current one */
         engine_campaign_set(c, CAMPAIGN_STANDBY);
         write_for(ls, c, false, &rec, ACQ_RESUMING);
         return;

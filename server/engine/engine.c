@@ -283,6 +283,22 @@ int engine_set_pod_label(engine *e, const char *ns, const char *name, const char
     return cmd_post(k);
 }
 
+int engine_proclaim(engine *e, const char *ns, const char *name, const char *identity,
+                    const char *term_token, const uint8_t *value, size_t value_len,
+                    engine_done done, void *ctx)
+{
+    if (value_len > STORE_VALUE_MAX)
+        return -1;
+    cmd *k = unary_cmd(e, CMD_PROCLAIM, ns, name, identity, done, ctx);
+    if (!k)
+        return -1;
+    engine_copy_str(k->req.term_token, sizeof k->req.term_token, term_token);
+    k->req.value_len = (uint16_t)value_len;
+    if (value_len)
+        memcpy(k->req.value, value, value_len);
+    return cmd_post(k);
+}
+
 uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener)
 {
     return post_stream(e, cmd_new(e, CMD_WATCH, ns, name, ""), listener);

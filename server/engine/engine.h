@@ -147,7 +147,19 @@ typedef struct engine_campaign_req {
     /* When set (--auth none), the caller's address: the label is taken on
      * only if the Pod's status.podIP is this address. */
     char peer_ip[STORE_IP_MAX];
+    /* The leader value of the term (docs/design.md, rule 10): value_len
+     * bytes, 0 for none; a resume carries the holder's current one. */
+    uint16_t value_len;
+    uint8_t value[STORE_VALUE_MAX];
+    /* The validity of each grant, ms (rules 2 and 6): 0 for the default
+     * (engine_grant_ms); else at least ENGINE_GRANT_MIN_MS and at most the
+     * retry period (engine_validate_campaign), and never more than
+     * engine_config.max_grant_ms. */
+    int32_t grant_ms;
 } engine_campaign_req;
+
+/* The shortest grant a campaign may ask for (engine_campaign_req.grant_ms). */
+#define ENGINE_GRANT_MIN_MS 200
 
 typedef enum engine_event_kind {
     ENGINE_EVENT_CANDIDATE, /* standing by; holder/epoch = current state */
@@ -181,6 +193,9 @@ typedef struct engine_event {
     char term_token[ENGINE_TOKEN_MAX]; /* ELECTED: the term's secret; never log it */
     engine_label_state label_state;    /* POD_LABEL */
     engine_pod_label label;            /* POD_LABEL: the label it is about */
+    /* ELECTED: the term's leader value; HOLDER: the live holder's */
+    uint16_t value_len;
+    uint8_t value[STORE_VALUE_MAX];
 } engine_event;
 
 /* The receiving end of a stream (a campaign or a holder watch). on_event and
@@ -204,6 +219,8 @@ typedef struct engine_lease_status {
     int32_t watchers;
     int32_t lease_duration_s;
     char pod_label[STORE_POD_LABEL_MAX]; /* the Lease's recorded leader label; "" none */
+    uint16_t value_len;                  /* the live holder's leader value */
+    uint8_t value[STORE_VALUE_MAX];
 } engine_lease_status;
 
 /* One row of ListCandidates. */
@@ -231,6 +248,8 @@ typedef struct engine_reply {
     const engine_candidate_status *candidates;
     char replica[ENGINE_REPLICA_MAX]; /* ListCandidates: this replica's name */
     engine_label_state label_state;   /* SetPodLabel */
+    uint16_t value_len;               /* GetHolder: the live holder's leader value */
+    uint8_t value[STORE_VALUE_MAX];
 } engine_reply;
 
 typedef void (*engine_done)(void *ctx, const engine_reply *reply);
@@ -337,6 +356,15 @@ int engine_handoff(engine *e, const char *ns, const char *name, const char *iden
 int engine_set_pod_label(engine *e, const char *ns, const char *name, const char *identity,
                          const char *term_token, const engine_pod_label *label,
                          const char *peer_ip, engine_done done, void *ctx);
+/* Proclaim (request.c): the holder (term_token) changes its term's leader
+ * value (value_len bytes, at most STORE_VALUE_MAX) without a new term. The
+ * reply comes once the Lease records it (epoch: the term's), or
+ * FAILED_PRECONDITION (no live term of identity here, or it ended first,
+ * or a later Proclaim replaced this one), PERMISSION_DENIED (not the term's
+ * token): those change nothing. */
+int engine_proclaim(engine *e, const char *ns, const char *name, const char *identity,
+                    const char *term_token, const uint8_t *value, size_t value_len,
+                    engine_done done, void *ctx);
 /* CheckEpoch (check.c): a GetHolder from the cache, answered as
  * reply.current (a live term has exactly epoch) and reply.epoch (the
  * Lease's); a Lease that does not exist answers ENGINE_OK, not current,

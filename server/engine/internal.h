@@ -95,6 +95,7 @@ struct watcher {
     bool last_exists;
     char last_holder[STORE_HOLDER_MAX];
     int64_t last_epoch;
+    unsigned last_value_gen; /* the lease_state.value_gen of the value sent */
 };
 
 /* Where a term is in its life (term.c's term_set). */
@@ -151,6 +152,17 @@ struct term {
      * Pod; NULL: none (podlabel.c). */
     engine_done label_done;
     void *label_ctx;
+    /* The validity of each grant (ms): the campaign's grant_ms, or the
+     * default (engine_term_grant_of). */
+    int64_t grant_ms;
+    /* The leader value this term writes (docs/design.md, rule 10), its
+     * generation (each Proclaim makes one), the generation the renewal in
+     * flight carries, and a Proclaim waiting for its value to be written. */
+    uint16_t value_len;
+    uint8_t value[STORE_VALUE_MAX];
+    unsigned value_gen, writing_value_gen;
+    engine_done proclaim_done;
+    void *proclaim_ctx;
     /* The renewTime of the renewal in flight, and of the last renewal whose
      * answer was lost (a timeout, a reset, a 5xx: it may have landed), with
      * its send time; 0: none. A conflict after such a renewal reads the
@@ -209,6 +221,7 @@ struct lease_state {
      * the leaderless gap from; 0: held. */
     int64_t vacant_ms;
     int64_t transition_ms; /* when holder or epoch last changed */
+    unsigned value_gen;    /* bumped whenever the record's leader value changes */
     struct {
         acq_state state;
         int64_t sent_ms;
@@ -332,6 +345,7 @@ typedef enum cmd_kind {
     CMD_CANDIDATES,
     CMD_HANDOFF,
     CMD_SET_LABEL,
+    CMD_PROCLAIM,
     CMD_WATCH,
     CMD_UNWATCH,
     CMD_STOP,
@@ -516,6 +530,14 @@ void engine_tick_ensure(lease_state *ls, int32_t period_s);
 /* The longest validity one grant may give (the max_grant_ms option, else
  * the retry period). */
 int64_t engine_grant_ms(const engine *e, int32_t retry_s);
+/* The validity of each grant of a term campaign c would start: its
+ * grant_ms within the engine's bound, or the default. */
+int64_t engine_term_grant_of(const engine *e, const engine_campaign_req *req);
+/* Answers a Proclaim waiting for ls's term, if any (code ENGINE_OK: its
+ * value is written). */
+void engine_term_answer_proclaim(lease_state *ls, engine_code code, const char *msg);
+/* Proclaim, on the engine thread (term.c). */
+void engine_term_proclaim(cmd *k);
 /* Validity the engine may grant now (docs/design.md, rule 3), 0 when none. */
 int64_t engine_term_valid_for(const engine *e, const term *t, int64_t now);
 /* Records a grant and returns its validity (0: the term cannot be vouched for). */

@@ -168,6 +168,9 @@ void engine_adopt_record(lease_state *ls, const store_lease *rec, int64_t now)
         ls->observed_ms = now;
     if (changed_holder)
         ls->transition_ms = now;
+    if (!ls->exists || ls->record.value_len != rec->value_len ||
+        memcmp(ls->record.value, rec->value, rec->value_len) != 0)
+        ls->value_gen++;
     ls->record = *rec;
     ls->exists = true;
 }

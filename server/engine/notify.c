@@ -1,6 +1,7 @@
 /* What the streams are told besides a term's own events: standbys (the
  * candidates that do not lead) learn the holder and epoch, holder watchers
- * every change of holder, epoch or existence, and standbys get a keep-alive
+ * every change of holder, epoch, existence or the live holder's leader
+ * value (docs/design.md, rule 10), and standbys get a keep-alive
  * every retry period so that a stream nobody writes to is seen to live.
  * Engine thread only. */
 #include <string.h>
@@ -34,14 +35,19 @@ void engine_notify_watchers(lease_state *ls, bool force)
     KL__LIST_FOREACH (link, &ls->watchers) {
         watcher *w = engine_watcher_of(link);
         if (!force && w->sent && w->last_exists == ls->exists && w->last_epoch == epoch &&
-            strcmp(w->last_holder, holder) == 0)
+            strcmp(w->last_holder, holder) == 0 && (!holder[0] || w->last_value_gen == ls->value_gen))
             continue;
         w->sent = true;
         w->last_exists = ls->exists;
         w->last_epoch = epoch;
+        w->last_value_gen = ls->value_gen;
         engine_copy_str(w->last_holder, sizeof w->last_holder, holder);
         engine_event ev = {.kind = ENGINE_EVENT_HOLDER, .exists = ls->exists, .epoch = epoch};
         engine_copy_str(ev.holder, sizeof ev.holder, holder);
+        if (holder[0]) { /* the live holder's value (docs/design.md, rule 10) */
+            ev.value_len = ls->record.value_len;
+            memcpy(ev.value, ls->record.value, ev.value_len);
+        }
         engine_send_event(&w->listener, &ev);
     }
 }

@@ -287,6 +287,10 @@ static void fill_holder_reply(lease_state *ls, engine_reply *r, int64_t now)
     engine_copy_str(r->holder, sizeof r->holder, engine_live_holder(ls, now));
     r->epoch = ls->record.transitions;
     r->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
+    if (r->holder[0]) {
+        r->value_len = ls->record.value_len;
+        memcpy(r->value, ls->record.value, r->value_len);
+    }
 }
 
 static void fill_not_found(const char *ns, const char *name, engine_reply *r)
@@ -424,6 +428,10 @@ static void fill_row(const lease_state *ls, engine_lease_status *row, int64_t no
     engine_copy_str(row->ns, sizeof row->ns, ls->ns);
     engine_copy_str(row->name, sizeof row->name, ls->name);
     engine_copy_str(row->holder, sizeof row->holder, engine_live_holder(ls, now));
+    if (row->holder[0]) {
+        row->value_len = ls->record.value_len;
+        memcpy(row->value, ls->record.value, row->value_len);
+    }
     row->epoch = ls->record.transitions;
     row->since_transition_ms = ls->transition_ms ? now - ls->transition_ms : 0;
     row->lease_duration_s = ls->record.lease_duration_s;
@@ -478,6 +486,7 @@ void engine_shutdown(engine *e)
             engine_term_answer_resign(ls, false);
             engine_handoff_answer_pending(ls, ENGINE_UNAVAILABLE, "the service is shutting down");
             engine_podlabel_answer(ls, ENGINE_UNAVAILABLE, "the service is shutting down");
+            engine_term_answer_proclaim(ls, ENGINE_UNAVAILABLE, "the service is shutting down");
         }
     }
     engine_podlabel_checks_shutdown(e);
@@ -513,6 +522,7 @@ static void refuse(cmd *k)
     case CMD_CANDIDATES:
     case CMD_HANDOFF:
     case CMD_SET_LABEL:
+    case CMD_PROCLAIM:
         reply_code(k->done, k->ctx, ENGINE_UNAVAILABLE, "the service is shutting down");
         break;
     case CMD_DETACH:
@@ -564,6 +574,9 @@ void engine_cmd_run(void *arg)
         break;
     case CMD_SET_LABEL:
         engine_podlabel_set_run(k);
+        break;
+    case CMD_PROCLAIM:
+        engine_term_proclaim(k);
         break;
     case CMD_WATCH:
         do_watch(k);

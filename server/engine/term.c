@@ -50,11 +50,17 @@ int64_t engine_grant_ms(const engine *e, int32_t retry_s)
     return e->max_grant_ms > 0 ? e->max_grant_ms : (int64_t)retry_s * 1000;
 }
 
+int64_t engine_term_grant_of(const engine *e, const engine_campaign_req *req)
+{
+    int64_t def = engine_grant_ms(e, req->retry_period_s);
+    return req->grant_ms > 0 && req->grant_ms < def ? req->grant_ms : def;
+}
+
 int64_t engine_term_valid_for(const engine *e, const term *t, int64_t now)
 {
     int64_t until = t->renewed_sent_ms + (int64_t)t->renew_s * 1000;
     int64_t v = until - now;
-    int64_t g = engine_grant_ms(e, t->retry_s);
+    int64_t g = t->grant_ms > 0 ? t->grant_ms : engine_grant_ms(e, t->retry_s);
     if (v > g)
         v = g;
     return v > 0 ? v : 0;
@@ -124,8 +130,8 @@ static void renew_fire(void *arg);
 static int64_t renew_interval_ms(const lease_state *ls, const term *t)
 {
     int64_t third = (int64_t)t->lease_s * 1000 / 3;
-    int64_t room =
-        (int64_t)t->renew_s * 1000 - engine_grant_ms(ls->e, t->retry_s) - (int64_t)t->retry_s * 500;
+    int64_t grant = t->grant_ms > 0 ? t->grant_ms : engine_grant_ms(ls->e, t->retry_s);
+    int64_t room = (int64_t)t->renew_s * 1000 - grant - (int64_t)t->retry_s * 500;
     int64_t every = third < room ? third : room;
     int64_t floor = (int64_t)t->retry_s * 1000;
     return every > floor ? every : floor;
@@ -253,8 +259,14 @@ static void renew_done(void *ctx, const store_result *r)
         t->renewed_sent_ms = sent;
         engine_adopt_record(ls, &r->lease, now);
         term_schedule_guard(ls);
-        schedule_renew(ls, sent + renew_interval_ms(ls, t));
+        /* A value proclaimed while this renewal was in flight is written
+         * at once. */
+        bool value_written = t->writing_value_gen == t->value_gen;
+        schedule_renew(ls, value_written ? sent + renew_interval_ms(ls, t) : now);
         heartbeat(ls);
+        if (value_written)
+            engine_term_answer_proclaim(ls, ENGINE_OK, NULL);
+        engine_notify_watchers(ls, false); /* a new leader value */
         engine_podlabel_apply(ls);
         return;
     }
@@ -300,6 +312,9 @@ static void renew_fire(void *arg)
     rec.renew_time_us = engine_wall_us(ls->e);
     rec.lease_duration_s = t->lease_s;
     engine_copy_str(rec.pod_label, sizeof rec.pod_label, engine_podlabel_for_write(ls));
+    rec.value_len = t->value_len;
+    memcpy(rec.value, t->value, t->value_len);
+    t->writing_value_gen = t->value_gen;
     /* A live term has acted on every handoff request its Lease showed
      * (engine_handoff_requested; one naming the holder asks nothing), and
      * the renewal is compare-and-swap on that version: a request written
@@ -349,6 +364,9 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     t->renew_s = c->req.renew_deadline_s;
     t->retry_s = c->req.retry_period_s;
     t->renewed_sent_ms = sent_ms;
+    t->grant_ms = engine_term_grant_of(ls->e, &c->req);
+    t->value_len = rec->value_len; /* what the write that starts it recorded */
+    memcpy(t->value, rec->value, rec->value_len);
     engine_copy_str(t->rv, sizeof t->rv, rec->resource_version);
     /* The label the campaign asks for: what the acquisition recorded, or,
      * for a resume, perhaps another one (engine_podlabel_apply moves it). */
@@ -359,6 +377,8 @@ void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, in
     engine_adopt_record(ls, rec, now);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = resumed};
     engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
+    ev.value_len = t->value_len;
+    memcpy(ev.value, t->value, t->value_len);
     ev.valid_for_ms = engine_term_grant(ls, now);
     if (ev.valid_for_ms <= 0) {
         engine_term_end(ls, ENGINE_LOST_RENEW_FAILED,
@@ -383,16 +403,26 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     t->owner = c;
     /* the holder may change it */
     engine_podlabel_format(ls, &c->req.label, t->label, sizeof t->label);
+    t->grant_ms = engine_term_grant_of(ls->e, &c->req);
+    bool revalue = t->value_len != c->req.value_len ||
+                   memcmp(t->value, c->req.value, c->req.value_len) != 0;
+    if (revalue) { /* the holder's current value: written by the next renewal, at once */
+        t->value_len = c->req.value_len;
+        memcpy(t->value, c->req.value, c->req.value_len);
+        t->value_gen++;
+    }
     engine_campaign_set(c, CAMPAIGN_LEADING);
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
     engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
+    ev.value_len = t->value_len;
+    memcpy(ev.value, t->value, t->value_len);
     ev.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
     log_event(LOG_INFO, "term_resumed", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch);
     engine_send_event(&c->listener, &ev);
     /* Renewals stop while the term has no stream (renew_fire): they start
      * again with its holder. */
-    if (t->state == TERM_LEADING && !loop_timer_active(&t->renew_timer))
+    if (t->state == TERM_LEADING && (revalue || !loop_timer_active(&t->renew_timer)))
         schedule_renew(ls, engine_now_ms(ls->e));
     engine_podlabel_apply(ls);
 }
@@ -410,7 +440,8 @@ static bool same_term_fields(const store_lease *a, const store_lease *b)
     return strcmp(a->holder, b->holder) == 0 && a->transitions == b->transitions &&
            strcmp(a->term_nonce, b->term_nonce) == 0 && a->renew_time_us == b->renew_time_us &&
            a->acquire_time_us == b->acquire_time_us && a->lease_duration_s == b->lease_duration_s &&
-           strcmp(a->pod_label, b->pod_label) == 0;
+           strcmp(a->pod_label, b->pod_label) == 0 && a->value_len == b->value_len &&
+           memcmp(a->value, b->value, a->value_len) == 0;
 }
 
 /* Renewals, the release and a handoff's transfer are compare-and-swap on
@@ -452,6 +483,7 @@ void engine_term_free(lease_state *ls)
     loop_timer_stop(&t->renew_timer);
     loop_timer_stop(&t->guard_timer);
     engine_podlabel_answer(ls, ENGINE_UNAVAILABLE, "the term is gone");
+    engine_term_answer_proclaim(ls, ENGINE_UNAVAILABLE, "the term is gone");
     ls->term = NULL;
     OPENSSL_cleanse(t->token, sizeof t->token);
     free(t);
@@ -472,6 +504,10 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     metrics_add("kubelease_terms_lost_total", with_reason, 1);
     metrics_set("kubelease_leader", labels, 0);
     engine_events_term_ended(ls, t, reason);
+    engine_term_answer_proclaim(ls, ENGINE_FAILED_PRECONDITION,
+                                "the term ended before its value was written");
+    engine_podlabel_answer(ls, ENGINE_FAILED_PRECONDITION,
+                           "the term ended before its label was set");
     /* A resignation is the holder's last word; otherwise (it died, froze or
      * lost its connection) its last confirmation was its last sign of life. */
     ls->vacant_ms =
@@ -631,4 +667,59 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec)
     t->release_wanted = true;
     ls->term = t;
     engine_term_finish(ls);
+}
+
+/* ---------- the leader value (docs/design.md, rule 10) ---------- */
+
+void engine_term_answer_proclaim(lease_state *ls, engine_code code, const char *msg)
+{
+    term *t = ls->term;
+    if (!t || !t->proclaim_done)
+        return;
+    engine_done done = t->proclaim_done;
+    void *ctx = t->proclaim_ctx;
+    t->proclaim_done = NULL;
+    t->proclaim_ctx = NULL;
+    engine_reply r = {.code = code, .epoch = t->epoch};
+    engine_copy_str(r.message, sizeof r.message, msg);
+    done(ctx, &r);
+}
+
+/* Only the holder changes its value; the next renewal (at once) writes it,
+ * compare-and-swap on the term's last write like every renewal, and the
+ * Proclaim is answered when it has landed. */
+void engine_term_proclaim(cmd *k)
+{
+    lease_state *ls = engine_lease_find(k->e, k->req.ns, k->req.name);
+    term *t = engine_term_of(ls, k->req.identity);
+    engine_reply r = {.code = ENGINE_FAILED_PRECONDITION};
+    if (!t || !t->owner) {
+        engine_copy_str(r.message, sizeof r.message,
+                        t ? "the campaign stream is gone; resume it first"
+                          : "no live term of this identity here: Proclaim goes to the replica "
+                            "holding the leader's campaign");
+        k->done(k->ctx, &r);
+        return;
+    }
+    if (!engine_token_equal(t->token, k->req.term_token)) {
+        engine_token_refused(ls, "proclaim", k->req.identity, t->epoch);
+        r.code = ENGINE_PERMISSION_DENIED;
+        engine_copy_str(r.message, sizeof r.message,
+                        "term_token is not the token of this term: only its holder may proclaim "
+                        "(it got the token in Elected)");
+        k->done(k->ctx, &r);
+        return;
+    }
+    engine_term_answer_proclaim(ls, ENGINE_FAILED_PRECONDITION,
+                                "replaced by a later Proclaim before its value was written");
+    t->value_len = k->req.value_len;
+    memcpy(t->value, k->req.value, k->req.value_len);
+    t->owner->req.value_len = k->req.value_len; /* and a campaign resumed here keeps it */
+    memcpy(t->owner->req.value, k->req.value, k->req.value_len);
+    t->value_gen++;
+    t->proclaim_done = k->done;
+    t->proclaim_ctx = k->ctx;
+    log_event(LOG_INFO, "proclaimed", "ns=%s lease=%s identity=%s epoch=%lld value_bytes=%u",
+              ls->ns, ls->name, log_q(t->identity), (long long)t->epoch, (unsigned)t->value_len);
+    engine_term_renew_now(ls); /* a renewal in flight: the next one, when it lands */
 }

@@ -94,6 +94,12 @@ int engine_validate_campaign(const engine_campaign_req *req, char *msg, size_t m
                     detail);
     if (req->resume_epoch < 0)
         return fail(msg, msg_len, "resume_epoch: must not be negative%s", "");
+    if (req->grant_ms != 0 &&
+        (req->grant_ms < ENGINE_GRANT_MIN_MS || (int64_t)req->grant_ms > (int64_t)retry * 1000))
+        return fail(msg, msg_len,
+                    "grant_ms: %d, must be 0 (the retry period) or from %d to the retry period "
+                    "(%d ms)",
+                    (int)req->grant_ms, ENGINE_GRANT_MIN_MS, (int)retry * 1000);
     return engine_validate_pod_label(&req->label, msg, msg_len);
 }
 

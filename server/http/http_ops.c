@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "core/base64.h"
 #include "core/metrics.h"
 
 int http_ops_metrics(char **body, size_t *len, const char **content_type)
@@ -227,6 +228,8 @@ static const char page_script[] =
     " if(s<86400)return Math.floor(s/3600)+' h '+p(Math.floor(s%3600/60))+' min';\n"
     " return Math.floor(s/86400)+' d '+p(Math.floor(s%86400/3600))+' h';}\n"
     "function num(v){var n=Number(v||0);return isFinite(n)?n:0;}\n"
+    "function shown(b){var t;try{t=atob(b.replace(/-/g,'+').replace(/_/g,'/'));}catch(e){"
+    "return b;}return /^[\\x20-\\x7e]*$/.test(t)?t:'(base64) '+b;}\n"
     "function cell(tr,label,cls){var td=document.createElement('td');td.setAttribute("
     "'data-label',label);\n"
     " var sp=document.createElement('span');if(cls)sp.className=cls;td.appendChild(sp);"
@@ -242,6 +245,8 @@ static const char page_script[] =
     "td.appendChild(d);tr.appendChild(td);\n"
     "  var h=cell(tr,'Holder',l.holder?'holder':'none');h.textContent=l.holder||"
     "'(none)';\n"
+    "  if(l.value){var vd=document.createElement('div');vd.className='ns';"
+    "vd.textContent='value '+shown(l.value);h.parentNode.appendChild(vd);}\n"
     "  cell(tr,'Epoch','num badge').textContent=String(num(l.epoch));\n"
     "  cell(tr,'Since last transition').textContent=dur(num(l.sinceTransitionMs)+el);\n"
     "  var v=Math.max(0,num(l.validForMs)-el);var vc=cell(tr,'Remaining validity',"
@@ -277,6 +282,30 @@ static const char page_script[] =
     "})();\n"
     "</script>\n";
 
+/* The holder's leader value under its identity: as text when every byte is
+ * printable ASCII, else in base64. */
+static void put_value(struct kl__buf *o, const engine_lease_status *l)
+{
+    if (!l->value_len)
+        return;
+    bool text = true;
+    for (size_t i = 0; i < l->value_len; i++)
+        text &= l->value[i] >= 0x20 && l->value[i] < 0x7f;
+    put_str(o, "</span><div class=\"ns\">value ");
+    if (text) {
+        char v[STORE_VALUE_MAX + 1];
+        memcpy(v, l->value, l->value_len);
+        v[l->value_len] = '\0';
+        put_esc(o, v);
+    } else {
+        char *b = base64_encode(l->value, l->value_len);
+        put_str(o, "(base64) ");
+        put_esc(o, b ? b : "");
+        free(b);
+    }
+    put_str(o, "</div><span>");
+}
+
 static void row(struct kl__buf *o, const engine_lease_status *l)
 {
     put_str(o, "<tr><td class=\"first\" data-label=\"Lease\"><div><div class=\"lease\">");
@@ -287,6 +316,7 @@ static void row(struct kl__buf *o, const engine_lease_status *l)
     if (l->holder[0]) {
         put_str(o, "<td data-label=\"Holder\"><span class=\"holder\">");
         put_esc(o, l->holder);
+        put_value(o, l);
     } else {
         put_str(o, "<td data-label=\"Holder\"><span class=\"none\">(none)");
     }

@@ -26,6 +26,12 @@
 /* spec.strategy: a qualified name, [prefix (DNS subdomain, 253) '/'] name (63) */
 #define KUBE_STRATEGY_MAX 320
 
+/* The leader value of the term (docs/design.md, rule 10): at most
+ * KUBE_VALUE_MAX bytes, base64 (standard alphabet, padded) in the
+ * annotation. */
+#define KUBE_VALUE_ANNOTATION "kubelease.io/value"
+#define KUBE_VALUE_MAX        1024
+
 /* The annotation holding the random value of the term kubelease started on a
  * Lease (never the term's token, which derives from it under a key only
  * kubeleased has). */
@@ -66,6 +72,11 @@ typedef struct kube_lease {
      * ""/0 when unset or not such a value (ignored, not an error) */
     char handoff_to[KUBE_HOLDER_MAX];
     int64_t handed_to;
+    /* metadata.annotations[KUBE_VALUE_ANNOTATION], decoded: value_len bytes;
+     * 0 when unset or not base64 of at most KUBE_VALUE_MAX bytes (ignored,
+     * not an error) */
+    uint16_t value_len;
+    uint8_t value[KUBE_VALUE_MAX];
 } kube_lease;
 
 /* A core/v1 Event about a Lease, as kubeleased records it: the Lease is

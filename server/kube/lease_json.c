@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/names.h"
+#include "core/base64.h"
 
 /* ---- MicroTime ---------------------------------------------------------- */
 
@@ -314,6 +315,25 @@ static void get_handoff(const cJSON *md, kube_lease *out)
         out->handed_to = epoch_of(at->valuestring);
 }
 
+/* The leader value, when it is base64 of at most KUBE_VALUE_MAX bytes;
+ * anything else is read as unset (a stray value is not an error). */
+static void get_value(const cJSON *md, kube_lease *out)
+{
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    const cJSON *v = cJSON_IsObject(ann) ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_VALUE_ANNOTATION)
+                                         : NULL;
+    uint8_t *raw = NULL;
+    size_t n = 0;
+    if (!cJSON_IsString(v) || !v->valuestring ||
+        base64_decode(v->valuestring, strlen(v->valuestring), BASE64_CANONICAL, &raw, &n) != 0)
+        return;
+    if (n <= sizeof out->value) {
+        memcpy(out->value, raw, n);
+        out->value_len = (uint16_t)n;
+    }
+    free(raw);
+}
+
 int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
@@ -344,6 +364,7 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
     }
     get_term_nonce(md, out->term_nonce, sizeof out->term_nonce);
     get_handoff(md, out);
+    get_value(md, out);
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
     if (cJSON_IsObject(ann) && copy_str(ann, KUBE_POD_LABEL_ANNOTATION,
                                         "metadata.annotations[\"" KUBE_POD_LABEL_ANNOTATION "\"]",
@@ -409,25 +430,32 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
     return !nulls || cJSON_AddNullToObject(o, name) != NULL;
 }
 
-/* metadata.annotations: the term nonce when l has one, and the pod label
- * and the handoff annotations when set; a patch removes an unset pod label
- * or handoff annotation (null) and leaves every other annotation as it
- * is. */
+/* metadata.annotations: the term nonce when l has one, and the pod label,
+ * the handoff annotations and the leader value when set; a patch removes an
+ * unset pod label, handoff annotation or value (null) and leaves every
+ * other annotation as it is. */
 static bool add_annotations(cJSON *md, const kube_lease *l, bool patch)
 {
-    if (!l->term_nonce[0] && !l->pod_label[0] && !l->handoff_to[0] && !l->handed_to && !patch)
+    if (!l->term_nonce[0] && !l->pod_label[0] && !l->handoff_to[0] && !l->handed_to &&
+        !l->value_len && !patch)
         return true;
     char at[24];
     snprintf(at, sizeof at, "%lld", (long long)l->handed_to);
+    char *value = l->value_len ? base64_encode(l->value, l->value_len) : NULL;
+    if (l->value_len && !value)
+        return false;
     cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
-    return ann &&
-           (!l->term_nonce[0] ||
-            cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
-           add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL,
-                      patch) &&
-           add_string(ann, KUBE_HANDOFF_TO_ANNOTATION, l->handoff_to[0] ? l->handoff_to : NULL,
-                      patch) &&
-           add_string(ann, KUBE_HANDED_TO_ANNOTATION, l->handed_to ? at : NULL, patch);
+    bool ok = ann &&
+              (!l->term_nonce[0] ||
+               cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
+              add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL,
+                         patch) &&
+              add_string(ann, KUBE_HANDOFF_TO_ANNOTATION, l->handoff_to[0] ? l->handoff_to : NULL,
+                         patch) &&
+              add_string(ann, KUBE_HANDED_TO_ANNOTATION, l->handed_to ? at : NULL, patch) &&
+              add_string(ann, KUBE_VALUE_ANNOTATION, value, patch);
+    free(value);
+    return ok;
 }
 
 /* spec.preferredHolder and spec.strategy, in the whole object only: a patch
@@ -458,7 +486,7 @@ static char *encode(const kube_lease *l, bool with_rv, bool patch, size_t *len)
         !bounded(l->handoff_to, sizeof l->handoff_to) ||
         (l->handoff_to[0] && !preferred_ok(l->handoff_to)) || l->handed_to < 0 ||
         l->handed_to > INT32_MAX || l->lease_transitions < 0 || l->lease_duration_seconds < 0 ||
-        (patch && !l->resource_version[0]))
+        l->value_len > sizeof l->value || (patch && !l->resource_version[0]))
         return NULL;
     if ((l->acquire_time_us && kube_microtime_format(l->acquire_time_us, acq) != 0) ||
         (l->renew_time_us && kube_microtime_format(l->renew_time_us, ren) != 0))

@@ -118,6 +118,22 @@ static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaig
     snprintf(out->term_token, sizeof out->term_token, "%s", r->term_token ? r->term_token : "");
     label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
              &out->label);
+    out->grant_ms = r->grant_ms;
+    if (r->value.len <= sizeof out->value) { /* longer: refused by validation */
+        out->value_len = (uint16_t)r->value.len;
+        if (r->value.len)
+            memcpy(out->value, r->value.data, r->value.len);
+    }
+}
+
+/* A leader value (docs/design.md, rule 10): at most STORE_VALUE_MAX bytes. */
+static int value_length(const ProtobufCBinaryData *v, char *msg, size_t msg_len)
+{
+    if (v->len <= STORE_VALUE_MAX)
+        return 0;
+    snprintf(msg, msg_len, "value: %zu bytes, more than the %d a leader value may have", v->len,
+             STORE_VALUE_MAX);
+    return -1;
 }
 
 /* The lengths of the label fields, before they are copied. */
@@ -157,7 +173,8 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
             engine_validate_term_token(r->term_token, msg, msg_len) != 0 ||
             pod_label_lengths(r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
-                              msg, msg_len) != 0)
+                              msg, msg_len) != 0 ||
+            value_length(&r->value, msg, msg_len) != 0)
             return -1;
         engine_campaign_req c;
         campaign_req(r, &c);
@@ -214,6 +231,17 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
                  r->pod_label_value, &l);
         return engine_validate_pod_label(&l, msg, msg_len);
     }
+    case RPC_METHOD_PROCLAIM: {
+        const Kubelease__V1__ProclaimRequest *r = (const void *)req;
+        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
+            engine_validate_term_token(r->term_token, msg, msg_len) != 0)
+            return -1;
+        if (!r->term_token || !r->term_token[0]) {
+            snprintf(msg, msg_len, "term_token: required (only the holder proclaims)");
+            return -1;
+        }
+        return value_length(&r->value, msg, msg_len);
+    }
     case RPC_METHOD_COUNT:
         break;
     }
@@ -246,6 +274,8 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__HandoffRequest *)req)->namespace_;
     case RPC_METHOD_SET_POD_LABEL:
         return ((const Kubelease__V1__SetPodLabelRequest *)req)->namespace_;
+    case RPC_METHOD_PROCLAIM:
+        return ((const Kubelease__V1__ProclaimRequest *)req)->namespace_;
     default:
         return NULL;
     }
@@ -272,6 +302,8 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__HandoffRequest *)req)->name;
     case RPC_METHOD_SET_POD_LABEL:
         return ((const Kubelease__V1__SetPodLabelRequest *)req)->name;
+    case RPC_METHOD_PROCLAIM:
+        return ((const Kubelease__V1__ProclaimRequest *)req)->name;
     default:
         return NULL;
     }
@@ -307,6 +339,8 @@ const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
     }
     case RPC_METHOD_SET_POD_LABEL:
         return ((const Kubelease__V1__SetPodLabelRequest *)req)->identity;
+    case RPC_METHOD_PROCLAIM:
+        return ((const Kubelease__V1__ProclaimRequest *)req)->identity;
     default:
         return NULL;
     }
@@ -353,6 +387,11 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
         return engine_set_pod_label(e, r->namespace_, r->name, r->identity, r->term_token, &l,
                                     peer_ip, done, ctx);
     }
+    case RPC_METHOD_PROCLAIM: {
+        const Kubelease__V1__ProclaimRequest *r = (const void *)req;
+        return engine_proclaim(e, r->namespace_, r->name, r->identity, r->term_token,
+                               r->value.data, r->value.len, done, ctx);
+    }
     default:
         return -1;
     }
@@ -385,6 +424,8 @@ static uint8_t *list_leases_encode(rpc_codec codec, const engine_reply *r, size_
         row->watchers = l->watchers;
         row->lease_duration_seconds = l->lease_duration_s;
         row->pod_label = (char *)l->pod_label;
+        row->value.len = l->value_len;
+        row->value.data = (uint8_t *)l->value;
         ptrs[i] = row;
     }
     m.n_leases = r->n_leases;
@@ -446,6 +487,8 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
         m.holder = (char *)r->holder;
         m.epoch = r->epoch;
         m.since_transition_ms = r->since_transition_ms;
+        m.value.len = r->value_len;
+        m.value.data = (uint8_t *)r->value;
         return rpc_message_encode(codec, &m.base, len);
     }
     case RPC_METHOD_LIST_LEASES:
@@ -469,6 +512,11 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
         /* engine_label_state has the values of kubelease.v1.PodLabelState. */
         m.state = (Kubelease__V1__PodLabelState)r->label_state;
         m.message = (char *)r->message;
+        return rpc_message_encode(codec, &m.base, len);
+    }
+    case RPC_METHOD_PROCLAIM: {
+        Kubelease__V1__ProclaimResponse m = KUBELEASE__V1__PROCLAIM_RESPONSE__INIT;
+        m.epoch = r->epoch;
         return rpc_message_encode(codec, &m.base, len);
     }
     default:
@@ -542,6 +590,8 @@ static ProtobufCMessage *event_message(const engine_event *ev, event_msg *m)
         m->u.elected.valid_for_ms = ev->valid_for_ms;
         m->u.elected.resumed = ev->resumed;
         m->u.elected.term_token = (char *)ev->term_token;
+        m->u.elected.value.len = ev->value_len;
+        m->u.elected.value.data = (uint8_t *)ev->value;
         ce->event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_ELECTED;
         ce->elected = &m->u.elected;
         return &ce->base;
@@ -578,6 +628,8 @@ static ProtobufCMessage *event_message(const engine_event *ev, event_msg *m)
         m->u.holder.exists = ev->exists;
         m->u.holder.holder = (char *)ev->holder;
         m->u.holder.epoch = ev->epoch;
+        m->u.holder.value.len = ev->value_len;
+        m->u.holder.value.data = (uint8_t *)ev->value;
         return &m->u.holder.base;
     case ENGINE_EVENT_REFUSED: /* not a message: the stream ends with its code */
         break;

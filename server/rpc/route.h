@@ -22,6 +22,7 @@ typedef enum rpc_method_id {
     RPC_METHOD_LIST_CANDIDATES,
     RPC_METHOD_HANDOFF,
     RPC_METHOD_SET_POD_LABEL,
+    RPC_METHOD_PROCLAIM,
     RPC_METHOD_COUNT
 } rpc_method_id;
 

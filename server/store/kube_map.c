@@ -14,7 +14,8 @@ _Static_assert(SAME_SIZE(ns, ns) && SAME_SIZE(name, name) && SAME_SIZE(holder, h
                    SAME_SIZE(resource_version, resource_version) &&
                    SAME_SIZE(term_nonce, term_nonce) && SAME_SIZE(pod_label, pod_label) &&
                    SAME_SIZE(uid, uid) && SAME_SIZE(preferred_holder, preferred_holder) &&
-                   SAME_SIZE(strategy, strategy) && SAME_SIZE(handoff_to, handoff_to),
+                   SAME_SIZE(strategy, strategy) && SAME_SIZE(handoff_to, handoff_to) &&
+                   SAME_SIZE(value, value),
                "store_lease and kube_lease strings differ in size");
 
 #define ANY_VERB (-1)
@@ -93,6 +94,8 @@ void store_lease_from_kube(const kube_lease *in, store_lease *out)
     memcpy(out->strategy, in->strategy, sizeof out->strategy);
     memcpy(out->handoff_to, in->handoff_to, sizeof out->handoff_to);
     out->handed_to = in->handed_to;
+    out->value_len = in->value_len <= sizeof out->value ? in->value_len : 0;
+    memcpy(out->value, in->value, out->value_len);
 }
 
 bool store_lease_to_kube(const store_lease *in, kube_lease *out)
@@ -114,6 +117,10 @@ bool store_lease_to_kube(const store_lease *in, kube_lease *out)
     memcpy(out->strategy, in->strategy, sizeof out->strategy);
     memcpy(out->handoff_to, in->handoff_to, sizeof out->handoff_to);
     out->handed_to = in->handed_to;
+    if (in->value_len > sizeof out->value)
+        return false;
+    out->value_len = in->value_len;
+    memcpy(out->value, in->value, in->value_len);
     return true;
 }
 

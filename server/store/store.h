@@ -30,6 +30,7 @@
 #define STORE_NONCE_MAX     64  /* a term nonce: base64url text */
 #define STORE_UID_MAX       64  /* metadata.uid: a UUID, 36 bytes */
 #define STORE_STRATEGY_MAX  320 /* spec.strategy: a qualified name */
+#define STORE_VALUE_MAX     1024 /* a leader value: bytes (docs/design.md, rule 10) */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
 typedef struct store_lease {
@@ -67,6 +68,11 @@ typedef struct store_lease {
      * rest of the record (an update that leaves them unset removes them). */
     char handoff_to[STORE_HOLDER_MAX];
     int64_t handed_to;
+    /* The leader value of the term (the Lease's kubelease.io/value
+     * annotation; docs/design.md, rule 10): value_len bytes, 0 for none.
+     * Written by create and update like the spec. */
+    uint16_t value_len;
+    uint8_t value[STORE_VALUE_MAX];
 } store_lease;
 
 /* The outcome of an operation, X(name, text): the enum gets STORE_<name>

@@ -189,7 +189,7 @@ static void test_lease_merge_patch(void **state)
     assert_int_equal(len, strlen(json));
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
                               "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
-                              "\"kubelease.io/handed-to\":null}},\"spec\":{"
+                              "\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":15,"
                               "\"leaseTransitions\":3,"
                               "\"acquireTime\":\"2026-11-29T14:00:00.500000Z\","
@@ -204,7 +204,7 @@ static void test_lease_merge_patch(void **state)
     assert_non_null(json);
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
                               "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
-                              "\"kubelease.io/handed-to\":null}},\"spec\":{"
+                              "\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},\"spec\":{"
                               "\"holderIdentity\":\"\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -311,7 +311,7 @@ static void test_lease_pod_label_annotation(void **state)
     assert_non_null(json);
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"7\",\"annotations\":{"
                               "\"kubelease.io/pod-label\":\"kv-0 example.com/role=leader\","
-                              "\"kubelease.io/handoff-to\":null,\"kubelease.io/handed-to\":null}},"
+                              "\"kubelease.io/handoff-to\":null,\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},"
                               "\"spec\":{\"holderIdentity\":\"a\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":0,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -378,7 +378,7 @@ static void test_lease_term_nonce_annotation(void **state)
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
                               "\"kubelease.io/term-nonce\":\"Zm9v-YmFy_09\","
                               "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
-                              "\"kubelease.io/handed-to\":null}},\"spec\":{"
+                              "\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -429,6 +429,58 @@ static void round_trip(const char *in, const char *want)
 /* The handoff annotations (docs/design.md, rule 3): decoded when they are
  * an identity and an epoch, written by the merge patch when set and removed
  * (null) when not; anything else reads as unset and the Lease still reads. */
+/* The leader value (docs/design.md, rule 10): base64 in its annotation,
+ * bytes in the Lease types; a value that is not base64 of at most 1024
+ * bytes is read as none, not an error. */
+static void test_lease_value_annotation(void **state)
+{
+    (void)state;
+    const char *held = "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\","
+                       "\"resourceVersion\":\"7\",\"annotations\":{"
+                       "\"kubelease.io/value\":\"AAEC/w==\"}},"
+                       "\"spec\":{\"holderIdentity\":\"a\",\"leaseTransitions\":11}}";
+    kube_lease l;
+    char err[256];
+    assert_int_equal(kube_lease_decode(held, strlen(held), &l, err, sizeof err), 0);
+    assert_int_equal(l.value_len, 4);
+    assert_memory_equal(l.value, "\x00\x01\x02\xff", 4);
+    char *patch = kube_lease_merge_patch(&l, NULL);
+    assert_non_null(patch);
+    assert_non_null(strstr(patch, "\"kubelease.io/value\":\"AAEC/w==\""));
+    free(patch);
+    assert_round_trips(&l);
+    store_lease rec;
+    store_lease_from_kube(&l, &rec);
+    assert_int_equal(rec.value_len, 4);
+    assert_memory_equal(rec.value, "\x00\x01\x02\xff", 4);
+    kube_lease back;
+    assert_true(store_lease_to_kube(&rec, &back));
+    assert_int_equal(back.value_len, 4);
+
+    char big[1500 + 1];
+    memset(big, 'A', 1500); /* 1125 bytes: over the limit */
+    big[1500] = 0;
+    const char *bad[] = {"\"not base64!\"", "\"AAF\"", "7", "\"AA==AA==\"", NULL};
+    char doc[2048];
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(doc, sizeof doc,
+                 "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"annotations\":{"
+                 "\"kubelease.io/value\":%s%s%s}},\"spec\":{\"holderIdentity\":\"a\"}}",
+                 bad[k] ? "" : "\"", bad[k] ? bad[k] : big, bad[k] ? "" : "\"");
+        assert_int_equal(kube_lease_decode(doc, strlen(doc), &l, err, sizeof err), 0);
+        assert_string_equal(l.holder_identity, "a");
+        assert_int_equal(l.value_len, 0);
+    }
+    /* An unset value is removed by a patch. */
+    memset(&l, 0, sizeof l);
+    strcpy(l.ns, "default");
+    strcpy(l.name, "demo");
+    strcpy(l.resource_version, "7");
+    patch = kube_lease_merge_patch(&l, NULL);
+    assert_non_null(strstr(patch, "\"kubelease.io/value\":null"));
+    free(patch);
+}
+
 static void test_lease_handoff_annotations(void **state)
 {
     (void)state;
@@ -672,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_lease_term_nonce_annotation),
         cmocka_unit_test(test_lease_preferred_holder_and_strategy),
         cmocka_unit_test(test_lease_handoff_annotations),
+        cmocka_unit_test(test_lease_value_annotation),
         cmocka_unit_test(test_microtime_round_trips_six_digits),
         cmocka_unit_test(test_microtime_rejects_malformed),
         cmocka_unit_test(test_status_decode_and_mapping),

@@ -33,6 +33,17 @@ static const ProtobufCMessageDescriptor *all_messages[] = {
     &kubelease__v1__list_leases_request__descriptor,
     &kubelease__v1__list_leases_response__descriptor,
     &kubelease__v1__lease_status__descriptor,
+    &kubelease__v1__check_epoch_request__descriptor,
+    &kubelease__v1__check_epoch_response__descriptor,
+    &kubelease__v1__list_candidates_request__descriptor,
+    &kubelease__v1__list_candidates_response__descriptor,
+    &kubelease__v1__handoff_request__descriptor,
+    &kubelease__v1__handoff_response__descriptor,
+    &kubelease__v1__pod_label__descriptor,
+    &kubelease__v1__set_pod_label_request__descriptor,
+    &kubelease__v1__set_pod_label_response__descriptor,
+    &kubelease__v1__proclaim_request__descriptor,
+    &kubelease__v1__proclaim_response__descriptor,
 };
 #define N_MESSAGES (sizeof all_messages / sizeof all_messages[0])
 
@@ -67,6 +78,16 @@ static void fill_value(const ProtobufCFieldDescriptor *f, void *p, unsigned vari
     case PROTOBUF_C_TYPE_MESSAGE:
         *(ProtobufCMessage **)p = fill(f->descriptor, variant, depth + 1);
         break;
+    case PROTOBUF_C_TYPE_BYTES: { /* every kind of byte: NUL, high, and both base64 tails */
+        ProtobufCBinaryData *b = p;
+        b->len = 4 + variant % 3;
+        b->data = malloc(b->len);
+        assert_non_null(b->data);
+        for (size_t i = 0; i < b->len; i++)
+            b->data[i] = (uint8_t)(i * 127 + f->id);
+        b->data[0] = 0;
+        break;
+    }
     default:
         fail_msg("field %s: type %d not covered by the test", f->name, f->type);
     }
