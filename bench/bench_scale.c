@@ -17,7 +17,7 @@
  * The Leases are NAMESPACE/PREFIX-0 .. PREFIX-(E-1) (default: default/scale);
  * on a real apiserver, give each run a prefix of its own, since a stopped
  * kubeleased keeps its terms (docs/design.md, rule 5).
- * Usage: bench_scale [-e E] [-w W] [-c C] [-W WC] [-d L/R/P] [-H HOLD] [-r RATE]
+ * Usage: bench_scale [-e E] [-w W] [-c C] [-W WC] [-d L/R/P[@G]] [-H HOLD] [-r RATE]
  *                    [-n NAMESPACE] [-p PREFIX] ENDPOINT
  * Prints key=value lines; figures, not assertions. */
 #define _GNU_SOURCE
@@ -46,6 +46,7 @@ struct config {
     int elections, watchers, clients, watch_clients, hold_s;
     int watch_rate; /* watches started per second; 0: all at once */
     int lease_s, renew_s, retry_s;
+    int grant_ms; /* -d L/R/P@G: each leader's grant_ms; 0: the service's */
 };
 
 /* One holder watch: the first callback's time. */
@@ -80,7 +81,7 @@ static void die(const char *what, const kl_error *err)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_scale [-e ELECTIONS] [-w WATCHERS] [-c CLIENTS] "
-                    "[-W WATCH_CLIENTS] [-d LEASE/RENEW/RETRY] [-H HOLD_S] [-r WATCHES_PER_S] "
+                    "[-W WATCH_CLIENTS] [-d LEASE/RENEW/RETRY[@GRANT_MS]] [-H HOLD_S] [-r WATCHES_PER_S] "
                     "[-n NAMESPACE] [-p PREFIX] ENDPOINT\n");
     exit(2);
 }
@@ -124,7 +125,8 @@ static void parse(int argc, char **argv, struct config *cfg)
             cfg->prefix = optarg;
             break;
         case 'd':
-            if (sscanf(optarg, "%d/%d/%d", &cfg->lease_s, &cfg->renew_s, &cfg->retry_s) != 3)
+            if (sscanf(optarg, "%d/%d/%d@%d", &cfg->lease_s, &cfg->renew_s, &cfg->retry_s,
+                       &cfg->grant_ms) < 3)
                 usage();
             break;
         default:
@@ -180,8 +182,13 @@ static int64_t elect_all(const struct config *cfg, kl_client **c)
     for (int i = 0; i < cfg->elections; i++) {
         lease_name(cfg, i, lease, sizeof lease);
         snprintf(id, sizeof id, "%s-leader-%d", cfg->prefix, i);
-        if (kl_run_election(c[i % cfg->clients], cfg->ns, lease, id, cfg->lease_s, cfg->renew_s,
-                            cfg->retry_s, &err) != KL_OK)
+        kl_election_options o;
+        kl_election_options_init(&o);
+        o.lease_duration_s = cfg->lease_s;
+        o.renew_deadline_s = cfg->renew_s;
+        o.retry_period_s = cfg->retry_s;
+        o.grant_ms = cfg->grant_ms;
+        if (kl_run_election_opts(c[i % cfg->clients], cfg->ns, lease, id, &o, &err) != KL_OK)
             die("kl_run_election", &err);
     }
     /* A leader may lose its term before the last is elected (a short grant

@@ -9,7 +9,9 @@
 # Prints one table row per run.
 #
 # Usage: bench/scale.sh [ELECTIONS [WATCHERS [CLIENTS [HOLD_S [SETTINGS...]]]]]
-#   defaults: 1000 10000 10 30 15/10/2 5/3/1
+#   defaults: 1000 10000 10 30 15/10/2 5/3/1; a setting L/R/P@G gives every
+#   leader the grant G ms (kl_election_options.grant_ms). "Confirms/s" is
+#   per leader, from kubeleased's kubelease_rpc_requests_total.
 # Environment: KL_BUILD_DIR (default build), KL_SCALE_KUBELEASED (the
 # kubeleased to measure; default: the build's), KL_SCALE_WINDOW_S (the CPU
 # window, default 10), KL_SCALE_WATCH_RATE (watches started per second;
@@ -82,19 +84,26 @@ overflows() {
          $1 == "TcpExt:" { print $c }' /proc/net/netstat
 }
 
+# confirms PORT: the Confirms kubeleased answered so far (its metrics).
+confirms() {
+    curl -s "http://127.0.0.1:$1/metrics" |
+        awk 'index($0, "kubelease_rpc_requests_total{method=\"Confirm\"") == 1 { s += $NF } END { print s + 0 }'
+}
+
 # Prints the value of KEY in a probe's output.
 field() {
     sed -n "s/^$1=//p" "$2" | head -n 1
 }
 
-printf '| %-8s | %9s | %8s | %12s | %14s | %8s | %8s | %9s | %17s | %13s | %9s |\n' \
+printf '| %-11s | %9s | %8s | %12s | %14s | %8s | %8s | %9s | %11s | %17s | %13s | %9s |\n' \
     setting elections watchers "elect all ms" "watch first ms" "RSS MB" "peak MB" "CPU cores" \
-    "valid, watches up" "valid at end" "SYN drops"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ---------- ----------- ---------- -------------- \
-    ---------------- ---------- ---------- ----------- ------------------- --------------- \
-    -----------
+    "Confirms/s" "valid, watches up" "valid at end" "SYN drops"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ------------- ----------- ---------- -------------- \
+    ---------------- ---------- ---------- ----------- ------------- ------------------- \
+    --------------- -----------
 for s in "${settings[@]}"; do
     tag=${s//\//-}
+    tag=${tag//@/-g}
     rm -f "$logs/port-$tag"
     "$server" --dev --listen 127.0.0.1:0 --port-file "$logs/port-$tag" \
         --max-connections $((elections * 2 + watchers + 256)) 2>"$logs/kubeleased-$tag.log" &
@@ -118,18 +127,18 @@ for s in "${settings[@]}"; do
         sleep 0.2
     done
     sleep 2
-    t0=$(cpu_ticks "$spid")
+    t0=$(cpu_ticks "$spid") c0=$(confirms "$port")
     sleep "$window"
-    t1=$(cpu_ticks "$spid")
+    t1=$(cpu_ticks "$spid") c1=$(confirms "$port")
     rss=$(kib "$spid" VmRSS)
     hwm=$(kib "$spid" VmHWM)
     wait "$probe_pid" || { cat "$logs/probe-$tag.err" >&2; exit 1; }
     drops=$(($(overflows) - drops0))
     stop_server
-    printf '| %-8s | %9s | %8s | %12s | %14s | %8.1f | %8.1f | %9.2f | %17s | %13s | %9s |\n' \
+    printf '| %-11s | %9s | %8s | %12s | %14s | %8.1f | %8.1f | %9.2f | %11.1f | %17s | %13s | %9s |\n' \
         "$s" "$elections" "$watchers" "$(field elect_all_ms "$out")" \
         "$(field watch_first_all_ms "$out")" "$(div "$rss" 1024)" "$(div "$hwm" 1024)" \
-        "$(div $((t1 - t0)) $((tck * window)))" \
+        "$(div $((t1 - t0)) $((tck * window)))" "$(div $((c1 - c0)) $((window * elections)))" \
         "$(field leaders_valid_after_watches "$out")" "$(field leaders_valid "$out")" "$drops"
     grep -E '^leaders_valid_lost=' "$out" | sed 's/^/    /' || true
 done

@@ -45,10 +45,12 @@ struct config {
     const char *pod;    /* --pod-label: the Pod kubeleased labels while this replica leads */
     const char *label_key, *label_value;
     int health_deadline_ms; /* 0: leadership not gated on health */
+    const char *value;      /* --value: the leader value; NULL: none */
+    int grant_ms;           /* --grant-ms: 0 for the service's */
 };
 
-static struct config cfg = {NULL, "default", NULL, NULL, 15,   10,   2,
-                            0,    NULL,      0,    NULL, NULL, NULL, 0};
+static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2,   0,
+                            NULL, 0,         NULL, NULL, NULL, 0, NULL, 0};
 static atomic_int wedged; /* SIGUSR2: the work thread stops reporting health */
 static kl_client *client;
 static atomic_int stopping;
@@ -194,6 +196,8 @@ static void usage(FILE *out)
             "  --retry-period S      retry period in seconds (default 2)\n"
             "  --resign-after S      resign after leading S seconds, then stand again\n"
             "  --intervals FILE      append leadership intervals (CLOCK_MONOTONIC ns) to FILE\n"
+            "  --value TEXT          the leader value: what kubeleased tells the observers\n"
+            "  --grant-ms MS         the validity of each confirmation (default: the service's)\n"
             "  --health-deadline MS  lead only while the work thread reported health within\n"
             "                        MS ms (kl_health_ok); SIGUSR2 wedges/unwedges it\n"
             "  --track-deadline      while leading, poll the leadership deadline every 2 ms and\n"
@@ -248,6 +252,8 @@ static void parse_args(int argc, char **argv)
         {"health-deadline", required_argument, NULL, 'H'},
         {"print-monotonic", no_argument, NULL, 'M'},
         {"pod-label", required_argument, NULL, 'L'},
+        {"value", required_argument, NULL, 'V'},
+        {"grant-ms", required_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -286,6 +292,12 @@ static void parse_args(int argc, char **argv)
             break;
         case 'L':
             parse_pod_label(optarg);
+            break;
+        case 'V':
+            cfg.value = optarg;
+            break;
+        case 'G':
+            cfg.grant_ms = parse_int("--grant-ms", optarg, 1);
             break;
         case 'H':
             cfg.health_deadline_ms = parse_int("--health-deadline", optarg, 1);
@@ -376,6 +388,9 @@ static int one_term(void)
     eo.pod_name = cfg.pod;
     eo.pod_label_key = cfg.label_key;
     eo.pod_label_value = cfg.label_value;
+    eo.value = cfg.value;
+    eo.value_len = cfg.value ? strlen(cfg.value) : 0;
+    eo.grant_ms = cfg.grant_ms;
     rc = kl_run_election_opts(client, cfg.ns, cfg.lease, cfg.identity, &eo, &err);
     if (rc != KL_OK) {
         say("ERROR", "%s", err.message);

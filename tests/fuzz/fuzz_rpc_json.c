@@ -35,6 +35,8 @@ static const ProtobufCMessageDescriptor *types[] = {
     &kubelease__v1__set_pod_label_request__descriptor,
     &kubelease__v1__set_pod_label_response__descriptor,
     &kubelease__v1__pod_label__descriptor,
+    &kubelease__v1__proclaim_request__descriptor,
+    &kubelease__v1__proclaim_response__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -56,6 +56,9 @@ grep -q -- '--identity is required' "$KL_TMP/err" || fail "no identity: $(cat "$
 expect_rc 2 ctl elect "$KL_NS/e" --identity a
 expect_rc 2 ctl elect "$KL_NS/e" --identity a --
 expect_rc 2 ctl elect "$KL_NS/e" --identity a --term-grace 5 -- true
+expect_rc 2 ctl elect "$KL_NS/e" --identity a --grant 150ms -- true
+grep -q 'grant_ms' "$KL_TMP/err" || fail "--grant 150ms: $(cat "$KL_TMP/err")"
+expect_rc 2 ctl elect "$KL_NS/e" --identity a --value "$(head -c 1025 /dev/zero | tr '\0' x)" -- true
 expect_rc 2 ctl elect "$KL_NS/e" --identity a --lease-duration 2 --renew-deadline 4 -- true
 grep -q 'renew' "$KL_TMP/err" || fail "bad durations: $(cat "$KL_TMP/err")"
 expect_rc 127 ctl elect "$KL_NS/e" --identity a -- kubeleasectl-no-such-command
@@ -66,7 +69,8 @@ echo "ok: usage errors 2, command not found 127, not executable 126"
 # --- environment, descriptors, process group, exit status -----------------
 mkdir -p "$KL_TMP/env"
 expect_rc 3 ctl elect "$KL_NS/ctl-env" --identity env-a --lease-duration 5 --renew-deadline 4 \
-    --retry-period 1 -- sh -c 'echo "$KUBELEASE_EPOCH $KUBELEASE_NAMESPACE $KUBELEASE_LEASE" >"$1/env";
+    --retry-period 1 --value "kv-0:6379 v2" --grant 500ms -- sh -c 'echo "$KUBELEASE_EPOCH $KUBELEASE_NAMESPACE $KUBELEASE_LEASE" >"$1/env";
+        echo "$KUBELEASE_VALUE" >"$1/value";
         ls /proc/self/fd | sort -n | tr "\n" " " >"$1/fds"; ps -o pgid= -p $$ >"$1/pgid"; echo $$ >"$1/pid"; exit 3' \
     sh "$KL_TMP/env"
 # Resigned before kubeleasectl exited: nobody holds the Lease now.
@@ -74,6 +78,7 @@ expect_rc 0 ctl get "$KL_NS/ctl-env" -o json
 [[ $(ctl_json 'd["holder"]' <"$KL_TMP/out") == None ]] || fail "the Lease is still held: $(cat "$KL_TMP/out")"
 epoch=$(ctl_json 'd["epoch"]' <"$KL_TMP/out")
 [[ $(<"$KL_TMP/env/env") == "$epoch $KL_NS ctl-env" ]] || fail "environment: $(<"$KL_TMP/env/env"), epoch $epoch"
+[[ $(<"$KL_TMP/env/value") == "kv-0:6379 v2" ]] || fail "KUBELEASE_VALUE: $(<"$KL_TMP/env/value")"
 [[ $(<"$KL_TMP/env/fds") == "0 1 2 3 " ]] || fail "open descriptors (3 is ls's own): $(<"$KL_TMP/env/fds")"
 [[ $(($(<"$KL_TMP/env/pgid"))) == $(<"$KL_TMP/env/pid") ]] || fail "not its own process group"
 echo "ok: environment (epoch $epoch), fds 0-2, own process group, exit status 3, released"

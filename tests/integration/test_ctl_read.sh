@@ -43,25 +43,27 @@ checks() {
     expect_rc 1 ctl get "$KL_NS/ctl-read-missing" -o json
     [[ ! -s $KL_TMP/out ]] || fail "-o json printed something for a missing Lease"
 
-    kl_start_replica h1 "$lease" --lease-duration 5 --renew-deadline 4 --retry-period 1
+    kl_start_replica h1 "$lease" --lease-duration 5 --renew-deadline 4 --retry-period 1 \
+        --value 10.0.0.1:6379
     local h1=$KL_REPLICA_PID
     kl_wait_for '[[ $(ctl_holder "$lease") == h1 ]]' 15 || fail "h1 never held $lease"
     expect_rc 0 ctl get "$KL_NS/$lease" -o json
     [[ $(ctl_json 'd["namespace"], d["name"], d["holder"]' <"$KL_TMP/out") == "('$KL_NS', '$lease', 'h1')" ]] ||
         fail "get -o json: $(cat "$KL_TMP/out")"
-    ctl_json '0 < d["validForMs"] <= 1000 and d["epoch"] >= 1 and d["candidates"] >= 1 and d["leaseDurationSeconds"] == 5 and d["sinceTransitionMs"] >= 0' \
+    ctl_json '0 < d["validForMs"] <= 1000 and d["epoch"] >= 1 and d["candidates"] >= 1 and d["leaseDurationSeconds"] == 5 and d["sinceTransitionMs"] >= 0 and __import__("base64").b64decode(d["value"]) == b"10.0.0.1:6379"' \
         <"$KL_TMP/out" | grep -qx True || fail "get -o json values: $(cat "$KL_TMP/out")"
     epoch=$(ctl_json 'd["epoch"]' <"$KL_TMP/out")
     expect_rc 0 ctl get "$KL_NS/$lease"
     head -1 "$KL_TMP/out" | grep -q '^NAMESPACE  *NAME  *HOLDER  *EPOCH  *SINCE  *VALIDITY  *CANDIDATES  *WATCHERS$' ||
         fail "get: header $(head -1 "$KL_TMP/out")"
     sed -n 2p "$KL_TMP/out" | grep -q "^$KL_NS  *$lease  *h1  *$epoch " || fail "get: row $(sed -n 2p "$KL_TMP/out")"
+    grep -qx 'VALUE   10.0.0.1:6379' "$KL_TMP/out" || fail "get: no value line: $(cat "$KL_TMP/out")"
     # The library's default endpoint comes from $KUBELEASE_ENDPOINT.
     KUBELEASE_ENDPOINT=$KL_ENDPOINT expect_rc 0 "$KUBELEASECTL" get "$KL_NS/$lease"
     echo "ok: get ($KL_NS/$lease held by h1, epoch $epoch)"
 
     expect_rc 0 ctl list -n "$KL_NS" -o json
-    ctl_json "[l['name'] for l in d['leases'] if l['holder'] == 'h1'] == ['$lease'] and all(l['namespace'] == '$KL_NS' for l in d['leases'])" \
+    ctl_json "[l['name'] for l in d['leases'] if l['holder'] == 'h1'] == ['$lease'] and all(l['namespace'] == '$KL_NS' for l in d['leases']) and [l['value'] for l in d['leases'] if l['name'] == '$lease'] == ['MTAuMC4wLjE6NjM3OQ==']" \
         <"$KL_TMP/out" | grep -qx True || fail "list -n -o json: $(cat "$KL_TMP/out")"
     expect_rc 0 ctl list -A -o json
     ctl_json "any(l['namespace'] == '$KL_NS' and l['name'] == '$lease' for l in d['leases'])" \
@@ -93,6 +95,7 @@ checks() {
     local h2=$KL_REPLICA_PID
     kl_wait_for 'grep -q "\"h2\"" "$KL_TMP/watch.json"' 15 || fail "watch did not print h2"
     kl_wait_for 'grep -q "holder=h2 " "$KL_TMP/watch.txt"' 5 || fail "watch (table) did not print h2"
+    grep -q "holder=h1  epoch=$epoch  value=10.0.0.1:6379\$" "$KL_TMP/watch.txt" || fail "watch (table) without h1's value: $(cat "$KL_TMP/watch.txt")"
     kill -TERM "$watch" "$watch_table"
     wait "$watch" || fail "watch -o json exited $? after SIGTERM"
     wait "$watch_table" || fail "watch exited $? after SIGTERM"
@@ -105,6 +108,7 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 holders = [l["holder"] for l in lines]
 assert holders == ["h1", None, "h2"], holders
+assert lines[0]["value"] == "MTAuMC4wLjE6NjM3OQ==" and "value" not in lines[2], lines
 assert lines[0]["epoch"] == int(sys.argv[2]) and lines[2]["epoch"] > lines[0]["epoch"], lines
 PY
     grep -q "  $KL_NS/$lease  holder=<none>  epoch=$epoch\$" "$KL_TMP/watch.txt" || fail "watch table: $(cat "$KL_TMP/watch.txt")"

@@ -105,6 +105,17 @@ static const struct {
      "pod_name: must not be empty"},
     {RPC_METHOD_SET_POD_LABEL, "{\"namespace\":\"ns\",\"name\":\"db\",\"podName\":\"kv-0\"}",
      "identity: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"value\":\"MTAuMC4wLjE6NjM3OQ==\",\"grantMs\":500"), ""},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"grantMs\":150"), "grant_ms: 150"},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"grantMs\":2500"), "grant_ms: 2500"},
+    {RPC_METHOD_PROCLAIM,
+     "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"termToken\":\"t\","
+     "\"value\":\"AAEC\"}",
+     ""},
+    {RPC_METHOD_PROCLAIM, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}",
+     "term_token: required"},
+    {RPC_METHOD_PROCLAIM, "{\"namespace\":\"ns\",\"name\":\"db\",\"termToken\":\"t\"}",
+     "identity: must not be empty"},
     {RPC_METHOD_CONFIRM,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"epoch\":\"3\"}", ""},
     {RPC_METHOD_CONFIRM, "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\"}", "epoch: 0"},
@@ -208,6 +219,24 @@ static void test_rpc_validate_long_values(void **state)
     c.pod_label_value = long_key;
     assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "pod_label_value: longer than 63 bytes"));
+    /* A leader value over 1024 bytes, in Campaign and in Proclaim. */
+    static uint8_t value[1025];
+    c.pod_name = c.pod_label_key = c.pod_label_value = NULL;
+    c.value.len = sizeof value;
+    c.value.data = value;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "value: 1025 bytes, more than the 1024"));
+    c.value.len = 1024;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_CAMPAIGN, &c.base, msg, sizeof msg), 0);
+    Kubelease__V1__ProclaimRequest p = KUBELEASE__V1__PROCLAIM_REQUEST__INIT;
+    p.namespace_ = "ns";
+    p.name = "db";
+    p.identity = "a";
+    p.term_token = "t";
+    p.value.len = sizeof value;
+    p.value.data = value;
+    assert_int_equal(rpc_validate_request(RPC_METHOD_PROCLAIM, &p.base, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "value: 1025 bytes"));
 }
 
 static void test_rpc_request_namespace_and_wrong_type(void **state)
