@@ -92,7 +92,10 @@ KW_EXPORT int K8sLeaseInit(char **errMsg);
  * ends. Errors: -1 for invalid arguments (the message names the argument)
  * and when an election for ns/leaseName is already running in this process.
  * When the previous election for ns/leaseName is still resigning, waits for
- * that first (3 s at most). */
+ * that first (3 s at most). $KUBELEASE_GRANT_MS, when set, is the validity
+ * of each confirmation (kl_election_options.grant_ms: 200 to the retry
+ * period in ms; what a crash of the leader costs in failover); a value that
+ * is not such a number is an error naming it. */
 KW_EXPORT int K8sLeaseRunElection(char *ns, char *leaseName, char *identity, int leaseDurationSec,
                                   int renewDeadlineSec, int retryPeriodSec, char **errMsg);
 

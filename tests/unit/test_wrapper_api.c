@@ -278,6 +278,33 @@ static void test_pod_label_functions(void **state)
     assert_null(msg);
 }
 
+/* $KUBELEASE_GRANT_MS: the grant of the process's elections; a value that
+ * is not one is an error naming it. */
+static void test_grant_from_the_environment(void **state)
+{
+    (void)state;
+    char *msg = NULL;
+    setenv("KUBELEASE_GRANT_MS", "soon", 1);
+    assert_int_equal(K8sLeaseRunElection("default", "w-grant", "g-0", 15, 10, 2, &msg), -1);
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "KUBELEASE_GRANT_MS"));
+    free(msg);
+    msg = NULL;
+    setenv("KUBELEASE_GRANT_MS", "100", 1); /* below 200 ms */
+    assert_int_equal(K8sLeaseRunElection("default", "w-grant", "g-0", 15, 10, 2, &msg), -1);
+    assert_non_null(strstr(msg, "grant_ms"));
+    free(msg);
+    msg = NULL;
+    setenv("KUBELEASE_GRANT_MS", "500", 1);
+    assert_int_equal(K8sLeaseRunElection("default", "w-grant", "g-0", 15, 10, 2, &msg), 0);
+    long long epoch = 0;
+    assert_int_equal(K8sLeaseWaitElected("default", "w-grant", 10, &epoch, &msg), 0);
+    unsetenv("KUBELEASE_GRANT_MS");
+    assert_int_equal(K8sLeaseCancelElection("default", "w-grant", &msg), 0);
+    assert_int_equal(K8sLeaseWaitLost("default", "w-grant", &msg), 0);
+    assert_null(msg);
+}
+
 struct reader {
     long long want;
     int bad;
@@ -660,6 +687,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_get_holder_returns_holder_and_transitions),
         cmocka_unit_test(test_get_holder_of_missing_lease_returns_1),
         cmocka_unit_test(test_pod_label_functions),
+        cmocka_unit_test(test_grant_from_the_environment),
         cmocka_unit_test(test_get_holder_of_released_lease_is_null),
         cmocka_unit_test(test_get_holder_of_expired_lease_is_null),
         cmocka_unit_test(test_get_holder_of_active_lease_is_the_holder),
