@@ -84,9 +84,13 @@ pass "GET /leases on the ops port: the ListLeases JSON; other methods 405, other
 counts=$(page "open=$ops/" "wait=$(has_row "$lease" alpha-replica)" "wait=$(says 'live')" \
     "wait=!($(shown empty))&&!($(shown error))" "eval=$COUNT" "wait=$COUNTED" \
     "wait=$(has_row "$lease" alpha-replica)" "print=$COUNTS" \
+    "print=getComputedStyle(document.querySelector('h1 span')).color" \
     "eval=document.querySelector('#rows .toggle').click()" \
     "wait=document.querySelector('#rows tr.cands')&&document.querySelector('#rows tr.cands').textContent.indexOf('RPC port')>=0")
-read -r rebuilds fetches <<<"$counts"
+{ read -r rebuilds fetches; read -r accent; } <<<"$counts"
+# The script ran (the rows came from /leases) and the style applies: the
+# Content-Security-Policy names both by their right hashes.
+[[ $accent == "rgb(47, 111, 222)" ]] || fail "the page's style sheet does not apply (CSP?): h1 span is $accent"
 ((rebuilds <= 3 && fetches <= 4)) ||
     fail "in 4 s the table was rebuilt $rebuilds times for $fetches requests (a redraw storm)"
 pass "ops port in chromium: $lease held by alpha-replica, live; $rebuilds rebuilds and $fetches requests in 4 s"
