@@ -150,18 +150,26 @@ static void call_answer(void *ctx, const engine_reply *r)
 }
 
 /* A narrowed listing. One that could not be narrowed is an error, also for
- * the status page (which renders whatever the engine answers otherwise). */
+ * the status page (which renders whatever the engine answers otherwise); so
+ * is, for /leases, one narrowed to nothing (http_list_scope.deny_empty). */
 static void call_narrowed(void *ctx, const engine_reply *r)
 {
     http_call *k = ctx;
     http_server *s = k->srv;
-    if (r->code == ENGINE_OK || k->method) {
+    bool denied = r->code == ENGINE_OK && k->scope.deny_empty && k->scope.subject && !r->n_leases;
+    if (!denied && (r->code == ENGINE_OK || k->method)) {
         call_answer(k, r);
         return;
     }
     pthread_mutex_lock(&s->mu);
     call_unlist(k);
-    call_fail_locked(k, rpc_code_of_engine(r->code), r->message);
+    if (denied)
+        call_fail_locked(k, RPC_PERMISSION_DENIED,
+                         "this token may list none of the elections served here: it may not "
+                         "list elections.kubelease.io in every namespace, nor in the namespace "
+                         "of any Lease this replica follows now");
+    else
+        call_fail_locked(k, rpc_code_of_engine(r->code), r->message);
     call_unref(k); /* the engine's */
     pthread_mutex_unlock(&s->mu);
 }
@@ -189,8 +197,8 @@ static void call_send_locked(http_server *s, http_call *k, const ProtobufCMessag
 {
     call_list(s, k);
     call_ref(k);
-    int rc = k->method ? rpc_unary_start(s->engine, k->method->id, m, peer, call_done, k)
-                       : engine_list(s->engine, call_done, k);
+    int rc = m ? rpc_unary_start(s->engine, k->method->id, m, peer, call_done, k)
+               : engine_list(s->engine, call_done, k);
     if (rc != 0) {
         call_unlist(k);
         call_unref(k); /* the engine never calls back */

@@ -2,11 +2,13 @@
  * accounting) and the status page at /.
  *
  * The status page is one self-contained HTML document (inline CSS and JS, no
- * external assets). The server renders the current leases into it, so it is
- * useful without JS; the script then refreshes the table every 2 s by calling
- * the ListLeases RPC with JSON (the public API, no private endpoint) and
- * counts the times down between refreshes. Every value is HTML-escaped on
- * the server and set with textContent in the browser.
+ * external assets, both named by hash in its Content-Security-Policy). The
+ * server renders the current leases into it when it has them (no
+ * authentication, or a request with credentials), so it is useful without
+ * JS; the script then refreshes the table every 2 s from GET /leases (a
+ * ListLeases in JSON, on both listeners) with the viewer's token and counts
+ * the times down between refreshes. Every value is HTML-escaped on the
+ * server and set with textContent in the browser.
  *
  * Threads: the metrics hooks run on any thread (the open-stream gauges
  * behind their own mutex); the status page is rendered on the engine thread.
@@ -17,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 #include "common/buf.h"
 #include "core/base64.h"
@@ -121,11 +125,11 @@ static void put_duration(struct kl__buf *o, long long ms)
         kl__buf_printf(o, "%lld d %02lld h", s / 86400, s % 86400 / 3600);
 }
 
-static const char page_head[] =
-    "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    "<title>kubelease</title>\n<style>\n"
-    ":root{--bg:#f6f7f9;--fg:#1c2330;--muted:#667085;--card:#fff;--line:#e4e7ec;"
+/* The page's style sheet (between its <style> tags; the
+ * Content-Security-Policy names its hash, so no element has a style
+ * attribute). */
+static const char page_style[] =
+    "\n:root{--bg:#f6f7f9;--fg:#1c2330;--muted:#667085;--card:#fff;--line:#e4e7ec;"
     "--accent:#2f6fde;--ok:#1a7f37;--warn:#b54708;--bad:#b42318}\n"
     "@media (prefers-color-scheme:dark){:root{--bg:#11151c;--fg:#e6e9ef;--muted:#98a2b3;"
     "--card:#1a202b;--line:#2a3241;--accent:#6ea0ff;--ok:#4ac26b;--warn:#f5a524;"
@@ -162,6 +166,13 @@ static const char page_head[] =
     ".toggle{cursor:pointer;text-decoration:underline dotted}\ntr.cands td{background:var(--bg)}\n"
     "tr.cands ul{margin:0;padding-left:1.2rem;font-family:ui-monospace,Menlo,Consolas,"
     "monospace;font-size:.85rem}\n"
+    "[hidden]{display:none!important}\n"
+    ".msg{padding:.75rem 1rem;margin-bottom:1rem;background:var(--card);"
+    "border:1px solid var(--line);border-radius:.5rem}\n"
+    "#error{border-color:var(--bad)}#error strong{color:var(--bad)}\n"
+    "#auth input{width:min(32rem,100%);font:inherit;padding:.3rem .5rem;margin:.25rem .5rem .25rem "
+    "0}\n"
+    "#auth button{font:inherit;padding:.3rem .7rem;margin-right:.5rem}\n"
     "#empty{padding:2rem;text-align:center;color:var(--muted);background:var(--card);"
     "border:1px dashed var(--line);border-radius:.5rem}\n"
     "footer{padding:0 1.25rem 1.5rem;max-width:80rem;margin:0 auto;color:var(--muted);"
@@ -180,47 +191,77 @@ static const char page_head[] =
     "margin-bottom:.25rem}\n"
     " td.first::before{content:none}\n"
     " td>span,td>div{text-align:right}td.first>div{text-align:left}\n"
-    "}\n"
-    "</style></head><body>\n"
-    "<header><h1><span>kube</span>lease</h1>"
-    "<div class=\"sub\">leader elections served by this replica</div>"
-    "<div id=\"state\">rendered by the server</div></header>\n<main>\n";
+    "}\n";
+
+static const char page_top[] =
+    "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<meta name=\"referrer\" content=\"no-referrer\">\n"
+    "<title>kubelease</title>\n<style>";
+
+static const char page_header[] = "</style></head><body>\n"
+                                  "<header><h1><span>kube</span>lease</h1>"
+                                  "<div class=\"sub\">leader elections served by this replica</div>"
+                                  "<div id=\"state\">";
+
+/* The token form: its input has no name, so that nothing the viewer types
+ * can go into a URL or a request body, even without the script. */
+static const char page_auth[] =
+    "<div id=\"error\" class=\"msg\" role=\"alert\" hidden></div>\n"
+    "<form id=\"auth\" class=\"msg\" method=\"post\" autocomplete=\"off\" hidden>"
+    "<label for=\"token\">Bearer token</label><br>"
+    "<input id=\"token\" type=\"password\" autocomplete=\"off\" spellcheck=\"false\" "
+    "placeholder=\"kubectl create token NAME --audience kubelease\">"
+    "<button type=\"submit\">Use this token</button>"
+    "<button type=\"button\" id=\"forget\" hidden>Forget the token</button>"
+    "<div class=\"sub\">A token that may list elections.kubelease.io shows the elections "
+    "of the namespaces where it may. It is kept in this tab's sessionStorage and sent "
+    "only to this page's origin, in the Authorization header.</div></form>\n"
+    "<noscript><div class=\"msg\">This page reads the leases with its script and the "
+    "viewer's token; without the script, GET / with \"Authorization: Bearer "
+    "&lt;token&gt;\" renders them.</div></noscript>\n";
 
 static const char table_head[] =
-    "<table id=\"leases\"><thead><tr><th>Lease</th><th>Holder</th><th>Epoch</th>"
+    "><thead><tr><th>Lease</th><th>Holder</th><th>Epoch</th>"
     "<th>Since last transition</th><th>Remaining validity</th><th>Lease duration</th>"
     "<th>Candidates</th><th>Watchers</th><th>Leader Pod</th></tr></thead>"
     "<tbody id=\"rows\">\n";
 
-/* Rendering in the browser mirrors row() below; values are set with
- * textContent, never parsed as HTML. */
+/* The page's script (between its <script> tags; the Content-Security-Policy
+ * names its hash). It reads GET /leases every 2 s with the viewer's bearer
+ * token, which it keeps in sessionStorage (never in the URL, never sent
+ * elsewhere), and says what is wrong when it cannot: a token is needed
+ * (401, and it stops asking until one is given), the token may list no
+ * leases (403), the service is unreachable (it keeps the last rows, marked
+ * stale). The rows are rebuilt only when an answer comes; between answers
+ * only the durations are counted down, in place. Rendering mirrors row()
+ * below; values are set with textContent, never parsed as HTML. */
 static const char page_script[] =
-    "<script>\n"
     "(function(){\n"
     "'use strict';\n"
-    "var rows=document.getElementById('rows'),table=document.getElementById('leases'),\n"
-    "    empty=document.getElementById('empty'),state=document.getElementById('state');\n"
-    "var data=[],fetched=0,lastOk=0,open={},cands={};\n"
+    "function $(id){return document.getElementById(id);}\n"
+    "var rows=$('rows'),table=$('leases'),empty=$('empty'),state=$('state'),\n"
+    "    err=$('error'),form=$('auth'),input=$('token'),forget=$('forget');\n"
+    "var TK='kubelease.token';\n"
+    "var data=null,fetched=0,lastOk=0,failure=null,open={},cands={},ticks=[],timer=0,seq=0;\n"
+    "function token(){try{return sessionStorage.getItem(TK)||'';}catch(e){return '';}}\n"
+    "function keep(t){try{if(t)sessionStorage.setItem(TK,t);else sessionStorage.removeItem(TK);}\n"
+    " catch(e){}}\n"
+    "function headers(json){var h={},t=token();if(json)h['Content-Type']='application/json';\n"
+    " if(t)h.Authorization='Bearer '+t;return h;}\n"
+    "function answer(r){return r.text().then(function(t){var j=null;try{j=JSON.parse(t);}\n"
+    " catch(e){}return {ok:r.ok,status:r.status,body:j,\n"
+    "  message:(j&&j.message)||t.trim()||'HTTP '+r.status};});}\n"
     "function key(l){return (l.namespace||'')+'/'+(l.name||'');}\n"
-    "function fetchCands(l){var k=key(l);fetch('/kubelease.v1.LeaseService/ListCandidates',"
-    "{method:'POST',\n"
-    "  headers:{'Content-Type':'application/json'},cache:'no-store',body:JSON.stringify("
-    "{namespace:l.namespace,name:l.name})})\n"
-    " .then(function(r){if(!r.ok)throw new Error('HTTP '+r.status);return r.json();})\n"
-    " .then(function(j){cands[k]={at:Date.now(),rows:(j&&j.candidates)||[]};render();})\n"
-    " .catch(function(e){cands[k]={at:Date.now(),rows:[],error:String(e)};render();});}\n"
-    "function candRow(l){var k=key(l),c=cands[k],tr=document.createElement('tr');\n"
-    " tr.className='cands';var td=document.createElement('td');td.colSpan=9;"
-    "td.setAttribute('data-label','Candidates');\n"
-    " var ul=document.createElement('ul');td.appendChild(ul);tr.appendChild(td);\n"
-    " if(!c){ul.textContent='loading\u2026';return tr;}\n"
-    " if(c.error){ul.textContent='cannot list: '+c.error;return tr;}\n"
-    " if(!c.rows.length){ul.textContent='no candidates through this replica';return tr;}\n"
-    " var el=Date.now()-c.at;c.rows.forEach(function(r){var li=document.createElement('li');\n"
-    "  li.textContent=(r.identity||'')+(r.leader?' \u2014 leader':' \u2014 standby')+"
-    "', campaigning for '+\n"
-    "  dur(num(r.campaigningForMs)+el)+', replica '+(r.replica||'another');"
-    "ul.appendChild(li);});return tr;}\n"
+    "function fetchCands(l){var k=key(l);\n"
+    " fetch('/kubelease.v1.LeaseService/ListCandidates',{method:'POST',headers:headers(true),\n"
+    "  cache:'no-store',body:JSON.stringify({namespace:l.namespace,name:l.name})})\n"
+    " .then(answer).then(function(a){cands[k]=a.ok?{at:Date.now(),\n"
+    "   rows:(a.body&&a.body.candidates)||[]}:{at:Date.now(),rows:[],error:a.status===404?\n"
+    "   'the candidates are listed through the RPC port (ListCandidates), not this one':\n"
+    "   a.message};build();})\n"
+    " .catch(function(e){cands[k]={at:Date.now(),rows:[],error:'cannot reach the service'};\n"
+    "  build();});}\n"
     "function dur(ms){if(ms<0||!isFinite(ms))return '\\u2014';var s=Math.floor(ms/1000);\n"
     " function p(n){return (n<10?'0':'')+n;}\n"
     " if(ms<1000)return Math.round(ms)+' ms';if(ms<60000)return (ms/1000).toFixed(1)+' s';\n"
@@ -228,59 +269,87 @@ static const char page_script[] =
     " if(s<86400)return Math.floor(s/3600)+' h '+p(Math.floor(s%3600/60))+' min';\n"
     " return Math.floor(s/86400)+' d '+p(Math.floor(s%86400/3600))+' h';}\n"
     "function num(v){var n=Number(v||0);return isFinite(n)?n:0;}\n"
-    "function shown(b){var t;try{t=atob(b.replace(/-/g,'+').replace(/_/g,'/'));}catch(e){"
-    "return b;}return /^[\\x20-\\x7e]*$/.test(t)?t:'(base64) '+b;}\n"
-    "function cell(tr,label,cls){var td=document.createElement('td');td.setAttribute("
-    "'data-label',label);\n"
-    " var sp=document.createElement('span');if(cls)sp.className=cls;td.appendChild(sp);"
-    "tr.appendChild(td);return sp;}\n"
-    "function render(){var now=Date.now(),el=now-fetched;rows.textContent='';\n"
-    " data.forEach(function(l){var tr=document.createElement('tr');\n"
-    "  var td=document.createElement('td');td.className='first';td.setAttribute("
-    "'data-label','Lease');\n"
-    "  var d=document.createElement('div');var n=document.createElement('div');"
-    "n.className='lease';\n"
-    "  n.textContent=l.name||'';var s=document.createElement('div');s.className='ns';\n"
-    "  s.textContent='namespace '+(l.namespace||'');d.appendChild(n);d.appendChild(s);"
-    "td.appendChild(d);tr.appendChild(td);\n"
-    "  var h=cell(tr,'Holder',l.holder?'holder':'none');h.textContent=l.holder||"
-    "'(none)';\n"
-    "  if(l.value){var vd=document.createElement('div');vd.className='ns';"
-    "vd.textContent='value '+shown(l.value);h.parentNode.appendChild(vd);}\n"
-    "  cell(tr,'Epoch','num badge').textContent=String(num(l.epoch));\n"
-    "  cell(tr,'Since last transition').textContent=dur(num(l.sinceTransitionMs)+el);\n"
-    "  var v=Math.max(0,num(l.validForMs)-el);var vc=cell(tr,'Remaining validity',"
-    "v>0?'valid':'expired');\n"
-    "  vc.textContent=v>0?dur(v):(l.holder?'not granted here':'\\u2014');\n"
-    "  cell(tr,'Lease duration').textContent=num(l.leaseDurationSeconds)?"
-    "num(l.leaseDurationSeconds)+' s':'\\u2014';\n"
-    "  var cb=cell(tr,'Candidates','badge toggle');cb.textContent=String(num(l.candidates));\n"
-    "  cb.title=open[key(l)]?'hide the candidates':'show the "
-    "candidates';cb.setAttribute('role','button');cb.tabIndex=0;\n"
-    "  cb.onclick=function(){var k=key(l);open[k]=!open[k];if(open[k])fetchCands(l);"
-    "render();};\n"
-    "  cell(tr,'Watchers','badge').textContent=String(num(l.watchers));\n"
-    "  cell(tr,'Leader Pod',l.podLabel?'holder':'none').textContent=l.podLabel?"
-    "l.podLabel.replace(' ',' \\u00b7 '):'\\u2014';\n"
-    "  rows.appendChild(tr);if(open[key(l)])rows.appendChild(candRow(l));});\n"
-    " table.style.display=data.length?'':'none';empty.style.display=data.length?'none':'';\n"
-    " var age=lastOk?Math.round((now-lastOk)/1000):-1;\n"
-    " if(lastOk&&age<6){state.className='';state.textContent='live \\u00b7 updated '+"
-    "new Date(lastOk).toLocaleTimeString();}\n"
-    " else if(lastOk){state.className='stale';state.textContent='stale \\u00b7 no answer "
-    "for '+age+' s';}}\n"
-    "function refresh(){fetch('/kubelease.v1.LeaseService/ListLeases',{method:'POST',\n"
-    "  headers:{'Content-Type':'application/json'},body:'{}',cache:'no-store'})\n"
-    " .then(function(r){if(!r.ok)throw new Error('HTTP '+r.status);return r.json();})\n"
-    " .then(function(j){data=(j&&j.leases)||[];data.sort(function(a,b){\n"
-    "   return (a.namespace+'/'+a.name)<(b.namespace+'/'+b.name)?-1:1;});\n"
-    "   fetched=lastOk=Date.now();data.forEach(function(l){if(open[key(l)])fetchCands(l);});"
-    "render();})\n"
-    " .catch(function(){if(!lastOk){state.className='stale';state.textContent="
-    "'cannot reach the service';}else render();});}\n"
-    "refresh();setInterval(refresh,2000);setInterval(render,250);\n"
-    "})();\n"
-    "</script>\n";
+    "function shown(b){var t;try{t=atob(b.replace(/-/g,'+').replace(/_/g,'/'));}catch(e){\n"
+    " return b;}return /^[\\x20-\\x7e]*$/.test(t)?t:'(base64) '+b;}\n"
+    "function cell(tr,label,cls){var td=document.createElement('td');\n"
+    " td.setAttribute('data-label',label);var sp=document.createElement('span');\n"
+    " if(cls)sp.className=cls;td.appendChild(sp);tr.appendChild(td);return sp;}\n"
+    "function ticking(sp,at,f){ticks.push({sp:sp,at:at,f:f});}\n"
+    "function candRow(l){var k=key(l),c=cands[k],tr=document.createElement('tr');\n"
+    " tr.className='cands';var td=document.createElement('td');td.colSpan=9;\n"
+    " td.setAttribute('data-label','Candidates');var ul=document.createElement('ul');\n"
+    " td.appendChild(ul);tr.appendChild(td);\n"
+    " if(!c){ul.textContent='loading\\u2026';return tr;}\n"
+    " if(c.error){ul.textContent='cannot list: '+c.error;return tr;}\n"
+    " if(!c.rows.length){ul.textContent='no candidates through this replica';return tr;}\n"
+    " c.rows.forEach(function(r){var li=document.createElement('li');ul.appendChild(li);\n"
+    "  ticking(li,c.at,function(el){return [(r.identity||'')+(r.leader?' \\u2014 leader':\n"
+    "   ' \\u2014 standby')+', campaigning for '+dur(num(r.campaigningForMs)+el)+\n"
+    "   ', replica '+(r.replica||'another')];});});return tr;}\n"
+    "function row(l){var tr=document.createElement('tr'),td=document.createElement('td');\n"
+    " td.className='first';td.setAttribute('data-label','Lease');\n"
+    " var d=document.createElement('div'),n=document.createElement('div');n.className='lease';\n"
+    " n.textContent=l.name||'';var s=document.createElement('div');s.className='ns';\n"
+    " s.textContent='namespace '+(l.namespace||'');d.appendChild(n);d.appendChild(s);\n"
+    " td.appendChild(d);tr.appendChild(td);\n"
+    " var h=cell(tr,'Holder',l.holder?'holder':'none');h.textContent=l.holder||'(none)';\n"
+    " if(l.value){var vd=document.createElement('div');vd.className='ns';\n"
+    "  vd.textContent='value '+shown(l.value);h.parentNode.appendChild(vd);}\n"
+    " cell(tr,'Epoch','num badge').textContent=String(num(l.epoch));\n"
+    " ticking(cell(tr,'Since last transition'),fetched,function(el){\n"
+    "  return [dur(num(l.sinceTransitionMs)+el)];});\n"
+    " ticking(cell(tr,'Remaining validity'),fetched,function(el){\n"
+    "  var v=Math.max(0,num(l.validForMs)-el);\n"
+    "  return [v>0?dur(v):(l.holder?'not granted here':'\\u2014'),v>0?'valid':'expired'];});\n"
+    " cell(tr,'Lease duration').textContent=num(l.leaseDurationSeconds)?\n"
+    "  num(l.leaseDurationSeconds)+' s':'\\u2014';\n"
+    " var cb=cell(tr,'Candidates','badge toggle');cb.textContent=String(num(l.candidates));\n"
+    " cb.title=open[key(l)]?'hide the candidates':'show the candidates';\n"
+    " cb.setAttribute('role','button');cb.tabIndex=0;\n"
+    " cb.onclick=function(){var k=key(l);open[k]=!open[k];if(open[k])fetchCands(l);build();};\n"
+    " cell(tr,'Watchers','badge').textContent=String(num(l.watchers));\n"
+    " cell(tr,'Leader Pod',l.podLabel?'holder':'none').textContent=l.podLabel?\n"
+    "  l.podLabel.replace(' ',' \\u00b7 '):'\\u2014';\n"
+    " rows.appendChild(tr);if(open[key(l)])rows.appendChild(candRow(l));}\n"
+    "function build(){ticks=[];if(data){rows.textContent='';data.forEach(row);}\n"
+    " var f=failure,auth=!!(f&&f.auth);err.hidden=!f;err.textContent='';\n"
+    " if(f){var b=document.createElement('strong');b.textContent=f.title;err.appendChild(b);\n"
+    "  if(f.detail)err.appendChild(document.createTextNode(' \\u2014 '+f.detail));}\n"
+    " form.hidden=!auth&&!token();forget.hidden=!token();\n"
+    " if(data){table.hidden=!data.length||auth;empty.hidden=!!data.length||auth;}\n"
+    " tick();}\n"
+    "function tick(){var now=Date.now();ticks.forEach(function(t){var v=t.f(now-t.at);\n"
+    "  if(t.sp.textContent!==v[0])t.sp.textContent=v[0];\n"
+    "  if(v[1]&&t.sp.className!==v[1])t.sp.className=v[1];});\n"
+    " var age=lastOk?Math.round((now-lastOk)/1000):-1,cls='stale',text;\n"
+    " if(failure)text=failure.title;\n"
+    " else if(lastOk&&age<6){cls='';text='live \\u00b7 updated '+new "
+    "Date(lastOk).toLocaleTimeString();}\n"
+    " else if(lastOk)text='stale \\u00b7 no answer for '+age+' s';\n"
+    " else return;\n"
+    " if(state.className!==cls)state.className=cls;if(state.textContent!==text)state.textContent="
+    "text;}\n"
+    "function later(ms){clearTimeout(timer);if(ms)timer=setTimeout(refresh,ms);}\n"
+    "function refresh(){var n=++seq;later(0);\n"
+    " fetch('/leases',{headers:headers(false),cache:'no-store'}).then(answer).then(function(a){\n"
+    "  if(n!==seq)return;\n"
+    "  if(a.ok){data=(a.body&&a.body.leases)||[];data.sort(function(x,y){\n"
+    "    return key(x)<key(y)?-1:1;});fetched=lastOk=Date.now();failure=null;\n"
+    "   data.forEach(function(l){if(open[key(l)])fetchCands(l);});build();later(2000);return;}\n"
+    "  if(a.status===401){data=[];failure={title:token()?\n"
+    "   'a token is needed: this one was not accepted':'a token is needed',\n"
+    "   detail:a.message,auth:true};build();return;}\n"
+    "  if(a.status===403){data=[];failure={title:'this token may list no leases',\n"
+    "   detail:a.message,auth:true};build();later(10000);return;}\n"
+    "  failure={title:'the service answered HTTP "
+    "'+a.status,detail:a.message};build();later(5000);})\n"
+    " .catch(function(){if(n!==seq)return;failure={title:'cannot reach the service',\n"
+    "  detail:'no answer from '+location.host};build();later(5000);});}\n"
+    "form.onsubmit=function(e){e.preventDefault();keep(input.value.trim());input.value='';\n"
+    " refresh();};\n"
+    "forget.onclick=function(){keep('');cands={};refresh();};\n"
+    "refresh();setInterval(tick,500);\n"
+    "})();\n";
 
 /* The holder's leader value under its identity: as text when every byte is
  * printable ASCII, else in base64. */
@@ -360,24 +429,31 @@ static void row(struct kl__buf *o, const engine_lease_status *l)
 int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
                          const char **content_type)
 {
+    size_t n = list ? list->n_leases : 0;
     struct kl__buf o = {0};
-    put_str(&o, page_head);
+    put_str(&o, page_top);
+    put_str(&o, page_style);
+    put_str(&o, page_header);
+    put_str(&o, list ? "rendered by the server" : "loading\xe2\x80\xa6");
+    put_str(&o, "</div></header>\n<main>\n");
+    put_str(&o, page_auth);
+    put_str(&o, n ? "<table id=\"leases\"" : "<table id=\"leases\" hidden");
     put_str(&o, table_head);
-    for (size_t i = 0; i < list->n_leases; i++)
+    for (size_t i = 0; i < n; i++)
         row(&o, &list->leases[i]);
-    put_str(&o, "</tbody></table>\n<div id=\"empty\"");
-    if (list->n_leases)
-        put_str(&o, " style=\"display:none\"");
+    /* Without a list (the page without rows), "no leases" is not known. */
+    put_str(&o, n || !list ? "</tbody></table>\n<div id=\"empty\" hidden"
+                           : "</tbody></table>\n<div id=\"empty\"");
     put_str(&o, ">No leases yet: leases appear here while a client campaigns for them or "
                 "watches their holder through this replica.</div>\n</main>\n");
     put_str(&o, "<footer>Remaining validity is what this replica granted the holder at its "
                 "last confirmation (at most the retry period); the Lease itself lasts its "
-                "lease duration. Refreshes every 2 s through the ListLeases RPC; a click on "
-                "a lease's candidates lists them (ListCandidates). "
+                "lease duration. Refreshes every 2 s through GET /leases (a ListLeases); a "
+                "click on a lease's candidates lists them (ListCandidates, on the RPC port). "
                 "<a href=\"/metrics\">/metrics</a> \xc2\xb7 <a href=\"/readyz\">/readyz</a>"
-                "</footer>\n");
+                "</footer>\n<script>");
     put_str(&o, page_script);
-    put_str(&o, "</body></html>\n");
+    put_str(&o, "</script>\n</body></html>\n");
     if (o.error) {
         kl__buf_free(&o);
         return -1;
@@ -385,4 +461,36 @@ int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
     *body = kl__buf_take(&o, len);
     *content_type = "text/html; charset=utf-8";
     return 0;
+}
+
+/* 'sha256-<base64>' of text, into out. */
+static void csp_hash(const char *text, char *out, size_t n)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    char *b = NULL;
+    if (EVP_Digest(text, strlen(text), md, &md_len, EVP_sha256(), NULL) == 1)
+        b = base64_encode(md, md_len);
+    snprintf(out, n, "'sha256-%s'", b ? b : "unavailable");
+    free(b);
+}
+
+static pthread_once_t csp_once = PTHREAD_ONCE_INIT;
+static char csp[400];
+
+static void csp_init(void)
+{
+    char script[64], style[64];
+    csp_hash(page_script, script, sizeof script);
+    csp_hash(page_style, style, sizeof style);
+    snprintf(csp, sizeof csp,
+             "default-src 'none'; script-src %s; style-src %s; connect-src 'self'; "
+             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+             script, style);
+}
+
+const char *http_ops_page_csp(void)
+{
+    pthread_once(&csp_once, csp_init);
+    return csp;
 }

@@ -13,9 +13,13 @@
 int http_ops_metrics(char **body, size_t *len, const char **content_type);
 
 /* GET /: renders the status page from a ListLeases reply (valid only during
- * the call). Returns 0 with *body malloc'd, or -1 (500). Engine thread. */
+ * the call), or without rows when list is NULL (its script fetches them).
+ * Returns 0 with *body malloc'd, or -1 (500). Any thread. */
 int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
                          const char **content_type);
+/* The Content-Security-Policy of the status page: its own script and style
+ * only, fetches to its own origin only. Static; any thread. */
+const char *http_ops_page_csp(void);
 
 /* Called once for every finished RPC with its method ("Confirm"), its
  * Connect code ("ok", "not_found"...) and its duration. Any thread. */

@@ -60,10 +60,13 @@ typedef struct auth_subject auth_subject;
 
 /* What a ListLeases (or the status page) may show: the Leases of ns (""
  * every namespace) and, when subject is set, only those in namespaces that
- * subject may list (auth_list.c). subject is a reference the holder owns. */
+ * subject may list (auth_list.c). subject is a reference the holder owns.
+ * deny_empty (/leases): a listing narrowed for subject to no Lease at all is
+ * answered permission_denied (call.c). */
 typedef struct http_list_scope {
     char ns[64];
     auth_subject *subject;
+    bool deny_empty;
 } http_list_scope;
 
 struct http_server {
@@ -74,8 +77,8 @@ struct http_server {
     engine *engine;
     size_t max_body;
     unsigned user_timeout_ms;
-    char **namespaces;     /* NULL-terminated; NULL: all */
-    bool pod_ip_check;     /* without auth: a campaign's Pod has the caller's address */
+    char **namespaces; /* NULL-terminated; NULL: all */
+    bool pod_ip_check; /* without auth: a campaign's Pod has the caller's address */
     uint16_t port, ops_port;
     http_acceptor *acceptor; /* takes the main daemon's connections */
     http_limits *limits;
@@ -127,7 +130,7 @@ typedef struct http_req {
     /* The caller's address, when the engine must check it against the Pod
      * of a leader label (--auth none); "" otherwise. */
     char peer[48];
-    http_list_scope scope;  /* ListLeases and the status page: what they may show */
+    http_list_scope scope; /* ListLeases and the status page: what they may show */
 } http_req;
 
 int64_t http_now_ms(void);
@@ -160,7 +163,7 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
  * an IPv6 socket without its ::ffff: prefix); "" when unknown. */
 void http_peer_ip(struct MHD_Connection *conn, char *out, size_t n);
 
-/* --- ops_routes.c: GET /livez, /readyz, /metrics and / ----------------- */
+/* --- ops_routes.c: GET /livez, /readyz, /metrics, / and /leases -------- */
 
 enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,
                                const char *url, const char *method);
@@ -190,7 +193,8 @@ void http_req_account(const http_req *q, rpc_code code);
 /* --- call.c: unary calls and the status page, waiting for the engine ---- */
 
 /* Suspends the request and sends it to the engine: q->method's request m,
- * or for the status page (q->method NULL, m NULL) a ListLeases. The call
+ * or (m NULL) a ListLeases of every namespace, answered as the status page
+ * when q->method is NULL, else as q->method's reply (/leases). The call
  * takes over q->scope: a listing is narrowed to it (auth_list.c). */
 enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, http_req *q,
                                 const ProtobufCMessage *m);

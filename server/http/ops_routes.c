@@ -1,7 +1,11 @@
 /* The operator endpoints, routed and answered: GET (or HEAD) /livez,
- * /readyz, /metrics and / (the status page, a call to the engine: call.c).
- * They are answered even on connections over the limits. /livez, /readyz
- * and /metrics are never authenticated; the status page is (auth.c).
+ * /readyz, /metrics, / (the status page) and /leases (the status page's
+ * data: a ListLeases as JSON), the last two calls to the engine (call.c).
+ * They are answered on both listeners, even on connections over the
+ * limits. /livez, /readyz and /metrics are never authenticated; /leases
+ * is, as ListLeases is (auth.c); / is when the request carries
+ * credentials, and without them it is the page without rows, whose script
+ * reads /leases with the token the viewer gives it.
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. /readyz takes s->mu to read s->stopping and ask the engine
@@ -42,26 +46,73 @@ static enum MHD_Result metrics(struct MHD_Connection *conn, http_req *q)
     return http_respond(conn, q, MHD_HTTP_OK, ct, body, len);
 }
 
-/* "/": a ListLeases rendered as HTML. With authorization on, the viewer
- * authenticates as for ListLeases and sees only the namespaces it may list
- * (docs/design.md, rule 7); the handler may run twice (auth.c). */
+/* The page without rows: what a browser gets under authentication, since
+ * it sends no credentials with a navigation. It holds no lease data. */
+static enum MHD_Result page_shell(struct MHD_Connection *conn, http_req *q)
+{
+    char *body = NULL;
+    size_t len = 0;
+    const char *ct = NULL;
+    if (http_ops_status_page(NULL, &body, &len, &ct) != 0)
+        return MHD_NO;
+    return http_respond(conn, q, MHD_HTTP_OK, ct, body, len);
+}
+
+/* The viewer may list as for a ListLeases of every namespace, narrowed to
+ * the namespaces it may list when it may not list them all (docs/design.md,
+ * rule 7). The handler may run twice (auth.c). */
+static http_auth_verdict authorize_list(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                        http_auth_denial *d)
+{
+    if (!s->auth)
+        return HTTP_AUTH_ALLOWED;
+    http_auth_action act = {.verb = "list", .ns = "", .name = "", .narrow_on_deny = true};
+    return http_auth_authorize(s, conn, q, &act, d);
+}
+
+/* "/": a ListLeases rendered as HTML; under authentication without
+ * credentials, the page without rows. */
 static enum MHD_Result status_page(http_server *s, struct MHD_Connection *conn, http_req *q)
 {
-    if (s->auth) {
-        http_auth_action act = {.verb = "list", .ns = "", .name = "", .narrow_on_deny = true};
-        http_auth_denial d;
-        switch (http_auth_authorize(s, conn, q, &act, &d)) {
-        case HTTP_AUTH_WAIT:
-            return MHD_YES;
-        case HTTP_AUTH_DENIED: {
-            char text[600];
-            snprintf(text, sizeof text, "%s: %s\n", rpc_code_name(d.code), d.message);
-            return http_respond_text(conn, q, rpc_code_http_status(d.code), text);
-        }
-        case HTTP_AUTH_ALLOWED:
-            break;
-        }
+    if (s->auth &&
+        !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))
+        return page_shell(conn, q);
+    http_auth_denial d;
+    switch (authorize_list(s, conn, q, &d)) {
+    case HTTP_AUTH_WAIT:
+        return MHD_YES;
+    case HTTP_AUTH_DENIED: {
+        char text[600];
+        snprintf(text, sizeof text, "%s: %s\n", rpc_code_name(d.code), d.message);
+        return http_respond_text(conn, q, rpc_code_http_status(d.code), text);
     }
+    case HTTP_AUTH_ALLOWED:
+        break;
+    }
+    return http_call_start(s, conn, q, NULL);
+}
+
+/* "/leases": the ListLeases of every namespace the viewer may list, in
+ * Connect's JSON (a reply, or an error with its HTTP status), counted as a
+ * ListLeases. It reads and changes nothing else, takes no body and no
+ * parameter. A viewer narrowed to no Lease at all is answered
+ * permission_denied rather than an empty list (http_list_scope.deny_empty):
+ * the page can then say why it shows nothing, and the answer tells no more
+ * than the empty list would. */
+static enum MHD_Result leases(http_server *s, struct MHD_Connection *conn, http_req *q)
+{
+    q->method = rpc_method_get(RPC_METHOD_LIST_LEASES);
+    q->codec = RPC_CODEC_JSON;
+    http_auth_denial d;
+    switch (authorize_list(s, conn, q, &d)) {
+    case HTTP_AUTH_WAIT:
+        return MHD_YES;
+    case HTTP_AUTH_DENIED:
+        return http_respond_unary_error(conn, q, d.code, 0, d.message);
+    case HTTP_AUTH_ALLOWED:
+        break;
+    }
+    q->scope.deny_empty = true;
     return http_call_start(s, conn, q, NULL);
 }
 
@@ -71,7 +122,8 @@ enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http
     bool get =
         strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     bool known = strcmp(url, "/livez") == 0 || strcmp(url, "/readyz") == 0 ||
-                 strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0;
+                 strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0 ||
+                 strcmp(url, "/leases") == 0;
     /* 404 before 405: an unknown path is unknown whatever the method. */
     if (!known)
         return http_respond_text(conn, q, MHD_HTTP_NOT_FOUND, NOT_FOUND);
@@ -84,5 +136,7 @@ enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http
         return readyz(s, conn, q);
     if (strcmp(url, "/metrics") == 0)
         return metrics(conn, q);
+    if (strcmp(url, "/leases") == 0)
+        return leases(s, conn, q);
     return status_page(s, conn, q);
 }

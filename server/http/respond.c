@@ -35,6 +35,11 @@ static enum MHD_Result queue(struct MHD_Connection *conn, http_req *q, int statu
     }
     if (content_type)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    /* The only HTML served is the status page. */
+    if (content_type && strncmp(content_type, "text/html", 9) == 0) {
+        MHD_add_response_header(r, "Content-Security-Policy", http_ops_page_csp());
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    }
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (q->close)

@@ -439,8 +439,7 @@ static void test_auth_pod_identity_policy(void **state)
     /* The namespace is part of the Pod's identity: alice's Pod team/kv-0
      * is not kv-0 of another namespace, but may say so in full. */
     const char *other_ns = "{\"namespace\":\"other\",\"name\":\"x\",\"identity\":\"kv-0\"}";
-    const char *qualified =
-        "{\"namespace\":\"other\",\"name\":\"x\",\"identity\":\"team/kv-0\"}";
+    const char *qualified = "{\"namespace\":\"other\",\"name\":\"x\",\"identity\":\"team/kv-0\"}";
     const char *forged = "{\"namespace\":\"other\",\"name\":\"x\",\"identity\":\"other/kv-0\"}";
     assert_int_equal(rpc(f, "Resign", other_ns, "pod-alice-kv-0", &b), 403);
     assert_non_null(strstr(b.data, "--identity-policy pod"));
@@ -599,12 +598,45 @@ static void test_auth_list_and_status_page_show_only_what_the_caller_may_list(vo
     /* bob may list nowhere: an empty list. */
     assert_int_equal(rpc(f, "ListLeases", "{}", "tok-bob", &b), 200);
     assert_string_equal(b.data, "{}");
-    /* The status page: authenticated, and narrowed the same way. */
-    assert_int_equal(http(f->base, "/", NULL, NULL, NULL, 0, &b), 401);
-    assert_non_null(strstr(b.data, "unauthenticated: no credentials"));
+    /* The status page: without credentials (a browser's navigation), the
+     * page without rows; with them, narrowed the same way. */
+    assert_int_equal(http(f->base, "/", NULL, NULL, NULL, 0, &b), 200);
+    assert_non_null(strstr(b.data, "<form id=\"auth\""));
+    assert_null(strstr(b.data, "mine"));
+    assert_null(strstr(b.data, "theirs"));
     assert_int_equal(http(f->base, "/", NULL, "tok-carol", NULL, 0, &b), 200);
     assert_non_null(strstr(b.data, "<div class=\"lease\">mine</div>"));
     assert_null(strstr(b.data, "theirs"));
+    assert_int_equal(http_call(f->base, "/", NULL, "Authorization: Basic YTpi", NULL, 0, &b), 401);
+    assert_non_null(strstr(b.data, "is not \"Bearer <token>\""));
+    /* /leases, the page's data: ListLeases narrowed alike, in JSON. */
+    assert_int_equal(http(f->base, "/leases", NULL, "tok-alice", NULL, 0, &b), 200);
+    assert_non_null(strstr(b.data, "\"mine\""));
+    assert_non_null(strstr(b.data, "\"theirs\""));
+    assert_int_equal(http(f->base, "/leases", NULL, "tok-carol", NULL, 0, &b), 200);
+    assert_non_null(strstr(b.data, "\"mine\""));
+    assert_null(strstr(b.data, "theirs"));
+    /* A query selects nothing: the namespace is not a parameter here. */
+    assert_int_equal(http(f->base, "/leases?namespace=secret", NULL, "tok-carol", NULL, 0, &b),
+                     200);
+    assert_non_null(strstr(b.data, "\"mine\""));
+    assert_null(strstr(b.data, "theirs"));
+    /* bob may list no Lease here: said, rather than an empty list. */
+    assert_int_equal(http(f->base, "/leases", NULL, "tok-bob", NULL, 0, &b), 403);
+    assert_non_null(strstr(b.data, "\"code\":\"permission_denied\""));
+    assert_non_null(strstr(b.data, "may list none of the elections served here"));
+    /* Bad credentials and requests: refused, with what is wrong. */
+    assert_int_equal(http(f->base, "/leases", NULL, NULL, NULL, 0, &b), 401);
+    assert_non_null(strstr(b.data, "\"code\":\"unauthenticated\""));
+    assert_non_null(strstr(b.data, "no credentials"));
+    assert_int_equal(http_call(f->base, "/leases", NULL, "Authorization: Basic YTpi", NULL, 0, &b),
+                     401);
+    assert_non_null(strstr(b.data, "is not \\\"Bearer <token>\\\""));
+    assert_int_equal(
+        http_call(f->base, "/leases", NULL, "Authorization: Bearer a\x01b", NULL, 0, &b), 401);
+    assert_non_null(strstr(b.data, "holds characters no token has"));
+    assert_int_equal(http(f->base, "/leases", "application/json", "tok-alice", "{}", 2, &b), 405);
+    assert_int_equal(http(f->base, "/leases/x", NULL, "tok-alice", NULL, 0, &b), 404);
     /* When the apiserver cannot say, nothing is shown. */
     fake_script(&f->api, 201, 500, 0);
     assert_int_equal(rpc(f, "ListLeases", "{}", "tok-dave", &b), 503);
