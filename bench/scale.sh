@@ -2,14 +2,21 @@
 # Scale benchmark: for each setting, starts kubeleased --dev, runs
 # bench_scale against it (E elections, one candidate each, then W holder
 # watches of those Leases) and, once everything is up, samples kubeleased's
-# resident memory (VmRSS, and its peak VmHWM) and CPU (utime + stime over a
-# window), and counts the connections the kernel dropped because
-# kubeleased's accept queue was full (ListenOverflows, for the whole
-# network namespace: a client's SYN is then retried after 1 s, then 3).
-# Prints one table row per run.
+# CPU (utime + stime over a window) and its resident memory (VmRSS every
+# 5 s until the hold ends: memory keeps growing for some 20 s after the last
+# watch is up, so the figure is the plateau, the last sample, with the
+# highest sample and VmHWM beside it), and counts the connections the
+# kernel dropped because kubeleased's accept queue was full (ListenOverflows,
+# for the whole network namespace: a client's SYN is then retried after
+# 1 s, then 3). "KB/conn" is (plateau RSS - RSS before the probe) / (open
+# descriptors at the plateau - before the probe): what one more client
+# connection costs. "1 min MB" is the first sample a minute or more after
+# everything is up, and "growth" the plateau's change since: with a hold of
+# 11 minutes or more (HOLD_S 700), the steady-state leak check. Prints one
+# table row per run.
 #
 # Usage: bench/scale.sh [ELECTIONS [WATCHERS [CLIENTS [HOLD_S [SETTINGS...]]]]]
-#   defaults: 1000 10000 10 30 15/10/2 5/3/1; a setting L/R/P@G gives every
+#   defaults: 1000 10000 10 90 15/10/2 5/3/1; a setting L/R/P@G gives every
 #   leader the grant G ms (kl_election_options.grant_ms). "Confirms/s" is
 #   per leader, from kubeleased's kubelease_rpc_requests_total.
 # Environment: KL_BUILD_DIR (default build), KL_SCALE_KUBELEASED (the
@@ -22,7 +29,7 @@ cd "$(dirname "$0")/.."
 elections=${1:-1000}
 watchers=${2:-10000}
 clients=${3:-10}
-hold=${4:-30}
+hold=${4:-90}
 shift $(($# < 4 ? $# : 4))
 settings=("$@")
 [ ${#settings[@]} -gt 0 ] || settings=(15/10/2 5/3/1)
@@ -34,8 +41,8 @@ probe=$build/bench/bench_scale
 for f in "$server" "$probe"; do
     [ -x "$f" ] || { echo "scale.sh: $f is not built" >&2; exit 1; }
 done
-if [ $((window + 5)) -ge "$hold" ]; then
-    echo "scale.sh: HOLD_S ($hold) must leave room for the ${window}s window" >&2
+if [ $((window + 20)) -ge "$hold" ]; then
+    echo "scale.sh: HOLD_S ($hold) must leave room for the ${window}s window and memory samples" >&2
     exit 2
 fi
 
@@ -70,6 +77,11 @@ cpu_ticks() {
     sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }
 
+# The descriptors a process has open.
+fds() {
+    find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l
+}
+
 kib() {
     awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/status"
 }
@@ -95,12 +107,13 @@ field() {
     sed -n "s/^$1=//p" "$2" | head -n 1
 }
 
-printf '| %-11s | %9s | %8s | %12s | %14s | %8s | %8s | %9s | %11s | %17s | %13s | %9s |\n' \
-    setting elections watchers "elect all ms" "watch first ms" "RSS MB" "peak MB" "CPU cores" \
-    "Confirms/s" "valid, watches up" "valid at end" "SYN drops"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ------------- ----------- ---------- -------------- \
-    ---------------- ---------- ---------- ----------- ------------- ------------------- \
-    --------------- -----------
+printf '| %-11s | %9s | %8s | %12s | %14s | %8s | %8s | %8s | %7s | %8s | %6s | %9s | %11s | %17s | %13s | %9s |\n' \
+    setting elections watchers "elect all ms" "watch first ms" "RSS MB" "max MB" "peak MB" \
+    "KB/conn" "1 min MB" "growth" "CPU cores" "Confirms/s" "valid, watches up" "valid at end" "SYN drops"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ------------- ----------- ---------- \
+    -------------- ---------------- ---------- ---------- ---------- --------- ---------- -------- \
+    ----------- \
+    ------------- ------------------- --------------- -----------
 for s in "${settings[@]}"; do
     tag=${s//\//-}
     tag=${tag//@/-g}
@@ -119,6 +132,7 @@ for s in "${settings[@]}"; do
     sleep 3
     out=$logs/probe-$tag.out
     drops0=$(overflows)
+    rss0=$(kib "$spid" VmRSS) fd0=$(fds "$spid")
     "$probe" -e "$elections" -w "$watchers" -c "$clients" -d "$s" -H "$hold" -r "$rate" \
         "http://127.0.0.1:$port" >"$out" 2>"$logs/probe-$tag.err" &
     probe_pid=$!
@@ -130,14 +144,30 @@ for s in "${settings[@]}"; do
     t0=$(cpu_ticks "$spid") c0=$(confirms "$port")
     sleep "$window"
     t1=$(cpu_ticks "$spid") c1=$(confirms "$port")
-    rss=$(kib "$spid" VmRSS)
+    # Memory every 5 s until the probe lets go (the last sample is taken
+    # while the probe still holds everything).
+    rss=$(kib "$spid" VmRSS) top=$rss fd1=$(fds "$spid") rss60= steady_s=$(($(date +%s) - 12))
+    while sleep 5 && kill -0 "$probe_pid" 2>/dev/null && ! grep -q '^leaders_valid=' "$out"; do
+        r=$(kib "$spid" VmRSS) f=$(fds "$spid")
+        grep -q '^leaders_valid=' "$out" && break
+        rss=$r fd1=$f
+        [ "$r" -gt "$top" ] && top=$r
+        [ -z "$rss60" ] && [ $(($(date +%s) - steady_s)) -ge 60 ] && rss60=$r
+        echo "$(date +%s) $r $f" >>"$logs/rss-$tag"
+    done
     hwm=$(kib "$spid" VmHWM)
     wait "$probe_pid" || { cat "$logs/probe-$tag.err" >&2; exit 1; }
     drops=$(($(overflows) - drops0))
     stop_server
-    printf '| %-11s | %9s | %8s | %12s | %14s | %8.1f | %8.1f | %9.2f | %11.1f | %17s | %13s | %9s |\n' \
+    if [ -n "$rss60" ]; then
+        m60=$(div "$rss60" 1024) growth=$(awk -v a="$rss" -v b="$rss60" 'BEGIN { printf "%+.1f%%", (a - b) * 100 / b }')
+    else
+        m60=- growth=-
+    fi
+    printf '| %-11s | %9s | %8s | %12s | %14s | %8.1f | %8.1f | %8.1f | %7.1f | %8s | %6s | %9.2f | %11.1f | %17s | %13s | %9s |\n' \
         "$s" "$elections" "$watchers" "$(field elect_all_ms "$out")" \
-        "$(field watch_first_all_ms "$out")" "$(div "$rss" 1024)" "$(div "$hwm" 1024)" \
+        "$(field watch_first_all_ms "$out")" "$(div "$rss" 1024)" "$(div "$top" 1024)" \
+        "$(div "$hwm" 1024)" "$(div $((rss - rss0)) $((fd1 > fd0 ? fd1 - fd0 : 1)))" "$m60" "$growth" \
         "$(div $((t1 - t0)) $((tck * window)))" "$(div $((c1 - c0)) $((window * elections)))" \
         "$(field leaders_valid_after_watches "$out")" "$(field leaders_valid "$out")" "$drops"
     grep -E '^leaders_valid_lost=' "$out" | sed 's/^/    /' || true

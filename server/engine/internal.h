@@ -91,11 +91,8 @@ struct watcher {
     uint64_t id;
     lease_state *ls;
     engine_listener listener;
-    bool sent; /* the current state has been sent at least once */
-    bool last_exists;
-    char last_holder[STORE_HOLDER_MAX];
-    int64_t last_epoch;
-    unsigned last_value_gen; /* the lease_state.value_gen of the value sent */
+    bool sent;         /* a state has been sent */
+    unsigned sent_gen; /* the lease_state.view.gen of the last state sent */
 };
 
 /* Where a term is in its life (term.c's term_set). */
@@ -222,6 +219,15 @@ struct lease_state {
     int64_t vacant_ms;
     int64_t transition_ms; /* when holder or epoch last changed */
     unsigned value_gen;    /* bumped whenever the record's leader value changes */
+    /* What holder watchers were last told (notify.c), once for all of
+     * them: each watcher keeps only the generation it was sent. */
+    struct {
+        unsigned gen; /* bumped whenever the rest changes */
+        bool exists;
+        int64_t epoch;
+        unsigned value_gen;
+        char holder[STORE_HOLDER_MAX];
+    } view;
     struct {
         acq_state state;
         int64_t sent_ms;
@@ -253,11 +259,11 @@ struct lease_state {
     int64_t idle_since_ms; /* when the sweep first found it idle; 0: in use */
     /* Pod labels (podlabel.c): one Pod request at a time per Lease. */
     struct {
-        bool busy;     /* a Pod patch is in flight */
-        bool writing;  /* the Lease write clearing a stale label is in flight */
-        int verifying; /* address checks in flight (podlabel_admit.c) */
+        bool busy;                         /* a Pod patch is in flight */
+        bool writing;                      /* the Lease write clearing a stale label is in flight */
+        int verifying;                     /* address checks in flight (podlabel_admit.c) */
         char setting[STORE_POD_LABEL_MAX]; /* while busy with a set: the label */
-        bool removed;  /* the label the record names at removed_epoch is off its Pod */
+        bool removed; /* the label the record names at removed_epoch is off its Pod */
         int64_t removed_epoch;
         char removed_label[STORE_POD_LABEL_MAX];
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
@@ -300,8 +306,8 @@ struct engine {
     atomic_bool stop_posted; /* engine_stop was called: Confirms queue behind it */
     /* Engine thread only, mirrored in metrics. */
     int n_candidates, n_watchers, n_leases;
-    int n_elections;      /* leases with at least one candidate */
-    struct kl__list gets; /* pending_get.link: GetHolder reads in flight */
+    int n_elections;              /* leases with at least one candidate */
+    struct kl__list gets;         /* pending_get.link: GetHolder reads in flight */
     struct kl__list label_checks; /* label_check.link: Pod reads of podlabel_admit.c */
     char **pod_label_keys;        /* NULL-terminated; NULL: labels are off */
     struct {

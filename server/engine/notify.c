@@ -32,16 +32,21 @@ void engine_notify_watchers(lease_state *ls, bool force)
         return;
     const char *holder = engine_live_holder(ls, engine_now_ms(ls->e));
     int64_t epoch = ls->exists ? ls->record.transitions : 0;
+    if (ls->view.exists != ls->exists || ls->view.epoch != epoch ||
+        strcmp(ls->view.holder, holder) != 0 ||
+        (holder[0] && ls->view.value_gen != ls->value_gen)) {
+        ls->view.gen++;
+        ls->view.exists = ls->exists;
+        ls->view.epoch = epoch;
+        ls->view.value_gen = ls->value_gen;
+        engine_copy_str(ls->view.holder, sizeof ls->view.holder, holder);
+    }
     KL__LIST_FOREACH (link, &ls->watchers) {
         watcher *w = engine_watcher_of(link);
-        if (!force && w->sent && w->last_exists == ls->exists && w->last_epoch == epoch &&
-            strcmp(w->last_holder, holder) == 0 && (!holder[0] || w->last_value_gen == ls->value_gen))
+        if (!force && w->sent && w->sent_gen == ls->view.gen)
             continue;
         w->sent = true;
-        w->last_exists = ls->exists;
-        w->last_epoch = epoch;
-        w->last_value_gen = ls->value_gen;
-        engine_copy_str(w->last_holder, sizeof w->last_holder, holder);
+        w->sent_gen = ls->view.gen;
         engine_event ev = {.kind = ENGINE_EVENT_HOLDER, .exists = ls->exists, .epoch = epoch};
         engine_copy_str(ev.holder, sizeof ev.holder, holder);
         if (holder[0]) { /* the live holder's value (docs/design.md, rule 10) */

@@ -282,5 +282,7 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
         return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
     enum MHD_Result ret = dispatch(s, conn, q, m);
     protobuf_c_message_free_unpacked(m, NULL);
+    if (q->stream) /* a stream lives for minutes or hours: its body is done with */
+        kl__buf_free(&q->body);
     return ret;
 }

@@ -34,8 +34,8 @@
 /* The response's own buffer, allocated with each stream: libmicrohttpd
  * reads a chunked (HTTP/1.1) answer into the connection's pool instead, and
  * uses this only for an HTTP/1.0 peer, which then gets at most this much
- * per read. Events are a few hundred bytes. */
-#define STREAM_BLOCK 256
+ * per read: it is kept small, since every stream holds one. */
+#define STREAM_BLOCK 64
 
 typedef struct frame {
     struct frame *next;
@@ -342,9 +342,8 @@ static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCM
     stream_ref(st); /* the engine's, until on_close */
     st->engine_open = true;
     engine_listener l = {stream_on_event, stream_on_close, st};
-    st->engine_id =
-        rpc_stream_start(s->engine, st->method->id, m, q->peer[0] ? q->peer : NULL,
-                         q->label_refused, l);
+    st->engine_id = rpc_stream_start(s->engine, st->method->id, m, q->peer[0] ? q->peer : NULL,
+                                     q->label_refused, l);
     if (!st->engine_id) {
         st->engine_open = false;
         stream_unref(st); /* the engine never calls on_close */
