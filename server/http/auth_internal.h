@@ -5,7 +5,8 @@
  * - auth_cache.c: thread-safe maps (a mutex each) and the lookups in them;
  *   MHD threads read them for cached callers, the loop thread fills them.
  * - auth_review.c: the loop thread only (every kube_client call, the
- *   in-flight reviews and their waiters). http_auth_free runs it down on
+ *   in-flight reviews and their waiters, and the rate limits of
+ *   auth_rate.c, which have no lock). http_auth_free runs it down on
  *   the owner's thread once the loop has stopped.
  * - auth.c (requests, on MHD threads) and auth_list.c (ListLeases replies,
  *   on the engine thread, which runs the loop) use both. */
