@@ -77,8 +77,8 @@ static const flag flags[] = {
      "yet, in all (0: no limit; bursts of two seconds' worth); over it a new caller gets "
      "unavailable and retries. Answers already known are asked again regardless"},
     {"review-rate-per-ip", FLAG_LONG, OPT(review_rate_per_ip), 0, 100000, "N", "20",
-     "the same, for the callers of one IP address (0: no limit), so that one client sending "
-     "fresh bogus tokens cannot use up --review-rate"},
+     "the same, for the callers of one IP address, an IPv6 one by its /64 (0: no limit), so "
+     "that one client sending fresh bogus tokens cannot use up --review-rate"},
     {"metrics-auth", FLAG_STRING, OPT(metrics_auth), 0, 0, "MODE",
      "kubernetes with --auth kubernetes, else none",
      "who may read /metrics (on --listen and --ops-listen): kubernetes (a bearer token, for "

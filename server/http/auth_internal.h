@@ -69,9 +69,9 @@ typedef enum auth_rate_verdict {
  * addresses are remembered. NULL when out of memory. */
 auth_rate *auth_rate_new(unsigned rate, unsigned per_peer, size_t max_peers, int64_t now_ms);
 void auth_rate_free(auth_rate *r);
-/* One review for addr (NULL or "": counted only in the overall bucket) at
- * now_ms. Refused: nothing is taken, and *retry_ms says when the bucket
- * that refused holds a review again. */
+/* One review for addr (NULL or "": counted only in the overall bucket; an
+ * IPv6 address counts for its /64) at now_ms. Refused: nothing is taken, and *retry_ms says when
+ * the bucket that refused holds a review again. */
 auth_rate_verdict auth_rate_take(auth_rate *r, const char *addr, int64_t now_ms, int64_t *retry_ms);
 /* Addresses remembered. */
 size_t auth_rate_peers(const auth_rate *r);

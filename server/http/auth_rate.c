@@ -5,6 +5,9 @@
  * the peer's bucket and one from the overall bucket, or from neither: a
  * peer refused by the overall limit keeps what it had.
  *
+ * An IPv6 peer is counted by its /64, the least a site is given, so that
+ * a client cannot take a fresh bucket with each address of its prefix.
+ *
  * Buckets count thousandths of a review, so that refilling at N a second
  * is N per elapsed millisecond, exactly. The peers' buckets live in a
  * fixed-capacity table, least recently used first out: a peer forgotten
@@ -13,6 +16,8 @@
  * Time comes from the caller (now_ms, monotonic), so tests drive it by
  * hand. Threads: not thread-safe; the authorizer uses it on the loop
  * thread only. */
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,12 +142,28 @@ static peer *peer_of(auth_rate *r, const char *addr, int64_t now_ms)
     return p;
 }
 
+/* The key of addr's bucket into key: an IPv6 address's /64, else addr. */
+static void peer_key(const char *addr, char key[AUTH_PEER_LEN])
+{
+    struct in6_addr a6;
+    if (strchr(addr, ':') && inet_pton(AF_INET6, addr, &a6) == 1) {
+        memset(a6.s6_addr + 8, 0, 8);
+        char text[INET6_ADDRSTRLEN];
+        inet_ntop(AF_INET6, &a6, text, sizeof text);
+        snprintf(key, AUTH_PEER_LEN, "%s/64", text);
+        return;
+    }
+    snprintf(key, AUTH_PEER_LEN, "%s", addr);
+}
+
 auth_rate_verdict auth_rate_take(auth_rate *r, const char *addr, int64_t now_ms, int64_t *retry_ms)
 {
     *retry_ms = 0;
     peer *p = NULL;
     if (r->per_peer && addr && addr[0]) {
-        p = peer_of(r, addr, now_ms);
+        char key[AUTH_PEER_LEN];
+        peer_key(addr, key);
+        p = peer_of(r, key, now_ms);
         if (!p) {
             *retry_ms = 1000;
             return AUTH_RATE_PEER; /* out of memory: refuse, as an empty bucket would */

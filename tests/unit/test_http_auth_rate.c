@@ -3,8 +3,8 @@
  * move it by hand and never sleep. The limits: bursts of two seconds'
  * worth, then exactly the rate; a peer over its rate takes nothing from
  * the overall bucket and the overall limit takes nothing from the peer;
- * other peers keep their share; the table of peers stays bounded; 0 is no
- * limit. A flood from one address, simulated at 100 requests a
+ * other peers keep their share; an IPv6 peer counts by its /64; the table
+ * of peers stays bounded; 0 is no limit. A flood from one address, simulated at 100 requests a
  * millisecond for a minute, gets its rate and no more. The caches: an
  * answer is due for refreshing at three quarters of its life, is gone at
  * its end, and a full cache evicts the least recently used. */
@@ -104,6 +104,26 @@ static void test_auth_rate_flood_from_one_address_gets_its_rate(void **state)
     auth_rate_free(r);
 }
 
+/* An IPv6 client cannot take a fresh bucket with each address of its /64. */
+static void test_auth_rate_counts_an_ipv6_peer_by_its_prefix(void **state)
+{
+    (void)state;
+    auth_rate *r = auth_rate_new(0, 10, 16, T0);
+    int64_t retry;
+    int n = 0;
+    for (int i = 0; i < 100; i++) {
+        char addr[64];
+        snprintf(addr, sizeof addr, "2001:db8:0:1:%x::%x", i, i + 1);
+        n += auth_rate_take(r, addr, T0, &retry) == AUTH_RATE_OK;
+    }
+    assert_int_equal(n, 20);
+    assert_int_equal(auth_rate_peers(r), 1);
+    /* Another /64 has its own. */
+    assert_int_equal(drain(r, "2001:db8:0:2::1", T0), 20);
+    assert_int_equal(drain(r, "192.0.2.1", T0), 20);
+    auth_rate_free(r);
+}
+
 static void test_auth_rate_remembers_a_bounded_number_of_peers(void **state)
 {
     (void)state;
@@ -111,13 +131,13 @@ static void test_auth_rate_remembers_a_bounded_number_of_peers(void **state)
     int64_t retry;
     for (int i = 0; i < 100; i++) {
         char addr[32];
-        snprintf(addr, sizeof addr, "2001:db8::%x", i);
+        snprintf(addr, sizeof addr, "192.0.2.%d", i);
         assert_int_equal(auth_rate_take(r, addr, T0, &retry), AUTH_RATE_OK);
         assert_true(auth_rate_peers(r) <= 4);
     }
     assert_int_equal(auth_rate_peers(r), 4);
     /* The most recent peers are the ones remembered (and limited). */
-    assert_int_equal(drain(r, "2001:db8::63", T0), 1);
+    assert_int_equal(drain(r, "192.0.2.99", T0), 1);
     auth_rate_free(r);
 }
 
@@ -236,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_auth_rate_bursts_two_seconds_then_the_rate),
         cmocka_unit_test(test_auth_rate_per_peer_keeps_other_peers_share),
         cmocka_unit_test(test_auth_rate_flood_from_one_address_gets_its_rate),
+        cmocka_unit_test(test_auth_rate_counts_an_ipv6_peer_by_its_prefix),
         cmocka_unit_test(test_auth_rate_remembers_a_bounded_number_of_peers),
         cmocka_unit_test(test_auth_rate_zero_is_no_limit),
         cmocka_unit_test(test_auth_cache_refresh_at_three_quarters_and_expiry),
