@@ -72,6 +72,18 @@ static const flag flags[] = {
      "SubjectAccessReview on elections.kubelease.io) or none (anyone reaching the port)"},
     {"token-audience", FLAG_STRING, OPT(token_audience), 0, 0, "AUD", "kubelease",
      "the audience callers' tokens must be issued for (--auth kubernetes)"},
+    {"review-rate", FLAG_LONG, OPT(review_rate), 0, 100000, "N", "200",
+     "most token and access reviews a second asked of the apiserver for callers not known "
+     "yet, in all (0: no limit; bursts of two seconds' worth); over it a new caller gets "
+     "unavailable and retries. Answers already known are asked again regardless"},
+    {"review-rate-per-ip", FLAG_LONG, OPT(review_rate_per_ip), 0, 100000, "N", "20",
+     "the same, for the callers of one IP address, an IPv6 one by its /64 (0: no limit), so "
+     "that one client sending fresh bogus tokens cannot use up --review-rate"},
+    {"metrics-auth", FLAG_STRING, OPT(metrics_auth), 0, 0, "MODE",
+     "kubernetes with --auth kubernetes, else none",
+     "who may read /metrics (on --listen and --ops-listen): kubernetes (a bearer token, for "
+     "the apiserver's audience, allowed get on the non-resource URL /metrics) or none "
+     "(anyone); /livez and /readyz are always open"},
     {"identity-policy", FLAG_STRING, OPT(identity_policy), 0, 0, "POLICY", "any",
      "which campaign identities a caller may use: any, serviceaccount (starting with "
      "\"<namespace>:<serviceaccount>\") or pod (its pod's name, from a pod-bound token)"},
@@ -237,6 +249,8 @@ void flags_defaults(options *o)
                    .max_grant_ms = 0,
                    .max_leases = 10000,
                    .token_audience = "kubelease",
+                   .review_rate = 200,
+                   .review_rate_per_ip = 20,
                    .identity_policy = "any"};
 }
 

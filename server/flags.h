@@ -31,6 +31,8 @@ typedef struct options {
     const char *auth;
     const char *token_audience;
     const char *identity_policy;
+    long review_rate, review_rate_per_ip;
+    const char *metrics_auth;
     const char *term_key_file;
     const char *tls_cert_file;
     const char *tls_key_file;

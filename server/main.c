@@ -105,7 +105,8 @@ static ssize_t read_term_key(const char *path, uint8_t key[TERM_KEY_MAX + 1])
     return (ssize_t)n;
 }
 
-/* --auth, --token-audience and --identity-policy into cfg. Returns 0, or -1
+/* --auth, --token-audience, --identity-policy, --review-rate,
+ * --review-rate-per-ip and --metrics-auth into cfg. Returns 0, or -1
  * after saying what is wrong. */
 static int configure_auth(const options *o, http_auth_config *cfg)
 {
@@ -141,6 +142,21 @@ static int configure_auth(const options *o, http_auth_config *cfg)
     }
     cfg->identity_policy = (http_identity_policy)i;
     cfg->audience = o->token_audience;
+    cfg->review_rate = (unsigned)o->review_rate;
+    cfg->review_rate_per_ip = (unsigned)o->review_rate_per_ip;
+    const char *metrics = o->metrics_auth                     ? o->metrics_auth
+                          : cfg->mode == HTTP_AUTH_KUBERNETES ? "kubernetes"
+                                                              : "none";
+    if (strcmp(metrics, "kubernetes") != 0 && strcmp(metrics, "none") != 0) {
+        fprintf(stderr, "kubeleased: --metrics-auth: \"%s\" is not kubernetes or none\n", metrics);
+        return -1;
+    }
+    cfg->metrics = strcmp(metrics, "kubernetes") == 0;
+    if (cfg->metrics && cfg->mode == HTTP_AUTH_NONE) {
+        fprintf(stderr, "kubeleased: --metrics-auth kubernetes needs --auth kubernetes (with "
+                        "--auth none every RPC, ListLeases among them, is open anyway)\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -358,6 +374,10 @@ int main(int argc, char **argv)
               o.max_connections, o.max_body_bytes, o.read_timeout_s, auth ? "kubernetes" : "none",
               log_q(o.token_audience), log_q(o.identity_policy), o.tls_cert_file ? "true" : "false",
               log_q(o.pod_label_keys ? o.pod_label_keys : ""), o.events ? "true" : "false");
+    if (auth)
+        log_event(LOG_INFO, "auth_limits", "metrics_auth=%s review_rate=%ld review_rate_per_ip=%ld",
+                  cfg.http.auth.metrics ? "kubernetes" : "none", o.review_rate,
+                  o.review_rate_per_ip);
     if (!auth && !o.dev)
         log_event(LOG_WARN, "auth_disabled", "msg=%s",
                   log_q("--auth none against a cluster: ANY client that reaches this port may "

@@ -377,6 +377,10 @@ void metrics_init(void)
                     NULL, 0);
     metrics_declare("kubelease_auth_cache_hits_total", METRICS_COUNTER,
                     "Authorization checks answered from a cache instead of a review, by cache "
-                    "(token, access).",
+                    "(token, refused, access).",
+                    NULL, 0);
+    metrics_declare("kubelease_auth_reviews_limited_total", METRICS_COUNTER,
+                    "Reviews of callers not known yet that were not asked, the caller told to "
+                    "retry, by limit (per_ip: --review-rate-per-ip, overall: --review-rate).",
                     NULL, 0);
 }

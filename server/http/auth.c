@@ -20,12 +20,14 @@
 #include "core/loop.h"
 #include "http/auth_internal.h"
 
-#define TOKEN_TTL_MS     60000
-#define NEGATIVE_TTL_MS  5000
-#define ACCESS_TTL_MS    10000
-#define TOKEN_CACHE_MAX  4096
-#define ACCESS_CACHE_MAX 16384
-#define TOKEN_MAX        16384
+#define TOKEN_TTL_MS      60000
+#define NEGATIVE_TTL_MS   30000 /* docs/design.md, rule 7: why 30 s */
+#define ACCESS_TTL_MS     10000
+#define TOKEN_CACHE_MAX   4096
+#define REFUSED_CACHE_MAX 4096 /* about 1.7 MB at most */
+#define ACCESS_CACHE_MAX  16384
+#define RATE_PEERS_MAX    4096 /* addresses whose review rate is remembered */
+#define TOKEN_MAX         16384
 
 struct http_auth_ticket {
     http_server *srv;
@@ -36,13 +38,14 @@ struct http_auth_ticket {
     /* the question */
     uint8_t digest[AUTH_DIGEST_LEN];
     char *token; /* secret: wiped when freed */
-    char verb[16], ns[64], name[254], identity[256], pod_ns[64], pod[254];
+    char verb[16], ns[64], name[254], path[64], identity[256], pod_ns[64], pod[254];
+    char peer[AUTH_PEER_LEN]; /* the caller's address, for --review-rate-per-ip */
     bool has_identity, narrow_on_deny, pod_denies;
     auth_subject *subject; /* loop thread: the caller, once authenticated */
     /* the answer */
     http_auth_verdict verdict;
     http_auth_denial denial;
-    auth_subject *narrow; /* allowed, narrowed to what this subject may list */
+    auth_subject *narrow;    /* allowed, narrowed to what this subject may list */
     char label_refused[256]; /* the label's Pod is not the caller's (a Campaign) */
 };
 
@@ -67,10 +70,15 @@ http_auth *http_auth_new(const http_auth_config *cfg)
     a->token_ttl_ms = cfg->token_ttl_ms > 0 ? cfg->token_ttl_ms : TOKEN_TTL_MS;
     a->negative_ttl_ms = cfg->negative_ttl_ms > 0 ? cfg->negative_ttl_ms : NEGATIVE_TTL_MS;
     a->access_ttl_ms = cfg->access_ttl_ms > 0 ? cfg->access_ttl_ms : ACCESS_TTL_MS;
+    a->metrics = cfg->metrics;
+    a->review_rate = cfg->review_rate;
+    a->review_rate_per_ip = cfg->review_rate_per_ip;
     pthread_mutex_init(&a->refresh_mu, NULL);
     a->tokens = auth_cache_new(TOKEN_CACHE_MAX, auth_token_answer_free);
+    a->refused = auth_cache_new(REFUSED_CACHE_MAX, auth_token_answer_free);
     a->access = auth_cache_new(ACCESS_CACHE_MAX, access_answer_free);
-    if (!a->tokens || !a->access) {
+    a->rate = auth_rate_new(a->review_rate, a->review_rate_per_ip, RATE_PEERS_MAX, mono_ms());
+    if (!a->tokens || !a->refused || !a->access || !a->rate) {
         http_auth_free(a);
         return NULL;
     }
@@ -85,8 +93,15 @@ void http_auth_free(http_auth *a)
     auth_refreshes_free(a);
     pthread_mutex_destroy(&a->refresh_mu);
     auth_cache_free(a->tokens);
+    auth_cache_free(a->refused);
     auth_cache_free(a->access);
+    auth_rate_free(a->rate);
     free(a);
+}
+
+bool http_auth_metrics(const http_auth *a)
+{
+    return a && a->metrics;
 }
 
 /* ---- the rules ------------------------------------------------------------------- */
@@ -166,6 +181,14 @@ int auth_pod_check(const auth_subject *s, const char *pod_ns, const char *pod, c
 void auth_forbidden_message(const auth_subject *s, const auth_access_question *q,
                             const char *reason, char *msg, size_t msg_len)
 {
+    if (q->path && q->path[0]) {
+        snprintf(msg, msg_len,
+                 "forbidden: User \"%.200s\" cannot %s path \"%s\"%s%.200s (grant it in a "
+                 "ClusterRole: nonResourceURLs [\"%s\"], verbs [\"%s\"])",
+                 s->user.username, q->verb, q->path, reason && reason[0] ? ": " : "",
+                 reason ? reason : "", q->path, q->verb);
+        return;
+    }
     char what[320], where[96];
     if (q->name[0])
         snprintf(what, sizeof what, "%s.%s \"%s\"", HTTP_AUTH_RESOURCE, HTTP_AUTH_GROUP, q->name);
@@ -229,7 +252,7 @@ static http_auth_verdict access_verdict(auth_subject *s, const http_auth_action 
         *narrow = auth_subject_ref(s);
         return HTTP_AUTH_ALLOWED;
     }
-    auth_access_question q = {act->verb, act->ns, act->name};
+    auth_access_question q = {act->verb, act->ns, act->name, act->path};
     auth_forbidden_message(s, &q, acc->message, d->message, sizeof d->message);
     d->code = RPC_PERMISSION_DENIED;
     return HTTP_AUTH_DENIED;
@@ -300,6 +323,7 @@ static void ticket_fail(http_auth_ticket *t, rpc_code code, const char *message)
 static http_auth_action ticket_action(const http_auth_ticket *t)
 {
     return (http_auth_action){.verb = t->verb,
+                              .path = t->path[0] ? t->path : NULL,
                               .ns = t->ns,
                               .name = t->name,
                               .identity = t->has_identity ? t->identity : NULL,
@@ -335,7 +359,7 @@ static bool access_cached(http_auth *a, const auth_subject *s, const auth_access
         return true;
     if (!q->name[0])
         return false;
-    auth_access_question all = {q->verb, q->ns, ""};
+    auth_access_question all = {q->verb, q->ns, "", NULL};
     auth_access_key(s, &all, key);
     auth_access_answer w;
     bool all_due = false;
@@ -367,9 +391,10 @@ static void ticket_on_wide(void *ctx, const auth_access_answer *acc)
  * election (wide_first), first about the whole namespace (access_cached). */
 static void ticket_ask(http_auth_ticket *t, bool wide_first)
 {
-    auth_access_question q = {t->verb, t->ns, wide_first ? "" : t->name};
+    auth_access_question q = {t->verb, t->ns, wide_first ? "" : t->name, t->path};
+    const auth_asker who = {.limited = true, .peer = t->peer};
     char msg[300];
-    if (auth_review_access(t->srv->auth, t->subject, &q,
+    if (auth_review_access(t->srv->auth, t->subject, &q, &who,
                            wide_first ? ticket_on_wide : ticket_on_access, NULL, t, msg,
                            sizeof msg) != 0)
         ticket_fail(t, RPC_UNAVAILABLE, msg);
@@ -386,7 +411,7 @@ static void ticket_on_token(void *ctx, const auth_token_answer *ans)
         return;
     }
     t->subject = auth_subject_ref(ans->subject);
-    auth_access_question q = {t->verb, t->ns, t->name};
+    auth_access_question q = {t->verb, t->ns, t->name, t->path};
     auth_access_answer acc;
     bool due, wide, wide_denied;
     if (access_cached(a, t->subject, &q, &acc, &due, &wide, &wide_denied))
@@ -402,11 +427,12 @@ static void ticket_run(void *arg)
     http_auth *a = t->srv->auth;
     auth_token_answer ans;
     char msg[300];
+    const auth_asker who = {.limited = true, .peer = t->peer};
     if (auth_token_lookup(a, t->digest, &ans, NULL)) {
         ticket_on_token(t, &ans);
         auth_subject_unref(ans.subject);
-    } else if (auth_review_token(a, t->digest, t->token, ticket_on_token, NULL, t, msg,
-                                 sizeof msg) != 0) {
+    } else if (auth_review_token(a, t->digest, t->token, t->path[0] != 0, &who, ticket_on_token,
+                                 NULL, t, msg, sizeof msg) != 0) {
         ticket_fail(t, RPC_UNAVAILABLE, msg);
     }
 }
@@ -425,6 +451,8 @@ static http_auth_ticket *ticket_new(http_server *s, struct MHD_Connection *conn,
     snprintf(t->verb, sizeof t->verb, "%s", act->verb);
     snprintf(t->ns, sizeof t->ns, "%s", act->ns);
     snprintf(t->name, sizeof t->name, "%s", act->name);
+    snprintf(t->path, sizeof t->path, "%s", act->path ? act->path : "");
+    http_peer_ip(conn, t->peer, sizeof t->peer);
     t->has_identity = act->identity != NULL;
     snprintf(t->identity, sizeof t->identity, "%s", act->identity ? act->identity : "");
     t->narrow_on_deny = act->narrow_on_deny;
@@ -504,11 +532,20 @@ static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *c
 
 /* The token of "Authorization: Bearer <token>" into *token (pointing into
  * the header). Returns 0, or -1 with the reason in d. */
-static int bearer_token(struct MHD_Connection *conn, const http_auth *a, const char **token,
-                        size_t *len, http_auth_denial *d)
+static int bearer_token(struct MHD_Connection *conn, const http_auth *a,
+                        const http_auth_action *act, const char **token, size_t *len,
+                        http_auth_denial *d)
 {
     char msg[300];
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h && act->path) {
+        snprintf(msg, sizeof msg,
+                 "no credentials: send \"Authorization: Bearer <token>\" with a ServiceAccount "
+                 "token (for the apiserver's audience) allowed get on %s",
+                 act->path);
+        deny(d, RPC_UNAUTHENTICATED, msg);
+        return -1;
+    }
     if (!h) {
         snprintf(msg, sizeof msg,
                  "no credentials: send \"Authorization: Bearer <token>\" with a ServiceAccount "
@@ -553,13 +590,13 @@ static bool decide_cached(http_auth *a, const http_auth_action *act, const char 
     if (!auth_token_lookup(a, digest, &t, &token_due))
         return false;
     if (token_due && t.code == RPC_OK)
-        auth_refresh_token(a, digest, token, token_len);
+        auth_refresh_token(a, digest, token, token_len, act->path != NULL);
     bool decided = true;
     char label_refused[256] = "";
     if (refused(a, &t, act, d, label_refused, sizeof label_refused)) {
         *v = HTTP_AUTH_DENIED;
     } else {
-        auth_access_question aq = {act->verb, act->ns, act->name};
+        auth_access_question aq = {act->verb, act->ns, act->name, act->path};
         auth_access_answer acc;
         bool wide, wide_denied;
         decided = access_cached(a, t.subject, &aq, &acc, &access_due, &wide, &wide_denied);
@@ -568,8 +605,10 @@ static bool decide_cached(http_auth *a, const http_auth_action *act, const char 
         if (decided && *v == HTTP_AUTH_ALLOWED && label_refused[0] && !q->label_refused &&
             !(q->label_refused = strdup(label_refused)))
             *v = deny(d, RPC_INTERNAL, "out of memory"); /* never the label unchecked */
-        if (access_due)
-            auth_refresh_access(a, t.subject, act->verb, act->ns, wide ? "" : act->name);
+        if (access_due) {
+            auth_access_question rq = {act->verb, act->ns, wide ? "" : act->name, act->path};
+            auth_refresh_access(a, t.subject, &rq);
+        }
     }
     auth_subject_unref(t.subject);
     return decided;
@@ -583,9 +622,9 @@ http_auth_verdict http_auth_authorize(http_server *s, struct MHD_Connection *con
     const char *token;
     size_t len;
     uint8_t digest[AUTH_DIGEST_LEN];
-    if (bearer_token(conn, s->auth, &token, &len, d) != 0)
+    if (bearer_token(conn, s->auth, act, &token, &len, d) != 0)
         return HTTP_AUTH_DENIED;
-    if (auth_digest(token, len, digest) != 0)
+    if (auth_token_key(token, len, act->path != NULL, digest) != 0)
         return deny(d, RPC_INTERNAL, "cannot hash the token (libcrypto failed)");
     http_auth_verdict v;
     if (decide_cached(s->auth, act, token, len, digest, q, &v, d))

@@ -25,9 +25,15 @@ http_auth *http_auth_new(const http_auth_config *cfg);
  * cancels the reviews in flight and frees a. NULL is a no-op. */
 void http_auth_free(http_auth *a);
 
-/* What a request asks to do on elections.kubelease.io. */
+/* What a request asks to do on elections.kubelease.io, or (path) on a
+ * non-resource URL. */
 typedef struct http_auth_action {
-    const char *verb;     /* "campaign", "get", "watch", "list" */
+    const char *verb; /* "campaign", "get", "watch", "list" */
+    /* A non-resource URL ("/metrics"; NULL: none): the token is reviewed
+     * for the apiserver's own audience, as Kubernetes components review
+     * their scrapers', and access is asked about verb on path; ns and name
+     * are then "". */
+    const char *path;
     const char *ns;       /* the Lease's namespace; "": the cluster scope */
     const char *name;     /* the Lease's name; "": every name */
     const char *identity; /* the campaign identity the policy binds; NULL: none */
@@ -67,6 +73,9 @@ void http_auth_request_done(http_server *s, http_req *q);
 void http_auth_tickets_end_locked(http_server *s);
 /* s->mu held, the daemon stopping: answers every pending ticket. */
 void http_auth_tickets_fail_locked(http_server *s);
+
+/* Whether /metrics needs a token allowed get on it (--metrics-auth). */
+bool http_auth_metrics(const http_auth *a);
 
 /* Releases a subject reference (auth_review.c); NULL is a no-op. Any thread. */
 void auth_subject_unref(auth_subject *s);

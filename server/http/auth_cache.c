@@ -138,7 +138,7 @@ bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t n
     return hit;
 }
 
-void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value,
+void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value, int64_t now_ms,
                     int64_t expires_ms)
 {
     pthread_mutex_lock(&c->mu);
@@ -157,8 +157,7 @@ void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *val
     memcpy(e->key, key, AUTH_DIGEST_LEN);
     e->value = value;
     e->expires_ms = expires_ms;
-    int64_t now = mono_ms();
-    e->refresh_ms = now + (expires_ms - now) * 3 / 4;
+    e->refresh_ms = now_ms + (expires_ms - now_ms) * 3 / 4;
     size_t b = bucket_of(c, key);
     e->chain = c->buckets[b];
     c->buckets[b] = e;
@@ -202,24 +201,47 @@ static void copy_token_answer(const void *value, void *out)
     auth_subject_ref(o->subject);
 }
 
+int auth_token_key(const char *token, size_t len, bool apiserver_audience,
+                   uint8_t key[AUTH_DIGEST_LEN])
+{
+    if (auth_digest(token, len, key) != 0)
+        return -1;
+    if (!apiserver_audience)
+        return 0;
+    /* The apiserver's audience: a digest of the digest and a tag, another
+     * key for the same token. */
+    static const char tag[] = "\naudience=apiserver";
+    uint8_t buf[AUTH_DIGEST_LEN + sizeof tag];
+    memcpy(buf, key, AUTH_DIGEST_LEN);
+    memcpy(buf + AUTH_DIGEST_LEN, tag, sizeof tag);
+    return auth_digest(buf, sizeof buf, key);
+}
+
 bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out,
                        bool *refresh)
 {
-    if (!auth_cache_get(a->tokens, digest, mono_ms(), copy_token_answer, out, refresh))
-        return false;
-    count_hit("token");
-    return true;
+    int64_t now = mono_ms();
+    if (auth_cache_get(a->tokens, digest, now, copy_token_answer, out, refresh)) {
+        count_hit("token");
+        return true;
+    }
+    /* A refusal is never refreshed: it is asked again once it expires. */
+    if (auth_cache_get(a->refused, digest, now, copy_token_answer, out, NULL)) {
+        count_hit("refused");
+        return true;
+    }
+    return false;
 }
 
 void auth_access_key(const auth_subject *s, const auth_access_question *q,
                      uint8_t key[AUTH_DIGEST_LEN])
 {
-    char buf[AUTH_DIGEST_LEN + 16 + 64 + 254 + 3];
+    char buf[AUTH_DIGEST_LEN + 16 + 64 + 254 + 254 + 4];
     size_t n = 0;
     memcpy(buf, s->digest, AUTH_DIGEST_LEN);
     n += AUTH_DIGEST_LEN;
-    const char *parts[] = {q->verb, q->ns, q->name};
-    for (size_t i = 0; i < 3; i++) {
+    const char *parts[] = {q->verb, q->ns, q->name, q->path ? q->path : ""};
+    for (size_t i = 0; i < 4; i++) {
         size_t len = strnlen(parts[i], 253);
         memcpy(buf + n, parts[i], len);
         n += len;

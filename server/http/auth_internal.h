@@ -5,7 +5,8 @@
  * - auth_cache.c: thread-safe maps (a mutex each) and the lookups in them;
  *   MHD threads read them for cached callers, the loop thread fills them.
  * - auth_review.c: the loop thread only (every kube_client call, the
- *   in-flight reviews and their waiters). http_auth_free runs it down on
+ *   in-flight reviews and their waiters, and the rate limits of
+ *   auth_rate.c, which have no lock). http_auth_free runs it down on
  *   the owner's thread once the loop has stopped.
  * - auth.c (requests, on MHD threads) and auth_list.c (ListLeases replies,
  *   on the engine thread, which runs the loop) use both. */
@@ -24,6 +25,7 @@
 #include "rpc/connect.h"
 
 #define AUTH_DIGEST_LEN 32
+#define AUTH_PEER_LEN   48 /* a peer's address as text (http_peer_ip) */
 
 /* SHA-256 of data into out. Returns 0, or -1 when libcrypto fails. Any thread. */
 int auth_digest(const void *data, size_t len, uint8_t out[AUTH_DIGEST_LEN]);
@@ -45,11 +47,34 @@ void auth_cache_free(auth_cache *c);
  * AUTH_REFRESH_RETRY_MS: the caller should ask again (and put the answer). */
 bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t now_ms,
                     void (*copy)(const void *value, void *out), void *out, bool *refresh);
-/* Takes value; replaces an entry with the same key, evicts the least
- * recently used one when full. */
-void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value,
+/* Takes value, put at now_ms (monotonic) to live until expires_ms;
+ * replaces an entry with the same key, evicts the least recently used one
+ * when full. */
+void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value, int64_t now_ms,
                     int64_t expires_ms);
 size_t auth_cache_count(auth_cache *c);
+
+/* ---- auth_rate.c: reviews a second, overall and per peer ---------------- */
+
+typedef struct auth_rate auth_rate;
+
+typedef enum auth_rate_verdict {
+    AUTH_RATE_OK,   /* one review taken */
+    AUTH_RATE_PEER, /* over the peer's rate (--review-rate-per-ip) */
+    AUTH_RATE_ALL,  /* over the overall rate (--review-rate) */
+} auth_rate_verdict;
+
+/* Buckets for rate reviews a second in all and per_peer a second for each
+ * peer address (0: no such limit), full at now_ms; at most max_peers
+ * addresses are remembered. NULL when out of memory. */
+auth_rate *auth_rate_new(unsigned rate, unsigned per_peer, size_t max_peers, int64_t now_ms);
+void auth_rate_free(auth_rate *r);
+/* One review for addr (NULL or "": counted only in the overall bucket; an
+ * IPv6 address counts for its /64) at now_ms. Refused: nothing is taken, and *retry_ms says when
+ * the bucket that refused holds a review again. */
+auth_rate_verdict auth_rate_take(auth_rate *r, const char *addr, int64_t now_ms, int64_t *retry_ms);
+/* Addresses remembered. */
+size_t auth_rate_peers(const auth_rate *r);
 
 /* ---- subjects and answers -------------------------------------------------- */
 
@@ -61,8 +86,8 @@ struct auth_subject {
     kube_user user;
     uint8_t digest[AUTH_DIGEST_LEN]; /* of the whole user: access answers are keyed by it */
     char sa[320];                    /* "NS:NAME" for a ServiceAccount, else "" */
-    char pod[254];    /* the pod-name claim of a pod-bound token, else "" */
-    char pod_ns[64];  /* with pod: its namespace (the ServiceAccount's) */
+    char pod[254];                   /* the pod-name claim of a pod-bound token, else "" */
+    char pod_ns[64];                 /* with pod: its namespace (the ServiceAccount's) */
 };
 
 auth_subject *auth_subject_ref(auth_subject *s);
@@ -86,11 +111,13 @@ typedef struct auth_access_answer {
     char message[300];
 } auth_access_answer;
 
-/* An access question: SubjectAccessReview attributes for elections.kubelease.io. */
+/* An access question: SubjectAccessReview attributes for
+ * elections.kubelease.io, or with path a non-resource URL ("/metrics"). */
 typedef struct auth_access_question {
     const char *verb;
     const char *ns;   /* "": the cluster scope */
     const char *name; /* "": every name */
+    const char *path; /* NULL or "": a question about elections; else about this URL */
 } auth_access_question;
 
 struct http_auth {
@@ -100,11 +127,18 @@ struct http_auth {
     loop *loop;
     kube_client *kube;
     int64_t token_ttl_ms, negative_ttl_ms, access_ttl_ms;
-    auth_cache *tokens; /* SHA-256 of the token -> auth_token_answer */
+    bool metrics; /* /metrics needs a token allowed get on it (--metrics-auth) */
+    unsigned review_rate, review_rate_per_ip; /* a second; 0: no limit */
+    /* The key of a token (auth_token_key) -> auth_token_answer: accepted
+     * ones in tokens, refused ones apart in refused, so that a flood of bad
+     * tokens never evicts a caller who is known. */
+    auth_cache *tokens;
+    auth_cache *refused;
     auth_cache *access; /* SHA-256 of (subject, verb, ns, name) -> auth_access_answer */
     /* loop thread only (auth_review.c) */
     struct kl__list reviews; /* auth_review.link: in flight */
     size_t n_reviews;
+    auth_rate *rate; /* reviews of callers not known yet */
     /* answers to ask again (auth.c): queued by MHD threads, asked on the loop */
     pthread_mutex_t refresh_mu;
     struct kl__list refreshes; /* auth_refresh.link */
@@ -112,6 +146,11 @@ struct http_auth {
     bool refresh_posted; /* the loop has a task to take them */
 };
 
+/* The cache key of a token (len bytes) as reviewed for audience (NULL:
+ * the apiserver's own, for /metrics): the same token may be good for one
+ * and not for the other. Returns 0, or -1 when libcrypto fails. */
+int auth_token_key(const char *token, size_t len, bool apiserver_audience,
+                   uint8_t key[AUTH_DIGEST_LEN]);
 /* auth_cache.c: the cached answer for a token (any thread). True on a hit,
  * with out->subject a new reference (release it with auth_subject_unref);
  * *refresh as auth_cache_get says (refresh may be NULL). */
@@ -140,11 +179,12 @@ void auth_forbidden_message(const auth_subject *s, const auth_access_question *q
 
 /* ---- auth_refresh.c: answers asked again before they expire -------------- */
 
-/* Any thread: queue a TokenReview of token (len bytes; digest its key), or
- * an access question about s, for the loop to ask; what it learns is cached. */
-void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len);
-void auth_refresh_access(http_auth *a, auth_subject *s, const char *verb, const char *ns,
-                         const char *name);
+/* Any thread: queue a TokenReview of token (len bytes; digest its key; for
+ * the apiserver's audience or kubeleased's), or an access question q about
+ * s, for the loop to ask; what it learns is cached. */
+void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len,
+                        bool apiserver_audience);
+void auth_refresh_access(http_auth *a, auth_subject *s, const auth_access_question *q);
 /* The owner's thread, the loop stopped: frees what was never asked. */
 void auth_refreshes_free(http_auth *a);
 
@@ -155,18 +195,27 @@ void auth_refreshes_free(http_auth *a);
 typedef void (*auth_token_cb)(void *ctx, const auth_token_answer *a);
 typedef void (*auth_access_cb)(void *ctx, const auth_access_answer *a);
 
-/* Reviews token (whose digest is given), or joins the review of the same
- * token in flight; cb runs on the loop thread, never inside this call. The
- * answer is cached. drop (may be NULL) runs instead of cb when the
- * authorizer is freed first. Returns 0, or -1 when the review cannot be
- * started (cb then never runs): message says why. */
+/* Who a review is for, in the rate limits (auth_rate.c). */
+typedef struct auth_asker {
+    /* false: a refresh of an answer kept (not limited: there is at most one
+     * per answer in use every three quarters of its life) */
+    bool limited;
+    const char *peer; /* limited: the caller's address; "" the overall limit only */
+} auth_asker;
+
+/* Reviews token (whose key is given; for the apiserver's audience or
+ * kubeleased's), or joins the review of the same token in flight; cb runs
+ * on the loop thread, never inside this call. The answer is cached. drop
+ * (may be NULL) runs instead of cb when the authorizer is freed first.
+ * Returns 0, or -1 when the review cannot be started (cb then never runs):
+ * message says why (too many in flight, over a rate: what to do). */
 int auth_review_token(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
-                      auth_token_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
-                      size_t message_len);
+                      bool apiserver_audience, const auth_asker *who, auth_token_cb cb,
+                      void (*drop)(void *ctx), void *ctx, char *message, size_t message_len);
 /* The same for an access question about s. */
 int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question *q,
-                       auth_access_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
-                       size_t message_len);
+                       const auth_asker *who, auth_access_cb cb, void (*drop)(void *ctx), void *ctx,
+                       char *message, size_t message_len);
 /* Cancels every review in flight and runs the waiters' drop functions. The
  * loop has stopped. */
 void auth_reviews_free(http_auth *a);

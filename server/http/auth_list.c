@@ -125,7 +125,7 @@ static void on_drop(void *ctx)
 /* Asks about slot sl: from the cache, or a review (pending + 1). */
 static void ask(narrowing *n, slot *sl)
 {
-    auth_access_question q = {"list", sl->ns, ""};
+    auth_access_question q = {"list", sl->ns, "", NULL};
     uint8_t key[AUTH_DIGEST_LEN];
     auth_access_answer acc;
     auth_access_key(n->subject, &q, key);
@@ -135,7 +135,9 @@ static void ask(narrowing *n, slot *sl)
         return;
     }
     n->pending++;
-    if (auth_review_access(n->a, n->subject, &q, on_access, on_drop, sl, n->message,
+    /* Counted in the overall rate: the caller's address is not known here. */
+    const auth_asker who = {.limited = true, .peer = ""};
+    if (auth_review_access(n->a, n->subject, &q, &who, on_access, on_drop, sl, n->message,
                            sizeof n->message) != 0) {
         n->failed = true;
         n->pending--;

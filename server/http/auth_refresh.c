@@ -3,7 +3,10 @@
  * MHD threads queue them under a->refresh_mu; one task on the loop thread
  * takes the queue and starts the reviews (auth_review.c), which cache what
  * they learn. A refresh that fails is asked again a second later, by the
- * next call that finds the answer; no answer is used past its expiry. */
+ * next call that finds the answer; no answer is used past its expiry.
+ * Refreshes are not rate-limited (auth_rate.c): there is at most one per
+ * answer in use every three quarters of its life, for callers once
+ * admitted. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +20,10 @@
 typedef struct auth_refresh {
     struct kl__list link; /* in a->refreshes until the loop takes it */
     uint8_t digest[AUTH_DIGEST_LEN];
-    char *token;           /* a token's: the token (secret); NULL: an access question's */
-    auth_subject *subject; /* an access question's */
-    char verb[16], ns[64], name[254];
+    char *token;             /* a token's: the token (secret); NULL: an access question's */
+    bool apiserver_audience; /* a token's: reviewed for the apiserver's audience */
+    auth_subject *subject;   /* an access question's */
+    char verb[16], ns[64], name[254], path[64];
 } auth_refresh;
 
 static void refresh_free(void *arg)
@@ -59,11 +63,13 @@ static void refreshes_run(void *arg)
         kl__list_remove(node);
         auth_refresh *r = KL__LIST_ENTRY(node, auth_refresh, link);
         char msg[300];
-        auth_access_question q = {r->verb, r->ns, r->name};
-        int rc = r->token ? auth_review_token(a, r->digest, r->token, refresh_token_done,
-                                              refresh_free, r, msg, sizeof msg)
-                          : auth_review_access(a, r->subject, &q, refresh_access_done, refresh_free,
-                                               r, msg, sizeof msg);
+        auth_access_question q = {r->verb, r->ns, r->name, r->path};
+        const auth_asker refresh = {.limited = false};
+        int rc = r->token
+                     ? auth_review_token(a, r->digest, r->token, r->apiserver_audience, &refresh,
+                                         refresh_token_done, refresh_free, r, msg, sizeof msg)
+                     : auth_review_access(a, r->subject, &q, &refresh, refresh_access_done,
+                                          refresh_free, r, msg, sizeof msg);
         if (rc != 0)
             refresh_free(r);
     }
@@ -85,27 +91,29 @@ static void refresh_queue(http_auth *a, auth_refresh *r)
     pthread_mutex_unlock(&a->refresh_mu);
 }
 
-void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len)
+void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len,
+                        bool apiserver_audience)
 {
     auth_refresh *r = calloc(1, sizeof *r);
     if (!r || !(r->token = strndup(token, len))) {
         free(r);
         return;
     }
+    r->apiserver_audience = apiserver_audience;
     memcpy(r->digest, digest, AUTH_DIGEST_LEN);
     refresh_queue(a, r);
 }
 
-void auth_refresh_access(http_auth *a, auth_subject *s, const char *verb, const char *ns,
-                         const char *name)
+void auth_refresh_access(http_auth *a, auth_subject *s, const auth_access_question *q)
 {
     auth_refresh *r = calloc(1, sizeof *r);
     if (!r)
         return;
     r->subject = auth_subject_ref(s);
-    snprintf(r->verb, sizeof r->verb, "%s", verb);
-    snprintf(r->ns, sizeof r->ns, "%s", ns);
-    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->verb, sizeof r->verb, "%s", q->verb);
+    snprintf(r->ns, sizeof r->ns, "%s", q->ns);
+    snprintf(r->name, sizeof r->name, "%s", q->name);
+    snprintf(r->path, sizeof r->path, "%s", q->path ? q->path : "");
     refresh_queue(a, r);
 }
 

@@ -1,7 +1,10 @@
 /* TokenReviews and SubjectAccessReviews, on the engine's loop thread: one
  * request per question in flight (callers asking the same question wait
- * on it), answers cached, counted in kubelease_auth_reviews_total, and
- * failures turned into "unavailable" (fail closed: no answer is no access).
+ * on it), at most MAX_REVIEWS in flight and, for callers not known yet,
+ * at most --review-rate a second in all and --review-rate-per-ip from one
+ * address (auth_rate.c; over them: "unavailable", saying when to retry);
+ * answers cached, counted in kubelease_auth_reviews_total, and failures
+ * turned into "unavailable" (fail closed: no answer is no access).
  *
  * Threads: the loop thread only, except auth_reviews_free, which the owner
  * calls once the loop has stopped. The in-flight list needs no lock. */
@@ -40,9 +43,10 @@ typedef struct auth_review {
     uint8_t key[AUTH_DIGEST_LEN]; /* the token's digest, or the access key */
     kube_request *req;
     waiter *waiters, **tail;
-    char *token;           /* token reviews: for the message of a refusal (secret) */
-    auth_subject *subject; /* access reviews */
-    char verb[16], ns[64], name[254];
+    char *token;             /* token reviews: for the message of a refusal (secret) */
+    bool apiserver_audience; /* token reviews: for the apiserver's audience (/metrics) */
+    auth_subject *subject;   /* access reviews */
+    char verb[16], ns[64], name[254], path[64];
 } auth_review;
 
 /* ---- the in-flight list --------------------------------------------------- */
@@ -86,17 +90,46 @@ static int add_waiter(auth_review *r, auth_token_cb tcb, auth_access_cb acb, voi
     return 0;
 }
 
+/* Whether who may have one more review now (auth_rate.c); message says
+ * why not, and when to try again. */
+static bool rate_allows(http_auth *a, const auth_asker *who, char *message, size_t message_len)
+{
+    if (!who->limited)
+        return true;
+    int64_t retry_ms;
+    auth_rate_verdict v = auth_rate_take(a->rate, who->peer, mono_ms(), &retry_ms);
+    if (v == AUTH_RATE_OK)
+        return true;
+    if (v == AUTH_RATE_PEER)
+        snprintf(message, message_len,
+                 "too many callers to authenticate from %s (over --review-rate-per-ip, %u "
+                 "reviews a second): retry in %lld ms, and reuse a token once it is accepted (a "
+                 "known token costs no review)",
+                 who->peer, a->review_rate_per_ip, (long long)retry_ms);
+    else
+        snprintf(message, message_len,
+                 "too many callers to authenticate (over --review-rate, %u reviews a second in "
+                 "all): retry in %lld ms, or raise --review-rate if so many new callers are "
+                 "expected",
+                 a->review_rate, (long long)retry_ms);
+    metrics_add("kubelease_auth_reviews_limited_total",
+                v == AUTH_RATE_PEER ? "limit=\"per_ip\"" : "limit=\"overall\"", 1);
+    return false;
+}
+
 /* A new review, listed, with its first waiter; NULL (message set) when too
- * many are in flight or out of memory. */
+ * many are in flight, who is over a rate, or out of memory. */
 static auth_review *review_new(http_auth *a, review_kind kind, const uint8_t *key,
-                               auth_token_cb tcb, auth_access_cb acb, void (*drop)(void *),
-                               void *ctx, char *message, size_t message_len)
+                               const auth_asker *who, auth_token_cb tcb, auth_access_cb acb,
+                               void (*drop)(void *), void *ctx, char *message, size_t message_len)
 {
     if (a->n_reviews >= MAX_REVIEWS) {
         snprintf(message, message_len,
                  "too many callers are being authenticated at once; try again shortly");
         return NULL;
     }
+    if (!rate_allows(a, who, message, message_len))
+        return NULL;
     auth_review *r = calloc(1, sizeof *r);
     if (r)
         r->tail = &r->waiters;
@@ -161,7 +194,8 @@ static auth_subject *subject_new(kube_token_review *tr)
     memset(&tr->user, 0, sizeof tr->user);
     /* The digest is of the JSON of every field an access review sends about
      * the user, so that two users never share access answers. */
-    char *body = kube_access_review_body(&s->user, &(kube_resource_attributes){"", "", "", "", ""});
+    char *body =
+        kube_access_review_body(&s->user, &(kube_resource_attributes){"", "", "", "", "", NULL});
     if (!body || auth_digest(body, strlen(body), s->digest) != 0) {
         free(body);
         subject_free(s);
@@ -191,7 +225,7 @@ void auth_token_answer_free(void *v)
 /* Why the apiserver refused a token, in terms the caller can act on: its
  * claims (read, not trusted) tell an expired token or a wrong audience
  * from an otherwise invalid one. */
-static void refusal_message(const http_auth *a, const char *token, const char *error, char *out,
+static void refusal_message(const char *audience, const char *token, const char *error, char *out,
                             size_t out_len)
 {
     kube_jwt_claims c;
@@ -204,11 +238,11 @@ static void refusal_message(const http_auth *a, const char *token, const char *e
         gmtime_r(&t, &tm);
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
         snprintf(out, out_len, "the token expired at %s (TokenReview: %s)", when, why);
-    } else if (jwt && !kube_jwt_has_audience(&c, a->audience)) {
+    } else if (jwt && audience && !kube_jwt_has_audience(&c, audience)) {
         snprintf(out, out_len,
                  "the token's audience is [%s], not \"%s\": use a ServiceAccount token requested "
                  "for audience \"%s\" (a projected token)",
-                 c.aud, a->audience, a->audience);
+                 c.aud, audience, audience);
     } else {
         snprintf(out, out_len, "the token is invalid (TokenReview: %s)", why);
     }
@@ -248,7 +282,12 @@ static void token_answer_of(auth_review *r, const kube_response *res, auth_token
         }
     } else {
         ans->code = RPC_UNAUTHENTICATED;
-        refusal_message(a, r->token, tr.error, ans->message, sizeof ans->message);
+        refusal_message(r->apiserver_audience ? NULL : a->audience, r->token, tr.error,
+                        ans->message, sizeof ans->message);
+        if (r->apiserver_audience)
+            snprintf(ans->message + strlen(ans->message),
+                     sizeof ans->message - strlen(ans->message),
+                     "; /metrics takes a ServiceAccount token for the apiserver's own audience");
     }
     kube_token_review_clear(&tr);
     count_review("TokenReview", ans->code == RPC_OK ? "authenticated" : "unauthenticated");
@@ -256,7 +295,7 @@ static void token_answer_of(auth_review *r, const kube_response *res, auth_token
     if (cached && until > now) {
         *cached = *ans;
         auth_subject_ref(cached->subject);
-        auth_cache_put(a->tokens, r->key, cached, until);
+        auth_cache_put(ans->code == RPC_OK ? a->tokens : a->refused, r->key, cached, now, until);
     } else {
         free(cached);
     }
@@ -299,8 +338,8 @@ static int review_start(auth_review *r, const char *path, char *body, kube_done_
 }
 
 int auth_review_token(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
-                      auth_token_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
-                      size_t message_len)
+                      bool apiserver_audience, const auth_asker *who, auth_token_cb cb,
+                      void (*drop)(void *ctx), void *ctx, char *message, size_t message_len)
 {
     auth_review *r = find_review(a, REVIEW_TOKEN, digest);
     if (r) {
@@ -309,11 +348,13 @@ int auth_review_token(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], const
         snprintf(message, message_len, "out of memory");
         return -1;
     }
-    r = review_new(a, REVIEW_TOKEN, digest, cb, NULL, drop, ctx, message, message_len);
+    r = review_new(a, REVIEW_TOKEN, digest, who, cb, NULL, drop, ctx, message, message_len);
     if (!r)
         return -1;
     r->token = strdup(token);
-    char *body = r->token ? kube_token_review_body(token, a->audience) : NULL;
+    r->apiserver_audience = apiserver_audience;
+    char *body =
+        r->token ? kube_token_review_body(token, apiserver_audience ? NULL : a->audience) : NULL;
     return review_start(r, KUBE_TOKENREVIEWS_PATH, body, token_done, message, message_len);
 }
 
@@ -343,7 +384,8 @@ static void access_answer_of(auth_review *r, const kube_response *res, auth_acce
     auth_access_answer *cached = malloc(sizeof *cached);
     if (cached) {
         *cached = *ans;
-        auth_cache_put(r->a->access, r->key, cached, mono_ms() + r->a->access_ttl_ms);
+        int64_t now = mono_ms();
+        auth_cache_put(r->a->access, r->key, cached, now, now + r->a->access_ttl_ms);
     }
 }
 
@@ -363,8 +405,8 @@ static void access_done(void *ctx, const kube_response *res)
 }
 
 int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question *q,
-                       auth_access_cb cb, void (*drop)(void *ctx), void *ctx, char *message,
-                       size_t message_len)
+                       const auth_asker *who, auth_access_cb cb, void (*drop)(void *ctx), void *ctx,
+                       char *message, size_t message_len)
 {
     uint8_t key[AUTH_DIGEST_LEN];
     auth_access_key(s, q, key);
@@ -375,14 +417,16 @@ int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question
         snprintf(message, message_len, "out of memory");
         return -1;
     }
-    r = review_new(a, REVIEW_ACCESS, key, NULL, cb, drop, ctx, message, message_len);
+    r = review_new(a, REVIEW_ACCESS, key, who, NULL, cb, drop, ctx, message, message_len);
     if (!r)
         return -1;
     r->subject = auth_subject_ref(s);
     snprintf(r->verb, sizeof r->verb, "%s", q->verb);
     snprintf(r->ns, sizeof r->ns, "%s", q->ns);
     snprintf(r->name, sizeof r->name, "%s", q->name);
-    kube_resource_attributes attrs = {r->verb, HTTP_AUTH_GROUP, HTTP_AUTH_RESOURCE, r->ns, r->name};
+    snprintf(r->path, sizeof r->path, "%s", q->path ? q->path : "");
+    kube_resource_attributes attrs = {r->verb, HTTP_AUTH_GROUP, HTTP_AUTH_RESOURCE,
+                                      r->ns,   r->name,         r->path};
     char *body = kube_access_review_body(&s->user, &attrs);
     return review_start(r, KUBE_SUBJECTACCESSREVIEWS_PATH, body, access_done, message, message_len);
 }

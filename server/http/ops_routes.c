@@ -2,10 +2,12 @@
  * /readyz, /metrics, / (the status page) and /leases (the status page's
  * data: a ListLeases as JSON), the last two calls to the engine (call.c).
  * They are answered on both listeners, even on connections over the
- * limits. /livez, /readyz and /metrics are never authenticated; /leases
- * is, as ListLeases is (auth.c); / is when the request carries
- * credentials, and without them it is the page without rows, whose script
- * reads /leases with the token the viewer gives it.
+ * limits. /livez and /readyz are never authenticated; /metrics is with
+ * --metrics-auth kubernetes (a token allowed get on the non-resource URL
+ * /metrics, the Kubernetes convention); /leases is, as ListLeases is
+ * (auth.c); / is when the request carries credentials, and without them it
+ * is the page without rows, whose script reads /leases with the token the
+ * viewer gives it.
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. /readyz takes s->mu to read s->stopping and ask the engine
@@ -36,8 +38,29 @@ static enum MHD_Result readyz(http_server *s, struct MHD_Connection *conn, http_
     return http_respond_text(conn, q, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, text);
 }
 
-static enum MHD_Result metrics(struct MHD_Connection *conn, http_req *q)
+/* A refusal of the status page or /metrics: "code: message" in text. */
+static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *q, const http_auth_denial *d)
 {
+    char text[600];
+    snprintf(text, sizeof text, "%s: %s\n", rpc_code_name(d->code), d->message);
+    return http_respond_text(conn, q, rpc_code_http_status(d->code), text);
+}
+
+/* The handler may run twice (auth.c). */
+static enum MHD_Result metrics(http_server *s, struct MHD_Connection *conn, http_req *q)
+{
+    if (http_auth_metrics(s->auth)) {
+        http_auth_action act = {.verb = "get", .path = "/metrics", .ns = "", .name = ""};
+        http_auth_denial d;
+        switch (http_auth_authorize(s, conn, q, &act, &d)) {
+        case HTTP_AUTH_WAIT:
+            return MHD_YES;
+        case HTTP_AUTH_DENIED:
+            return refuse(conn, q, &d);
+        case HTTP_AUTH_ALLOWED:
+            break;
+        }
+    }
     char *body = NULL;
     size_t len = 0;
     const char *ct = NULL;
@@ -81,11 +104,8 @@ static enum MHD_Result status_page(http_server *s, struct MHD_Connection *conn, 
     switch (authorize_list(s, conn, q, &d)) {
     case HTTP_AUTH_WAIT:
         return MHD_YES;
-    case HTTP_AUTH_DENIED: {
-        char text[600];
-        snprintf(text, sizeof text, "%s: %s\n", rpc_code_name(d.code), d.message);
-        return http_respond_text(conn, q, rpc_code_http_status(d.code), text);
-    }
+    case HTTP_AUTH_DENIED:
+        return refuse(conn, q, &d);
     case HTTP_AUTH_ALLOWED:
         break;
     }
@@ -135,7 +155,7 @@ enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http
     if (strcmp(url, "/readyz") == 0)
         return readyz(s, conn, q);
     if (strcmp(url, "/metrics") == 0)
-        return metrics(conn, q);
+        return metrics(s, conn, q);
     if (strcmp(url, "/leases") == 0)
         return leases(s, conn, q);
     return status_page(s, conn, q);

@@ -41,8 +41,15 @@ typedef struct http_auth_config {
     kube_client *kube; /* reviews go through it on that loop; not owned, must outlive the
                           server */
     /* Cache lifetimes in ms; 0: 60000 (tokens, never past their expiry),
-     * 5000 (refused tokens), 10000 (access answers). */
+     * 30000 (refused tokens), 10000 (access answers). */
     int token_ttl_ms, negative_ttl_ms, access_ttl_ms;
+    /* Reviews a second for callers not known yet, in all and from one
+     * address (--review-rate, --review-rate-per-ip); 0: no limit. Over
+     * them, a caller gets "unavailable" saying when to retry. */
+    unsigned review_rate, review_rate_per_ip;
+    /* /metrics (on both listeners) needs a bearer token allowed get on the
+     * non-resource URL /metrics (--metrics-auth kubernetes). */
+    bool metrics;
 } http_auth_config;
 
 typedef struct http_config {

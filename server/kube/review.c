@@ -217,14 +217,20 @@ char *kube_access_review_body(const kube_user *u, const kube_resource_attributes
     if (!j)
         return NULL;
     bool ok = add_user(spec, u);
-    cJSON *ra = ok ? cJSON_AddObjectToObject(spec, "resourceAttributes") : NULL;
-    ok = ra && cJSON_AddStringToObject(ra, "verb", a->verb) &&
-         cJSON_AddStringToObject(ra, "group", a->group) &&
-         cJSON_AddStringToObject(ra, "resource", a->resource);
-    if (ok && a->ns && a->ns[0])
-        ok = cJSON_AddStringToObject(ra, "namespace", a->ns) != NULL;
-    if (ok && a->name && a->name[0])
-        ok = cJSON_AddStringToObject(ra, "name", a->name) != NULL;
+    if (a->path && a->path[0]) {
+        cJSON *nra = ok ? cJSON_AddObjectToObject(spec, "nonResourceAttributes") : NULL;
+        ok = nra && cJSON_AddStringToObject(nra, "path", a->path) &&
+             cJSON_AddStringToObject(nra, "verb", a->verb);
+    } else {
+        cJSON *ra = ok ? cJSON_AddObjectToObject(spec, "resourceAttributes") : NULL;
+        ok = ra && cJSON_AddStringToObject(ra, "verb", a->verb) &&
+             cJSON_AddStringToObject(ra, "group", a->group) &&
+             cJSON_AddStringToObject(ra, "resource", a->resource);
+        if (ok && a->ns && a->ns[0])
+            ok = cJSON_AddStringToObject(ra, "namespace", a->ns) != NULL;
+        if (ok && a->name && a->name[0])
+            ok = cJSON_AddStringToObject(ra, "name", a->name) != NULL;
+    }
     char *s = print_and_delete(j, false);
     if (!ok) {
         free(s);

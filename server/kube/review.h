@@ -69,13 +69,16 @@ int kube_token_review_parse(const char *body, size_t len, kube_token_review *out
 void kube_token_review_clear(kube_token_review *r);
 
 /* What a SubjectAccessReview asks about (spec.resourceAttributes); ns "" is
- * the cluster scope, name "" every name. */
+ * the cluster scope, name "" every name. With path (not NULL or ""), it
+ * asks about that non-resource URL instead (spec.nonResourceAttributes:
+ * path and verb; group, resource, ns and name are not sent). */
 typedef struct kube_resource_attributes {
     const char *verb;
     const char *group;
     const char *resource;
     const char *ns;
     const char *name;
+    const char *path;
 } kube_resource_attributes;
 
 /* The body of a SubjectAccessReview of u for a. malloc'd, NULL when out of

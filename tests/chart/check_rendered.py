@@ -61,9 +61,35 @@ def arg_value(args, flag):
     return None
 
 
-def is_auth(obj):
+def is_review(obj):
     """The review ClusterRole or its binding (auth.mode kubernetes)."""
     return obj["kind"] in ("ClusterRole", "ClusterRoleBinding") and obj["metadata"]["name"].endswith("-auth")
+
+
+def is_metrics_reader(obj):
+    """The ClusterRole a Prometheus needs, or its binding (auth.metrics kubernetes)."""
+    return (obj["kind"] in ("ClusterRole", "ClusterRoleBinding")
+            and obj["metadata"]["name"].endswith("-metrics-reader"))
+
+
+def is_auth(obj):
+    """An object of the authorization's RBAC (checked apart from the Leases')."""
+    return is_review(obj) or is_metrics_reader(obj)
+
+
+def check_metrics_auth(docs, mode, args):
+    """--metrics-auth and its ClusterRole: kubernetes (the default with
+    --auth kubernetes) renders get on /metrics and nothing else; none
+    renders no such object."""
+    metrics = arg_value(args, "--metrics-auth")
+    expect(metrics == ("kubernetes" if mode == "kubernetes" else "none") or
+           (mode == "kubernetes" and metrics == "none"), f"--metrics-auth is {metrics!r} with --auth {mode}")
+    roles = [d for d in of_kind(docs, "ClusterRole") if is_metrics_reader(d)]
+    if metrics == "none":
+        expect(not roles, "--metrics-auth none renders the metrics-reader ClusterRole")
+        return
+    expect(len(roles) == 1 and roles[0]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+           f"metrics-reader ClusterRole: {roles}")
 
 
 def check_auth(docs, ns, sa, args):
@@ -72,8 +98,8 @@ def check_auth(docs, ns, sa, args):
     in none mode no such object."""
     mode = arg_value(args, "--auth")
     expect(mode in ("kubernetes", "none"), f"--auth is {mode!r}")
-    roles = [d for d in of_kind(docs, "ClusterRole") if is_auth(d)]
-    bindings = [d for d in of_kind(docs, "ClusterRoleBinding") if is_auth(d)]
+    roles = [d for d in of_kind(docs, "ClusterRole") if is_review(d)]
+    bindings = [d for d in of_kind(docs, "ClusterRoleBinding") if is_review(d)]
     if mode == "none":
         expect(not roles and not bindings, "auth.mode none renders the review ClusterRole")
         expect(arg_value(args, "--token-audience") is None, "--token-audience without --auth kubernetes")
@@ -194,7 +220,7 @@ def check_common(docs, ns):
 
     # RBAC: only the Lease verbs (besides the review role, checked apart);
     # bindings point at the chart's ServiceAccount.
-    check_auth(docs, ns, sa["metadata"]["name"], args)
+    check_metrics_auth(docs, check_auth(docs, ns, sa["metadata"]["name"], args), args)
     docs = [d for d in docs if not is_auth(d)]
     roles = of_kind(docs, "Role") + of_kind(docs, "ClusterRole")
     expect(roles, "no Role or ClusterRole")
@@ -286,8 +312,9 @@ def main():
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
                                 "PodDisruptionBudget", "Secret", "ClusterRole",
-                                "ClusterRoleBinding"]),
+                                "ClusterRoleBinding", "ClusterRole"]),
                f"objects rendered: {kinds}")
+        expect(arg_value(args, "--metrics-auth") == "kubernetes", "/metrics is not authorized by default")
         expect(arg_value(args, "--auth") == "kubernetes", "authorization is not on by default")
         expect(arg_value(args, "--token-audience") == "kubelease", "--token-audience is not kubelease")
         expect(arg_value(args, "--identity-policy") == "any", "--identity-policy is not any")
@@ -332,6 +359,20 @@ def main():
         expect(len(ep) == 1 and ep[0]["port"] == "ops" and ep[0]["path"] == "/metrics",
                f"ServiceMonitor endpoints {ep}")
         expect(s["metadata"]["labels"].get("release") == "prometheus", "serviceMonitor.labels not applied")
+        expect(ep[0].get("bearerTokenFile") == "/var/run/secrets/kubernetes.io/serviceaccount/token",
+               f"the ServiceMonitor sends no token: {ep[0]}")
+    elif case == "metricsreader":
+        ep = one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+        expect(ep.get("authorization") == {"type": "Bearer", "credentials": {"name": "prom-token", "key": "t"}}
+               and "bearerTokenFile" not in ep, f"ServiceMonitor authorization: {ep}")
+        b = [d for d in of_kind(docs, "ClusterRoleBinding") if is_metrics_reader(d)]
+        expect(len(b) == 1 and b[0]["subjects"] == [
+            {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}]
+               and b[0]["roleRef"]["name"].endswith("-metrics-reader"), f"metrics-reader binding: {b}")
+    elif case == "metricsnone":
+        expect(arg_value(args, "--metrics-auth") == "none", "auth.metrics none not passed")
+        ep = one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+        expect("bearerTokenFile" not in ep and "authorization" not in ep, f"a token for open metrics: {ep}")
     elif case == "tls":
         expect(arg_value(args, "--tls-cert-file") == "/etc/kubelease/tls/tls.crt"
                and arg_value(args, "--tls-key-file") == "/etc/kubelease/tls/tls.key",

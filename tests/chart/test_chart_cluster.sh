@@ -163,6 +163,8 @@ check_review_rights() {
   deny "" list subjectaccessreviews authorization.k8s.io
   deny "$RELNS" create localsubjectaccessreviews authorization.k8s.io
   kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL-auth"; kexpect 200
+  # and the ClusterRole a Prometheus needs for /metrics (auth.metrics kubernetes)
+  kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL-metrics-reader"; kexpect 200
 }
 
 note "SubjectAccessReviews (namespaced mode)"
@@ -245,5 +247,6 @@ helm_admin uninstall "$REL" --namespace "$RELNS" >/dev/null 2>&1 || fail "helm u
 installed=
 kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL"; kexpect 404
 kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL-auth"; kexpect 404
+kapi GET "/apis/rbac.authorization.k8s.io/v1/clusterroles/$RELNS-$FULL-metrics-reader"; kexpect 404
 
 echo "PASS: chart objects accepted by the apiserver; RBAC grants exactly the Lease verbs and the reviews"

@@ -75,6 +75,21 @@ extraEnv:
 podAntiAffinity: hard
 V
 
+cat >"$work/values/metricsreader.yaml" <<'V'
+serviceMonitor:
+  enabled: true
+  authorizationSecret: prom-token
+  authorizationKey: t
+metricsReader:
+  serviceAccounts: [{name: prometheus-k8s, namespace: monitoring}]
+V
+cat >"$work/values/metricsnone.yaml" <<'V'
+auth:
+  metrics: none
+serviceMonitor:
+  enabled: true
+V
+
 cat >"$work/values/podlabels.yaml" <<'V'
 podLabelKeys: ["example.com/store-role", "app/leader"]
 V
@@ -86,7 +101,7 @@ rbac:
   namespaces: [team-a, team-b]
 V
 
-for case in defaults namespaced cluster single servicemonitor tls authnone authpod podlabels events custom; do
+for case in defaults namespaced cluster single servicemonitor tls authnone authpod podlabels events custom metricsreader metricsnone; do
   vf=$work/values/$case.yaml
   note "case $case: lint --strict"
   "$HELM" lint --strict "$CHART" -f "$vf" >"$work/lint-$case.log" 2>&1 ||
@@ -110,6 +125,13 @@ sed 's/verbs: \["create"\]/verbs: ["create", "get"]/' "$work/defaults.yaml" >"$w
 cmp -s "$work/defaults.yaml" "$work/wide-auth.yaml" && fail "could not make a wider review role to check the checker"
 if python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" defaults "$NS" "$work/wide-auth.yaml" 2>/dev/null; then
   fail "the checker accepted a review ClusterRole that grants more than create"
+fi
+
+# Nor one whose metrics-reader ClusterRole grants more than get on /metrics.
+sed 's|nonResourceURLs: \["/metrics"\]|nonResourceURLs: ["/metrics", "/debug/*"]|' "$work/defaults.yaml" >"$work/wide-metrics.yaml"
+cmp -s "$work/defaults.yaml" "$work/wide-metrics.yaml" && fail "could not make a wider metrics-reader role to check the checker"
+if python3 "$(dirname "${BASH_SOURCE[0]}")/check_rendered.py" defaults "$NS" "$work/wide-metrics.yaml" 2>/dev/null; then
+  fail "the checker accepted a metrics-reader ClusterRole that grants more than get on /metrics"
 fi
 
 # The README's words on RBAC are what the chart grants, in both RBAC modes;
@@ -154,6 +176,8 @@ reject 'an unknown identity policy' 'identityPolicy' --set auth.identityPolicy=u
 reject 'an identity policy without authorization' 'identityPolicy' --set auth.mode=none --set auth.identityPolicy=pod
 reject 'an empty token audience' 'tokenAudience' --set auth.tokenAudience=
 reject 'a pod label key that is no label key' 'podLabelKeys' --set 'podLabelKeys[0]=Bad Key'
+reject 'authorized metrics without authorization' 'auth.metrics kubernetes needs auth.mode kubernetes' --set auth.mode=none --set auth.metrics=kubernetes
+reject 'an unknown metrics mode' 'metrics' --set auth.metrics=open
 "$HELM" lint --strict "$CHART" --set replicaCount=two >/dev/null 2>&1 && fail "helm lint accepted replicaCount=two"
 
 echo "PASS: chart lints, renders the matrix and rejects bad values"

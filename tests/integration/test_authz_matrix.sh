@@ -117,7 +117,7 @@ pass "ServiceAccounts, Roles and tokens ready"
 
 # ---- kubeleased and a leader ------------------------------------------------------
 OPS_PORT=0
-ops_start matrix --kubeconfig "$KL_SA_KUBECONFIG" --log-level debug
+ops_start matrix --kubeconfig "$KL_SA_KUBECONFIG" --log-level debug --metrics-auth none
 ops_wait 20 bash -c "[[ \$(curl -s '$OPS_URL/readyz') == ok ]]" || fail "kubeleased never ready"
 grep -q 'event=started .*auth=kubernetes' "$OPS_LOG" || fail "kubeleased does not authorize by default"
 # Renewals a minute apart: renewTime stays put while the matrix runs.

@@ -36,7 +36,7 @@ sys.exit(not any(e["message"] == sys.argv[1] for e in json.load(sys.stdin)["item
 }
 
 # ---- with --events -------------------------------------------------------------
-ops_start events --kubeconfig "$KL_SA_KUBECONFIG" --events
+ops_start events --kubeconfig "$KL_SA_KUBECONFIG" --events --metrics-auth none
 lease=events-$id
 ops_replica r1 "$lease" --namespace "$ns" --resign-after 1
 ops_wait 30 has_event "$lease" "r1 became leader (epoch 2)" ||

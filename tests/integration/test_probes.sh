@@ -52,7 +52,7 @@ trap restore_apiserver EXIT
 ns=$KL_TEST_NAMESPACE
 lease=probes-$RANDOM$RANDOM
 OPS_PORT=0
-ops_start kube --kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig" --log-level debug
+ops_start kube --kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig" --log-level debug --metrics-auth none
 ops_wait 20 bash -c "[[ \$(curl -s '$OPS_URL/readyz') == ok ]]" || fail "/readyz never became ok"
 pass "/readyz ok against the apiserver"
 

@@ -81,7 +81,7 @@ OPS_PORT=0
 ops_start off "${kube[@]}"
 OFF_URL=$OPS_URL
 OPS_PORT=0
-ops_start main "${kube[@]}" --pod-label-keys "$key"
+ops_start main "${kube[@]}" --pod-label-keys "$key" --metrics-auth none
 MAIN_URL=$OPS_URL MAIN_LOG=$OPS_LOG
 OPS_PORT=0
 ops_start noauth "${kube[@]}" --auth none --pod-label-keys "$key"

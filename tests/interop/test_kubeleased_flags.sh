@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
   max-body-bytes max-header-bytes ops-listen read-timeout-s max-leases allow-token-over-http auth token-audience \
-  identity-policy term-key-file tls-cert-file tls-key-file; do
+  identity-policy term-key-file tls-cert-file tls-key-file review-rate review-rate-per-ip metrics-auth; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
   grep -q "env: $env" "$KL_TMP/help" || fail "--help does not name $env"
@@ -44,6 +44,10 @@ WANT='--auth: "basic" is not kubernetes or none' bad "$KUBELEASED" --dev --auth 
 WANT='--auth kubernetes needs a cluster' bad "$KUBELEASED" --dev --auth kubernetes
 WANT='--identity-policy: "user"' bad "$KUBELEASED" --identity-policy user
 WANT='--identity-policy pod needs --auth kubernetes' bad "$KUBELEASED" --dev --identity-policy pod
+WANT='--review-rate: "-1"' bad "$KUBELEASED" --dev --review-rate -1
+WANT='--review-rate-per-ip: "lots"' bad "$KUBELEASED" --dev --review-rate-per-ip lots
+WANT='--metrics-auth: "open" is not kubernetes or none' bad "$KUBELEASED" --metrics-auth open
+WANT='--metrics-auth kubernetes needs --auth kubernetes' bad "$KUBELEASED" --dev --metrics-auth kubernetes
 WANT='--term-key-file: cannot read /nonexistent/key' bad "$KUBELEASED" --dev --term-key-file /nonexistent/key
 printf 'too short\n' >"$KL_TMP/short.key"
 WANT='holds 9 bytes; the key must be 32 to 4096' bad "$KUBELEASED" --dev --term-key-file "$KL_TMP/short.key"

@@ -128,7 +128,7 @@ klease=metrics-$RANDOM$RANDOM
 KUBELEASE_TOKEN_FILE=$(. "$KUBELEASE_TEST_ENV/env" && echo "$KL_REPLICA_TOKEN_FILE")
 export KUBELEASE_TOKEN_FILE
 OPS_PORT=0
-ops_start kube --kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig"
+ops_start kube --kubeconfig "$KUBELEASE_TEST_ENV/sa.kubeconfig" --metrics-auth none
 ops_replica k1 "$klease" --namespace "$ns" "${fast[@]}"
 ops_wait 20 grep -q ' LEADER ' "$OPS_TMP/k1.out" || fail "replica k1 was not elected through the apiserver"
 # At least one renewal (an update) after the create.

@@ -8,7 +8,8 @@
  * Tokens: "tok-NAME" is the ServiceAccount team:NAME (uid "uid-NAME");
  * "pod-NAME-POD" is team:NAME with a pod-bound token of pod POD. Anything
  * else is refused ("invalid bearer token"). Grants: "USER VERB NS" lines,
- * NS "*" for every namespace including the cluster scope. */
+ * NS "*" for every namespace including the cluster scope, or "USER VERB
+ * /PATH" for a non-resource URL ("*" does not grant those). */
 #ifndef KL_TEST_FAKE_REVIEWS_H
 #define KL_TEST_FAKE_REVIEWS_H
 
@@ -138,9 +139,13 @@ static void fake_access_review(fake_apiserver *s, int fd, const cJSON *req)
     const char *ns = fake_str(spec, "resourceAttributes", "namespace");
     const char *group = fake_str(spec, "resourceAttributes", "group");
     const char *resource = fake_str(spec, "resourceAttributes", "resource");
+    /* A non-resource URL: granted by "USER VERB /path" lines only. */
+    const char *path = fake_str(spec, "nonResourceAttributes", "path");
+    if (path[0])
+        verb = fake_str(spec, "nonResourceAttributes", "verb");
     char want[200];
     snprintf(want, sizeof want, "%s %s %s", cJSON_IsString(user) ? user->valuestring : "", verb,
-             ns);
+             path[0] ? path : ns);
     int allowed = 0;
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < s->n_grants; i++) {
@@ -148,12 +153,12 @@ static void fake_access_review(fake_apiserver *s, int fd, const cJSON *req)
         if (sscanf(s->grants[i], "%127s %31s %63s", u, v, n) != 3)
             continue;
         char g[200];
-        snprintf(g, sizeof g, "%s %s %s", u, v, strcmp(n, "*") == 0 ? ns : n);
+        snprintf(g, sizeof g, "%s %s %s", u, v, strcmp(n, "*") == 0 && !path[0] ? ns : n);
         if (strcmp(g, want) == 0)
             allowed = 1;
     }
     pthread_mutex_unlock(&s->mu);
-    if (strcmp(group, "kubelease.io") != 0 || strcmp(resource, "elections") != 0)
+    if (!path[0] && (strcmp(group, "kubelease.io") != 0 || strcmp(resource, "elections") != 0))
         allowed = 0;
     fake_send(fd, 201,
               allowed ? "{\"kind\":\"SubjectAccessReview\",\"status\":{\"allowed\":true,"

@@ -7,8 +7,11 @@
  * calls share one review, an apiserver that cannot answer means
  * unavailable (and nothing is cached), the identity policies bind
  * identities to ServiceAccounts and pods, ListLeases and the status page
- * show only the namespaces the caller may list, and a review in flight at
- * shutdown ends the call cleanly. */
+ * show only the namespaces the caller may list, a review in flight at
+ * shutdown ends the call cleanly, a flood of fresh bogus tokens from one
+ * address costs its --review-rate-per-ip while a known caller is served,
+ * and with --metrics-auth kubernetes /metrics answers 401, 403 or 200 by
+ * token on both listeners. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,7 +49,7 @@ typedef struct fixture {
     kube_client *kube;
     pthread_t tid;
     http_server *srv;
-    char base[64];
+    char base[64], ops[64];
     pthread_t streams[MAX_STREAMS];
     int n_streams;
 } fixture;
@@ -57,7 +60,9 @@ static void *run_engine(void *arg)
     return NULL;
 }
 
-static int answer_ttl_ms; /* 0: the defaults */
+static int answer_ttl_ms;    /* 0: the defaults */
+static unsigned rate_per_ip; /* --review-rate-per-ip; 0: no limit */
+static bool metrics_auth;    /* --metrics-auth kubernetes, and an ops listener */
 
 static int setup_policy(void **state, http_identity_policy policy)
 {
@@ -78,17 +83,21 @@ static int setup_policy(void **state, http_identity_policy policy)
     f->e = engine_new(&ec);
     pthread_create(&f->tid, NULL, run_engine, f->e);
     http_config hc = {.listen = "127.0.0.1:0",
+                      .ops_listen = metrics_auth ? "127.0.0.1:0" : NULL,
                       .engine = f->e,
                       .auth = {.mode = HTTP_AUTH_KUBERNETES,
                                .identity_policy = policy,
                                .loop = f->l,
                                .kube = f->kube,
                                .token_ttl_ms = answer_ttl_ms,
-                               .access_ttl_ms = answer_ttl_ms}};
+                               .access_ttl_ms = answer_ttl_ms,
+                               .review_rate_per_ip = rate_per_ip,
+                               .metrics = metrics_auth}};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);
     snprintf(f->base, sizeof f->base, "http://127.0.0.1:%u", (unsigned)http_server_port(f->srv));
+    snprintf(f->ops, sizeof f->ops, "http://127.0.0.1:%u", (unsigned)http_server_ops_port(f->srv));
     /* alice may do everything everywhere; bob may get in team; carol may
      * list in team only. */
     fake_grant(&f->api, "system:serviceaccount:team:alice campaign *");
@@ -113,6 +122,24 @@ static int setup_short_ttl(void **state)
     answer_ttl_ms = 2000;
     int rc = setup_policy(state, HTTP_IDENTITY_ANY);
     answer_ttl_ms = 0;
+    return rc;
+}
+
+/* At most 5 reviews a second from one address (bursts of 10). */
+static int setup_rate(void **state)
+{
+    rate_per_ip = 5;
+    int rc = setup_policy(state, HTTP_IDENTITY_ANY);
+    rate_per_ip = 0;
+    return rc;
+}
+
+/* /metrics authorized, on both listeners. */
+static int setup_metrics(void **state)
+{
+    metrics_auth = true;
+    int rc = setup_policy(state, HTTP_IDENTITY_ANY);
+    metrics_auth = false;
     return rc;
 }
 
@@ -409,6 +436,82 @@ static void test_auth_answers_are_refreshed_before_they_expire(void **state)
     assert_non_null(strstr(b.data, "cannot get resource"));
 }
 
+/* A flood of fresh bogus tokens from one address costs the apiserver its
+ * --review-rate-per-ip and no more; the flood is told to slow down; a
+ * caller already known keeps being answered from the cache (refused
+ * tokens have a cache of their own and never evict it). */
+static void test_auth_bogus_token_flood_is_bounded_by_the_rate(void **state)
+{
+    fixture *f = *state;
+    body b;
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    expect_reviews(f, 1, 1);
+    int64_t t0 = mono_ms();
+    enum { FLOOD = 300 };
+    int refused = 0, limited = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        char tok[32];
+        snprintf(tok, sizeof tok, "bogus-%d", i);
+        long st = rpc(f, "GetHolder", GET_X, tok, &b);
+        if (st == 401) {
+            refused++;
+        } else {
+            assert_int_equal(st, 503);
+            assert_non_null(strstr(b.data, "\"unavailable\""));
+            assert_non_null(strstr(b.data, "over --review-rate-per-ip, 5 reviews a second"));
+            assert_non_null(strstr(b.data, "retry in"));
+            limited++;
+        }
+        if (i % 10 == 0)
+            assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    }
+    double s = (double)(mono_ms() - t0) / 1000;
+    int tr, ar;
+    fake_counts(&f->api, &tr, &ar, NULL);
+    printf("%d fresh bogus tokens in %.2f s: %d TokenReviews (%d refused, %d told to retry)\n",
+           FLOOD, s, tr - 1, refused, limited);
+    assert_true(tr - 1 <= 10 + 5 * s + 1);
+    assert_int_equal(refused, tr - 1);
+    assert_int_equal(ar, 1);
+    /* The same bad token again is answered from the refused tokens' cache. */
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "bogus-0", &b), 401);
+    expect_reviews(f, tr, 1);
+}
+
+/* --metrics-auth kubernetes: /metrics needs a token allowed get on the
+ * non-resource URL /metrics, on both listeners (401 without a token or
+ * with a bad one, 403 when not allowed, 200 when allowed, then cached);
+ * the probes stay open. */
+static void test_auth_metrics_need_a_token_allowed_get_on_metrics(void **state)
+{
+    fixture *f = *state;
+    body b;
+    fake_grant(&f->api, "system:serviceaccount:team:prom get /metrics");
+    const char *bases[] = {f->base, f->ops};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(http(bases[i], "/livez", NULL, NULL, NULL, 0, &b), 200);
+        assert_int_equal(http(bases[i], "/readyz", NULL, NULL, NULL, 0, &b), 200);
+        assert_int_equal(http(bases[i], "/metrics", NULL, NULL, NULL, 0, &b), 401);
+        assert_non_null(strstr(b.data, "unauthenticated: no credentials"));
+        assert_non_null(strstr(b.data, "allowed get on /metrics"));
+        assert_int_equal(http(bases[i], "/metrics", NULL, "nobody-knows-me", NULL, 0, &b), 401);
+        assert_non_null(strstr(b.data, "the token is invalid"));
+        /* alice may do everything to elections, nothing to /metrics. */
+        assert_int_equal(http(bases[i], "/metrics", NULL, "tok-alice", NULL, 0, &b), 403);
+        assert_non_null(strstr(b.data, "permission_denied: forbidden: User "
+                                       "\"system:serviceaccount:team:alice\" cannot get path "
+                                       "\"/metrics\""));
+        assert_int_equal(http(bases[i], "/metrics", NULL, "tok-prom", NULL, 0, &b), 200);
+        assert_non_null(strstr(b.data, "kubelease_auth_reviews_total"));
+    }
+    /* One review of each kind per caller, both listeners together. */
+    expect_reviews(f, 3, 2);
+    /* A token reviewed for /metrics (the apiserver's audience) is another
+     * question than the same token for RPCs (kubeleased's audience). */
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-alice", &b), 404);
+    expect_reviews(f, 4, 3);
+}
+
 static void test_auth_serviceaccount_identity_policy(void **state)
 {
     fixture *f = *state;
@@ -701,6 +804,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_auth_fails_closed_when_the_apiserver_cannot_answer,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_bogus_token_flood_is_bounded_by_the_rate,
+                                        setup_rate, teardown),
+        cmocka_unit_test_setup_teardown(test_auth_metrics_need_a_token_allowed_get_on_metrics,
+                                        setup_metrics, teardown),
         cmocka_unit_test_setup_teardown(test_auth_serviceaccount_identity_policy, setup_sa,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_auth_pod_identity_policy, setup_pod, teardown),

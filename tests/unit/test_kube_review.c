@@ -74,7 +74,8 @@ static void test_kube_token_review_parse_authenticated_user(void **state)
     assert_string_equal(sa, "payments:kv");
 
     /* An access review asks about exactly that user. */
-    kube_resource_attributes a = {"campaign", "kubelease.io", "elections", "payments", "kv-master"};
+    kube_resource_attributes a = {"campaign", "kubelease.io", "elections",
+                                  "payments", "kv-master",    NULL};
     char *body = kube_access_review_body(&r.user, &a);
     cJSON *j = cJSON_Parse(body);
     assert_string_equal(str_at(j, "kind", NULL, NULL), "SubjectAccessReview");
@@ -93,11 +94,23 @@ static void test_kube_token_review_parse_authenticated_user(void **state)
     free(body);
 
     /* The cluster scope and every name: no namespace, no name. */
-    kube_resource_attributes all = {"list", "kubelease.io", "elections", "", ""};
+    kube_resource_attributes all = {"list", "kubelease.io", "elections", "", "", NULL};
     body = kube_access_review_body(&r.user, &all);
     j = cJSON_Parse(body);
     assert_null(str_at(j, "spec", "resourceAttributes", "namespace"));
     assert_null(str_at(j, "spec", "resourceAttributes", "name"));
+    cJSON_Delete(j);
+    free(body);
+
+    /* A non-resource URL (/metrics, as kube-rbac-proxy asks): path and verb
+     * only, no resource attributes. */
+    kube_resource_attributes url = {"get", "kubelease.io", "elections", "ns", "n", "/metrics"};
+    body = kube_access_review_body(&r.user, &url);
+    j = cJSON_Parse(body);
+    assert_string_equal(str_at(j, "spec", "nonResourceAttributes", "path"), "/metrics");
+    assert_string_equal(str_at(j, "spec", "nonResourceAttributes", "verb"), "get");
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "spec"), "resourceAttributes"));
+    assert_string_equal(str_at(j, "spec", "user", NULL), "system:serviceaccount:payments:kv");
     cJSON_Delete(j);
     free(body);
     kube_token_review_clear(&r);

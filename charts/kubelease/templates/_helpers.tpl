@@ -97,6 +97,21 @@ access (auth.mode kubernetes).
 {{- end }}
 
 {{/*
+The ClusterRole a Prometheus needs to scrape /metrics (auth.metrics
+kubernetes): get on the non-resource URL /metrics.
+*/}}
+{{- define "kubelease.metricsReaderName" -}}
+{{- printf "%s-%s-metrics-reader" .Release.Namespace (include "kubelease.fullname" .) | trunc 253 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+--metrics-auth: auth.metrics, or kubernetes with auth.mode kubernetes.
+*/}}
+{{- define "kubelease.metricsAuth" -}}
+{{- if .Values.auth.metrics }}{{ .Values.auth.metrics }}{{ else if eq .Values.auth.mode "kubernetes" }}kubernetes{{ else }}none{{ end }}
+{{- end }}
+
+{{/*
 The Service's in-cluster URL: what replicas set as KUBELEASE_ENDPOINT.
 */}}
 {{- define "kubelease.endpoint" -}}
