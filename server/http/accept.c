@@ -510,6 +510,11 @@ static int64_t waiting_sweep(http_acceptor *a, int64_t now)
             if (!w || w->fd < 0)
                 continue;
             first_bytes fb = first_request(a, w->fd, why, sizeof why);
+            bool hup = evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+            if (hup && (fb == FIRST_NONE || fb == FIRST_PARTIAL)) {
+                drop(a, unwait(a, w), NULL); /* it left before its head was whole */
+                continue;
+            }
             if (fb == FIRST_NONE || fb == FIRST_PARTIAL)
                 continue; /* edge-triggered: woken again by the next bytes */
             classed(a, unwait(a, w), fb, why);

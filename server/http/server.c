@@ -40,9 +40,10 @@
 #define OPS_MAX_CONNECTIONS 64
 #define OPS_MAX_PER_IP      16
 #define OPS_IDLE_TIMEOUT_S  15
-/* Connections waiting for their request head in an acceptor, at most:
- * on --listen as many as may be served, on --ops-listen this. */
-#define OPS_MAX_WAITING 1024
+/* Connections waiting for their request head in an acceptor, at most (a
+ * descriptor and a few bytes each): on --ops-listen this, on --listen this
+ * or as many as may be served, whichever is more. */
+#define WAITING_MAX 1024
 
 /* libmicrohttpd's memory pool per connection: the request head is read
  * into it (a head that does not fit is answered 431 and the connection
@@ -399,7 +400,7 @@ static int main_start(http_server *s, const http_config *cfg, const struct socka
         .threads = cfg->threads ? cfg->threads : DEFAULT_THREADS,
         .max = hard_max,
         .urgent_room = hard_max / 4, /* the room daemon_start gives libmicrohttpd */
-        .max_waiting = hard_max,
+        .max_waiting = hard_max > WAITING_MAX ? hard_max : WAITING_MAX,
         .max_per_ip = cfg->max_per_ip,
         .first_timeout_ms = first_timeout_ms(cfg),
         .max_head = cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HEADER,
@@ -454,7 +455,7 @@ static int ops_start(http_server *s, const http_config *cfg, const struct sockad
         .listen_fd = fd,
         .threads = 1,
         .max = OPS_MAX_CONNECTIONS,
-        .max_waiting = OPS_MAX_WAITING,
+        .max_waiting = WAITING_MAX,
         .max_per_ip = OPS_MAX_PER_IP,
         .first_timeout_ms = first_timeout_ms(cfg),
         .max_head = OPS_CONNECTION_MEMORY / 2, /* and as much for the answer */
