@@ -137,7 +137,7 @@ static void test_value_with_the_term_and_proclaimed(void **state)
     assert_true(heard_value(&h, "10.0.0.1:6379", epoch));
 
     assert_int_equal(kl_proclaim(a, h_ns, "cv-value", "10.0.0.2:6379", 13, &err), KL_OK);
-    value_is(obs, "cv-value", "10.0.0.2:6379");           /* written when answered */
+    value_is(obs, "cv-value", "10.0.0.2:6379"); /* written when answered */
     assert_true(heard_value(&h, "10.0.0.2:6379", epoch)); /* the same term */
     pthread_mutex_lock(&h.mu);
     int plain = h.plain, ex = h.ex;
