@@ -89,6 +89,8 @@
 /* The longest wait for a batch to start before the next is handed over. */
 #define BATCH_WAIT_MS 50
 #define PEER_BUCKETS  256
+/* The most of a refused request read before its answer. */
+#define DRAIN_MAX 65536
 
 /* The connections waiting here from one address. */
 typedef struct apeer {
@@ -297,15 +299,17 @@ static void drop(http_acceptor *a, int fd, const char *reason)
     atomic_fetch_sub(&a->open, 1);
 }
 
-/* Answers status with text and closes fd. What it sent is read first, so
- * that the close does not reset the connection before the answer is read.
- * Best effort: the socket is non-blocking and a full one gets nothing. */
+/* Answers status with text and closes fd. What it sent is read first (up
+ * to DRAIN_MAX, so that a peer that keeps sending cannot hold this thread),
+ * so that the close does not reset the connection before the answer is
+ * read. Best effort: the socket is non-blocking and a full one gets
+ * nothing. */
 static void answer(http_acceptor *a, int fd, int status, const char *phrase, const char *text,
                    const char *reason)
 {
     char drain[4096];
-    while (recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0)
-        ;
+    for (size_t n = 0; n < DRAIN_MAX && recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0;)
+        n += sizeof drain;
     char msg[512];
     int n = snprintf(msg, sizeof msg,
                      "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: text/plain; "
