@@ -220,7 +220,7 @@ for s in "${settings[@]}"; do
         t=kl-$e-$tag
         args=(--kubeconfig "$KL_SA_KUBECONFIG" --auth "$auth" --term-key-file "$logs/term.key"
             --listen 127.0.0.1:0 --port-file "$logs/$t.port"
-            --max-connections $((e * (2 + per) + 256)))
+            --max-connections $((e * (2 + per) + 256)) --max-per-ip 0) # all from 127.0.0.1
         "$server" "${args[@]}" 2>"$logs/$t.log" &
         spid=$!
         pids+=("$spid")

@@ -118,8 +118,10 @@ for s in "${settings[@]}"; do
     tag=${s//\//-}
     tag=${tag//@/-g}
     rm -f "$logs/port-$tag"
+    # Every client connects from 127.0.0.1: no per-address limit.
     "$server" --dev --listen 127.0.0.1:0 --port-file "$logs/port-$tag" \
-        --max-connections $((elections * 2 + watchers + 256)) 2>"$logs/kubeleased-$tag.log" &
+        --max-connections $((elections * 2 + watchers + 256)) --max-per-ip 0 \
+        2>"$logs/kubeleased-$tag.log" &
     spid=$!
     for _ in $(seq 100); do
         [ -s "$logs/port-$tag" ] && break

@@ -48,9 +48,15 @@ static const flag flags[] = {
     {"max-connections", FLAG_LONG, OPT(max_connections), 1, 1000000, "N", "1024",
      "most simultaneous client connections; RPCs on connections over it are refused with "
      "resource_exhausted (probes and metrics are still answered)"},
-    {"max-per-ip", FLAG_LONG, OPT(max_per_ip), 0, 1000000, "N", "0",
+    {"max-per-ip", FLAG_LONG, OPT(max_per_ip), 0, 1000000, "N", "256",
      "most simultaneous connections from one IP address (0: no limit); RPCs over it are "
-     "refused as for --max-connections"},
+     "refused as for --max-connections (Confirms and Resigns are served), and no more than "
+     "this wait for their first request. Behind node-level SNAT every client of a node "
+     "shares one address: raise it above the connections of a node's clients"},
+    {"first-request-timeout-s", FLAG_LONG, OPT(first_request_timeout_s), 1, 3600, "N", "3",
+     "seconds a new connection has to send its first request (head within this of its "
+     "accept, the whole request within this of its start; at most --read-timeout-s); "
+     "connections that send nothing are closed before they can hold a slot"},
     {"max-body-bytes", FLAG_LONG, OPT(max_body_bytes), 64, 1048576, "N", "4096",
      "largest request body accepted (larger: resource_exhausted)"},
     {"max-header-bytes", FLAG_LONG, OPT(max_header_bytes), 1024, 1048576, "N", "3072",
@@ -242,10 +248,11 @@ void flags_defaults(options *o)
     *o = (options){.listen = "0.0.0.0:8080",
                    .log_level = "info",
                    .max_connections = 1024,
-                   .max_per_ip = 0,
+                   .max_per_ip = 256,
                    .max_body_bytes = 4096,
                    .max_header_bytes = 3072,
                    .read_timeout_s = 10,
+                   .first_request_timeout_s = 3,
                    .max_grant_ms = 0,
                    .max_leases = 10000,
                    .token_audience = "kubelease",

@@ -26,6 +26,7 @@ typedef struct options {
     long max_body_bytes;
     long max_header_bytes;
     long read_timeout_s;
+    long first_request_timeout_s;
     long max_grant_ms;
     long max_leases;
     const char *auth;

@@ -239,6 +239,7 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .max_body_bytes = (size_t)o->max_body_bytes,
                  .max_header_bytes = (size_t)o->max_header_bytes,
                  .read_timeout_ms = (unsigned)o->read_timeout_s * 1000,
+                 .first_request_timeout_ms = (unsigned)o->first_request_timeout_s * 1000,
                  .namespaces = (const char *const *)*namespaces,
                  .pod_ip_check = !o->dev,
                  .ops_listen = o->ops_listen,

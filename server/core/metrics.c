@@ -371,6 +371,12 @@ void metrics_init(void)
                     "Connections shut down because a request did not arrive whole within "
                     "--read-timeout-s.",
                     NULL, 0);
+    metrics_declare("kubelease_http_connections_dropped_total", METRICS_COUNTER,
+                    "Connections closed before they were served, by listener and reason (idle: "
+                    "no whole request head within --first-request-timeout-s; per_ip: too many "
+                    "waiting from one address; evicted: closed for a newer one; framing: an "
+                    "ambiguous request head, answered 400).",
+                    NULL, 0);
     metrics_declare("kubelease_auth_reviews_total", METRICS_COUNTER,
                     "TokenReviews and SubjectAccessReviews sent to the API server, by kind and "
                     "result (authenticated, unauthenticated, allowed, denied, error).",

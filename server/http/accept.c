@@ -1,52 +1,63 @@
-/* The acceptor: one thread that takes new connections off the listening
- * socket as fast as they arrive, waits for each one's first request line,
- * and hands it to one of two libmicrohttpd daemons (MHD_add_connection):
- * the streams' (Campaign, WatchHolder) or the calls' (every other request).
+/* The acceptor: one thread that takes new connections off a listening
+ * socket as fast as they arrive, waits for each one's request head, checks
+ * its framing (framing.c) and hands it to a libmicrohttpd daemon
+ * (MHD_add_connection). On --listen there are two daemons, the streams'
+ * (Campaign, WatchHolder) and the calls' (every other request); on
+ * --ops-listen one.
  *
  * Why: a connection storm (10,000 holder watches at once, bench/scale.sh)
  * must not delay the Confirms that keep leaders in office (docs/design.md,
- * section 2), and neither must the streams once they are up.
+ * section 2), neither must the streams once they are up, and connections
+ * that send nothing must not hold the slots of those that do.
  * - libmicrohttpd accepts at most 10 connections per pass of a worker's
  *   loop: under a storm the kernel's accept queue (somaxconn) filled and
  *   the kernel dropped handshakes, which clients retry only after 1 s, then
  *   3 s. So the listening socket is drained here at once (accepting costs
- *   microseconds).
+ *   microseconds), and it is never left unwatched.
+ * - A connection is handed over only once its whole head is in. Until
+ *   then it waits here, watched (epoll, edge-triggered), at most the
+ *   first-request timeout (--first-request-timeout-s), and costs a
+ *   descriptor and a slot of a ring, no slot of libmicrohttpd's: one that
+ *   sent nothing by then is closed, one that sent a piece is answered 408
+ *   and closed. At most max_waiting wait at once (for a new one, the oldest
+ *   is closed) and at most max_per_ip from one address (more are closed as
+ *   they come), so that a flood of idle connections, from one address or
+ *   many, keeps each of them waiting a short while and never stops a
+ *   client that writes its request from being served.
+ * - A head framed ambiguously (bare LF, obs-fold, two Content-Lengths,
+ *   Content-Length with Transfer-Encoding) is answered 400 and closed: the
+ *   bytes libmicrohttpd would take are seen only here (framing.h).
  * - A worker serves new connections in the same passes as its kept-alive
  *   ones, and handing the whole storm over at once made every pass serve
  *   thousands of them. So the workers get one batch at a time: the next
  *   when every connection of the last has started
  *   (MHD_CONNECTION_NOTIFY_STARTED, at the head of a worker's pass), or
  *   after BATCH_WAIT_MS, so that one that never reports cannot stall the
- *   rest. A connection whose first request is a Confirm or a Resign skips
- *   the batches.
+ *   rest. A connection whose request is a Confirm or a Resign (urgent)
+ *   skips the batches.
  * - A stream stays suspended in libmicrohttpd between its events, and
  *   every pass that resumes any connection walks all the suspended ones of
  *   that worker: with 10,000 streams, each Confirm answered cost a walk of
  *   thousands. On daemons of their own, a Confirm's walk is over the calls
  *   in flight.
- * A client library opens its connection and writes its request some passes
- *   of its loop later, so a connection is classed only once its first bytes
- *   are in: until then it waits here, watched (epoll, one shot), at most
- *   FIRST_WAIT_MS, however many wait before it (under a storm, a Confirm's
- *   connection is accepted behind thousands). Its class is read from the
- *   request line, which is why server.c uses the acceptor only without TLS.
  * A kept-alive connection stays on its daemon: a stream's answer closes
  *   its connection (stream.c), and libkubelease opens a fresh one for each
  *   stream; a stream another client asks for on a calls' connection is
  *   served there, as any request would be.
  *
- * It stops accepting at libmicrohttpd's connection limit, counting the
- * connections itself (those waiting here, and those handed over until they
- * close): the kernel then keeps the next ones waiting, as with
- * libmicrohttpd's own accepting, rather than libmicrohttpd closing them. A
- * connection libmicrohttpd fails to set up for want of memory is never
- * reported closed and keeps its slot counted.
+ * Slots: at most max connections are handed over at a time (counted here,
+ * until they report closing); the next wait in the ready ring, in order,
+ * for one to close. Urgent ones get urgent_room more: a leader confirming
+ * its term is never kept waiting for a slot that strangers hold (rpc.c
+ * serves its Confirm past --max-connections too). A connection
+ * libmicrohttpd fails to set up for want of memory is never reported closed
+ * and keeps its slot counted.
  *
- * Threads: its own, which owns the listening socket and the rings;
- * MHD_add_connection may be called from any thread of a daemon with
- * MHD_USE_ITC, and runs the accept policy (server.c) on this one.
- * http_acceptor_started and http_acceptor_closed run on MHD workers and
- * touch only the atomics and the wake-up pipe. */
+ * Threads: its own, which owns the listening socket, the rings and the
+ * address table; MHD_add_connection may be called from any thread of a
+ * daemon with MHD_USE_ITC, and runs the accept policy (server.c) on this
+ * one. http_acceptor_started and http_acceptor_closed run on MHD workers
+ * and touch only the atomics and the wake-up pipe. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -63,6 +74,8 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "http/framing.h"
+#include "http/http_ops.h"
 #include "http/internal.h"
 #include "rpc/route.h"
 
@@ -75,16 +88,24 @@
 #define BATCH_PER_THREAD 8
 /* The longest wait for a batch to start before the next is handed over. */
 #define BATCH_WAIT_MS 50
-/* The longest a connection waits for its first request line; then it is
- * classed by what came in (nothing or a piece: the calls' daemon, whose
- * read deadline deals with it). */
-#define FIRST_WAIT_MS 1000
+#define PEER_BUCKETS  256
+/* The most of a refused request read before its answer. */
+#define DRAIN_MAX 65536
+
+/* The connections waiting here from one address. */
+typedef struct apeer {
+    struct apeer *next;
+    int family;
+    uint8_t addr[16];
+    unsigned waiting;
+} apeer;
 
 /* A connection waiting here. */
 typedef struct slot {
-    int fd;           /* -1: it left early */
+    int fd;           /* -1: it left the ring early */
     bool stream;      /* ready: for the streams' daemon */
     int64_t since_ms; /* waiting: when accepted */
+    apeer *peer;      /* waiting: its address's count; NULL: not counted */
 } slot;
 
 /* A queue of slots, each known by its sequence number (seq: the head's). */
@@ -95,19 +116,21 @@ typedef struct ring {
 } ring;
 
 struct http_acceptor {
-    int fd;      /* the listening socket */
-    int wake[2]; /* non-blocking; a byte on wake[1] wakes the thread */
-    struct MHD_Daemon *calls, *streams;
-    unsigned max;         /* libmicrohttpd's connection limit */
+    http_acceptor_config cfg;
     unsigned batch;       /* connections per batch */
     atomic_uint open;     /* accepted and not closed yet (here or handed over) */
+    atomic_uint handed;   /* handed over and not closed yet */
     atomic_int unstarted; /* of the last batch, not started yet */
-    atomic_bool full;     /* the thread waits for a connection to close */
+    atomic_bool full;     /* ready ones wait for a handed-over one to close */
     atomic_bool quit;
-    /* This thread only. waiting: accepted, first bytes not in yet, in
-     * ep with their sequence numbers as data; ready: classed, in the order
-     * they came, for the batches. */
+    int wake[2]; /* non-blocking; a byte on wake[1] wakes the thread */
+    /* This thread only. waiting: accepted, head not in yet, in ep with
+     * their sequence numbers as data (n_waiting of them still there);
+     * ready: whole, in the order they came, for the batches. */
     ring waiting, ready;
+    size_t n_waiting;
+    apeer *peers[PEER_BUCKETS];
+    char *head; /* cfg.max_head + 1 bytes: what a connection sent so far */
     int ep;
     pthread_t thread;
     bool started;
@@ -140,15 +163,17 @@ static void wake(http_acceptor *a)
     (void)n; /* a full pipe wakes the thread all the same */
 }
 
-/* At the limit nothing more is accepted. Returns true when full. (The
- * thread sets full before it reads open, and http_acceptor_closed lowers
- * open before it reads full: one of them sees the other.) */
-static bool at_limit(http_acceptor *a)
+/* True when no slot is free for a connection (urgent: with the room kept
+ * for Confirms and Resigns). (The thread sets full before it reads handed,
+ * and http_acceptor_closed lowers handed before it reads full: one of them
+ * sees the other.) */
+static bool at_limit(http_acceptor *a, bool urgent)
 {
-    if (atomic_load(&a->open) < a->max)
+    unsigned max = a->cfg.max + (urgent ? a->cfg.urgent_room : 0);
+    if (atomic_load(&a->handed) < max)
         return false;
     atomic_store(&a->full, true);
-    if (atomic_load(&a->open) < a->max) {
+    if (atomic_load(&a->handed) < max) {
         atomic_store(&a->full, false);
         return false;
     }
@@ -202,58 +227,133 @@ static void ring_close_all(ring *r)
     r->cap = 0;
 }
 
-/* Hands fd over to d; false when libmicrohttpd refused it (over the
- * per-address limit, refused by the accept policy: it closed the socket and
- * reports nothing). */
-static bool add_connection(http_acceptor *a, struct MHD_Daemon *d, int fd)
+/* ---------- addresses ---------- */
+
+static unsigned peer_hash(const uint8_t addr[16])
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) {
-        close(fd); /* gone already */
-        http_acceptor_closed(a);
-        return false;
-    }
-    if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
-        http_acceptor_closed(a);
-        return false;
-    }
-    return true;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (int i = 0; i < 16; i++)
+        h = (h ^ addr[i]) * 16777619u;
+    return h % PEER_BUCKETS;
 }
 
-/* A connection given up here: out of memory for its slot. */
-static void drop(http_acceptor *a, int fd)
+/* The count of ss's address, created at zero; NULL when it has none (not
+ * IP) or out of memory: then the connection is not counted. */
+static apeer *peer_get(http_acceptor *a, const struct sockaddr_storage *ss)
 {
-    log_event(LOG_WARN, "accept_failed", "error=%s", log_q("out of memory"));
+    uint8_t addr[16] = {0};
+    if (ss->ss_family == AF_INET)
+        memcpy(addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    else if (ss->ss_family == AF_INET6)
+        memcpy(addr, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    else
+        return NULL;
+    apeer **head = &a->peers[peer_hash(addr)];
+    for (apeer *p = *head; p; p = p->next)
+        if (p->family == ss->ss_family && memcmp(p->addr, addr, 16) == 0)
+            return p;
+    apeer *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->family = ss->ss_family;
+    memcpy(p->addr, addr, 16);
+    p->next = *head;
+    *head = p;
+    return p;
+}
+
+/* Drops one waiting connection of p, and p with its last. */
+static void peer_put(http_acceptor *a, apeer *p)
+{
+    if (!p || --p->waiting > 0)
+        return;
+    for (apeer **pp = &a->peers[peer_hash(p->addr)]; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    free(p);
+}
+
+static void peers_free(http_acceptor *a)
+{
+    for (unsigned b = 0; b < PEER_BUCKETS; b++) {
+        for (apeer *p = a->peers[b], *next; p; p = next) {
+            next = p->next;
+            free(p);
+        }
+        a->peers[b] = NULL;
+    }
+}
+
+/* ---------- what a connection sent ---------- */
+
+/* A connection closed here, never handed over; reason counts it
+ * (kubelease_http_connections_dropped_total), NULL: not counted. */
+static void drop(http_acceptor *a, int fd, const char *reason)
+{
+    if (reason)
+        http_ops_connection_dropped(a->cfg.name, reason);
     close(fd);
-    http_acceptor_closed(a);
+    atomic_fetch_sub(&a->open, 1);
 }
 
-/* What came in first on a connection. URGENT: a Confirm or a Resign, a
- * leader keeping or ending its term, which must not wait behind a storm of
- * new streams. STREAM: a Campaign or a WatchHolder. CALL: anything else,
- * or nothing (closed, failed: libmicrohttpd closes it). NONE: nothing yet,
- * or too little of the request line to tell. */
-typedef enum first_bytes { FIRST_NONE, FIRST_URGENT, FIRST_STREAM, FIRST_CALL } first_bytes;
+/* Answers status with text and closes fd. What it sent is read first (up
+ * to DRAIN_MAX, so that a peer that keeps sending cannot hold this thread),
+ * so that the close does not reset the connection before the answer is
+ * read. Best effort: the socket is non-blocking and a full one gets
+ * nothing. */
+static void answer(http_acceptor *a, int fd, int status, const char *phrase, const char *text,
+                   const char *reason)
+{
+    char drain[4096];
+    for (size_t n = 0; n < DRAIN_MAX && recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0;)
+        n += sizeof drain;
+    char msg[512];
+    int n = snprintf(msg, sizeof msg,
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: text/plain; "
+                     "charset=utf-8\r\nContent-Length: %zu\r\n\r\n%s\n",
+                     status, phrase, strlen(text) + 1, text);
+    if (n > 0 && (size_t)n < sizeof msg) {
+        ssize_t w = send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)w;
+    }
+    shutdown(fd, SHUT_WR);
+    drop(a, fd, reason);
+}
 
-static first_bytes first_request(int fd)
+/* Where a connection stands. NONE: nothing in yet. PARTIAL: a piece of a
+ * head. GONE: closed before a byte, or failed. BAD: a head framed
+ * ambiguously (why says how). URGENT: a Confirm or a Resign, a leader
+ * keeping or ending its term, which must not wait behind a storm of new
+ * streams. STREAM: a Campaign or a WatchHolder. CALL: anything else
+ * (also a head longer than max_head, which libmicrohttpd answers 431). */
+typedef enum first_bytes {
+    FIRST_NONE,
+    FIRST_PARTIAL,
+    FIRST_GONE,
+    FIRST_BAD,
+    FIRST_URGENT,
+    FIRST_STREAM,
+    FIRST_CALL
+} first_bytes;
+
+/* The class of a whole head by its request line. */
+static first_bytes request_class(const http_acceptor *a, const char *line, size_t len)
 {
     static const char post[] = "POST ", prefix[] = "POST " RPC_SERVICE_PREFIX;
-    char line[sizeof prefix + 32]; /* the longest method name, and a space */
-    ssize_t n = recv(fd, line, sizeof line - 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return FIRST_NONE;
-    if (n <= 0)
+    size_t plen = sizeof prefix - 1;
+    if (!a->cfg.classify || len <= plen || strncmp(line, prefix, plen) != 0)
         return FIRST_CALL;
-    line[n] = '\0';
-    size_t len = (size_t)n, plen = sizeof prefix - 1;
-    if (strncmp(line, prefix, len < plen ? len : plen) != 0)
-        return FIRST_CALL;
-    char *end = len > plen ? memchr(line + plen, ' ', len - plen) : NULL;
+    const char *end = memchr(line + plen, ' ', len - plen > 40 ? 40 : len - plen);
     if (!end)
-        return len < sizeof line - 1 ? FIRST_NONE : FIRST_CALL;
-    *end = '\0';
-    const rpc_method *m = rpc_method_find(line + sizeof post - 1); /* the path */
+        return FIRST_CALL;
+    char path[sizeof prefix + 40];
+    size_t n = (size_t)(end - line) - (sizeof post - 1);
+    memcpy(path, line + sizeof post - 1, n);
+    path[n] = '\0';
+    const rpc_method *m = rpc_method_find(path);
     if (!m)
         return FIRST_CALL;
     if (m->id == RPC_METHOD_CONFIRM || m->id == RPC_METHOD_RESIGN)
@@ -261,113 +361,229 @@ static first_bytes first_request(int fd)
     return m->server_stream ? FIRST_STREAM : FIRST_CALL;
 }
 
-/* A connection whose first bytes are in (or that waited long enough):
- * urgent, to the calls' daemon at once; else ready for the next batches. */
-static void classed(http_acceptor *a, int fd, first_bytes fb)
+static first_bytes first_request(http_acceptor *a, int fd, char *why, size_t why_len)
 {
-    if (fb == FIRST_URGENT)
-        add_connection(a, a->calls, fd); /* outside the batches */
-    else if (!ring_push(&a->ready, (slot){.fd = fd, .stream = fb == FIRST_STREAM}))
-        drop(a, fd);
+    ssize_t n = recv(fd, a->head, a->cfg.max_head + 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return FIRST_NONE;
+    if (n <= 0)
+        return FIRST_GONE;
+    size_t head_len;
+    switch (http_head_check(a->head, (size_t)n, &head_len, why, why_len)) {
+    case HTTP_HEAD_BAD:
+        return FIRST_BAD;
+    case HTTP_HEAD_INCOMPLETE:
+        if ((size_t)n <= a->cfg.max_head)
+            return FIRST_PARTIAL;
+        return request_class(a, a->head, (size_t)n); /* too long: 431 there */
+    case HTTP_HEAD_OK:
+        break;
+    }
+    return request_class(a, a->head, head_len);
 }
 
-/* A connection just accepted: classed when its first bytes are in, else
- * waiting for them. */
-static bool take(http_acceptor *a, int fd, int64_t now)
+/* ---------- handing over ---------- */
+
+/* Hands fd over to d; false when libmicrohttpd refused it (refused by the
+ * accept policy, out of memory: it closed the socket and reports nothing). */
+static bool add_connection(http_acceptor *a, struct MHD_Daemon *d, int fd)
 {
-    first_bytes fb = first_request(fd);
-    if (fb != FIRST_NONE) {
-        classed(a, fd, fb);
-        return true;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) {
+        drop(a, fd, NULL); /* gone already */
+        return false;
     }
-    /* Watched under the number it gets at the tail of the ring. */
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
-                             .data.u64 = a->waiting.seq + a->waiting.len};
-    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        classed(a, fd, FIRST_CALL); /* unwatched: it waits in its turn */
-        return true;
-    }
-    if (!ring_push(&a->waiting, (slot){.fd = fd, .since_ms = now})) {
-        epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
-        drop(a, fd);
+    atomic_fetch_add(&a->handed, 1);
+    if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
+        http_acceptor_closed(a);
         return false;
     }
     return true;
 }
 
-/* Classes the waiting connections whose request line came in, and those
- * that waited FIRST_WAIT_MS (as far as their bytes tell; a request line
- * still in pieces goes to the calls' daemon: watching it again would wake
- * this thread at once for the bytes already in); returns when the oldest
- * left is due (-1: none). */
+/* The oldest connection queued here is closed for a new one: one still
+ * waiting for its head first (it has asked for nothing), else the oldest
+ * ready one, answered 503. */
+static void evict_oldest(http_acceptor *a)
+{
+    while (a->waiting.len) {
+        slot w = ring_pop(&a->waiting);
+        if (w.fd < 0)
+            continue;
+        epoll_ctl(a->ep, EPOLL_CTL_DEL, w.fd, NULL);
+        a->n_waiting--;
+        peer_put(a, w.peer);
+        drop(a, w.fd, "evicted");
+        return;
+    }
+    if (a->ready.len) {
+        slot r = ring_pop(&a->ready);
+        answer(a, r.fd, 503, "Service Unavailable",
+               "kubeleased has every connection slot in use: retry later or on another replica",
+               "evicted");
+    }
+}
+
+/* A connection whose head is whole: urgent, to the calls' daemon at once
+ * when the room kept for it has a slot; else ready for the next batches. */
+static void classed(http_acceptor *a, int fd, first_bytes fb, const char *why)
+{
+    char msg[160];
+    switch (fb) {
+    case FIRST_GONE:
+        drop(a, fd, NULL);
+        return;
+    case FIRST_BAD:
+        snprintf(msg, sizeof msg, "ambiguous request framing: %s", why);
+        answer(a, fd, 400, "Bad Request", msg, "framing");
+        return;
+    case FIRST_URGENT:
+        if (!at_limit(a, true)) {
+            add_connection(a, a->cfg.calls, fd); /* outside the batches */
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    if (a->n_waiting + a->ready.len >= a->cfg.max_waiting)
+        evict_oldest(a);
+    if (!ring_push(&a->ready, (slot){.fd = fd, .stream = fb == FIRST_STREAM}))
+        drop(a, fd, "out_of_memory");
+}
+
+/* A connection just accepted from ss: classed when its head is in, else
+ * waiting for it. */
+static void take(http_acceptor *a, int fd, const struct sockaddr_storage *ss, int64_t now)
+{
+    char why[128];
+    first_bytes fb = first_request(a, fd, why, sizeof why);
+    if (fb != FIRST_NONE && fb != FIRST_PARTIAL) {
+        classed(a, fd, fb, why);
+        return;
+    }
+    apeer *p = peer_get(a, ss);
+    if (p && a->cfg.max_per_ip && p->waiting >= a->cfg.max_per_ip) {
+        drop(a, fd, "per_ip");
+        return;
+    }
+    if (a->n_waiting + a->ready.len >= a->cfg.max_waiting)
+        evict_oldest(a);
+    /* Watched under the number it gets at the tail of the ring. */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
+                             .data.u64 = a->waiting.seq + a->waiting.len};
+    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0 ||
+        !ring_push(&a->waiting, (slot){.fd = fd, .since_ms = now, .peer = p})) {
+        epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
+        if (p && !p->waiting) { /* created for it: counted, then put */
+            p->waiting = 1;
+            peer_put(a, p);
+        }
+        drop(a, fd, "out_of_memory");
+        return;
+    }
+    if (p)
+        p->waiting++;
+    a->n_waiting++;
+}
+
+/* w leaves the waiting: unwatched and uncounted (its slot in the ring
+ * stays, marked gone, when it is not the head). Returns its socket. */
+static int unwait(http_acceptor *a, slot *w)
+{
+    int fd = w->fd;
+    epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
+    peer_put(a, w->peer);
+    a->n_waiting--;
+    w->fd = -1;
+    return fd;
+}
+
+/* Classes the waiting connections whose head came in, and closes those
+ * that waited the first-request timeout (408 if they sent a piece);
+ * returns when the oldest left is due (-1: none). */
 static int64_t waiting_sweep(http_acceptor *a, int64_t now)
 {
     struct epoll_event evs[64];
+    char why[128];
     int n;
     while ((n = epoll_wait(a->ep, evs, 64, 0)) > 0) {
         for (int i = 0; i < n; i++) {
             slot *w = ring_at(&a->waiting, evs[i].data.u64);
             if (!w || w->fd < 0)
                 continue;
-            first_bytes fb = first_request(w->fd);
-            if (fb == FIRST_NONE)
-                continue; /* a piece of a request line: classed when due */
-            epoll_ctl(a->ep, EPOLL_CTL_DEL, w->fd, NULL);
-            classed(a, w->fd, fb);
-            w->fd = -1;
+            first_bytes fb = first_request(a, w->fd, why, sizeof why);
+            bool hup = evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+            if (hup && (fb == FIRST_NONE || fb == FIRST_PARTIAL)) {
+                drop(a, unwait(a, w), NULL); /* it left before its head was whole */
+                continue;
+            }
+            if (fb == FIRST_NONE || fb == FIRST_PARTIAL)
+                continue; /* edge-triggered: woken again by the next bytes */
+            classed(a, unwait(a, w), fb, why);
         }
         if (n < 64)
             break;
     }
+    int64_t timeout = a->cfg.first_timeout_ms;
     while (a->waiting.len) {
-        slot *h = &a->waiting.s[a->waiting.head];
-        if (h->fd >= 0 && now < h->since_ms + FIRST_WAIT_MS)
-            return h->since_ms + FIRST_WAIT_MS;
+        const slot *h = &a->waiting.s[a->waiting.head];
+        if (h->fd >= 0 && now < h->since_ms + timeout)
+            return h->since_ms + timeout;
         slot w = ring_pop(&a->waiting);
-        if (w.fd >= 0) {
-            epoll_ctl(a->ep, EPOLL_CTL_DEL, w.fd, NULL);
-            first_bytes fb = first_request(w.fd);
-            classed(a, w.fd, fb == FIRST_NONE ? FIRST_CALL : fb);
-        }
+        if (w.fd < 0)
+            continue;
+        first_bytes fb = first_request(a, w.fd, why, sizeof why);
+        int fd = unwait(a, &w);
+        if (fb == FIRST_NONE)
+            drop(a, fd, "idle");
+        else if (fb == FIRST_PARTIAL)
+            answer(a, fd, 408, "Request Timeout",
+                   "the request head did not arrive within --first-request-timeout-s", "idle");
+        else
+            classed(a, fd, fb, why);
     }
     return -1;
 }
 
-typedef enum accept_wait { WAIT_SOCKET, WAIT_PAUSE, WAIT_CLOSE } accept_wait;
+typedef enum accept_wait { WAIT_SOCKET, WAIT_PAUSE } accept_wait;
 
-/* Takes every connection waiting in the kernel, up to the limit; says what
- * to wait for next. */
+/* Takes every connection waiting in the kernel; says what to wait for
+ * next. */
 static accept_wait accept_all(http_acceptor *a)
 {
     int64_t now = http_now_ms();
     for (;;) {
-        if (at_limit(a))
-            return WAIT_CLOSE;
-        int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        int fd =
+            accept4(a->cfg.listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             atomic_fetch_add(&a->open, 1);
-            if (!take(a, fd, now))
-                return WAIT_PAUSE;
+            take(a, fd, &ss, now);
             continue;
         }
         if (errno == EINTR || errno == ECONNABORTED)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return WAIT_SOCKET;
-        log_event(LOG_WARN, "accept_failed", "error=%s", log_q(strerror(errno)));
+        log_event(LOG_WARN, "accept_failed", "listener=%s error=%s", a->cfg.name,
+                  log_q(strerror(errno)));
         return WAIT_PAUSE;
     }
 }
 
-/* Hands the next batch over. */
+/* Hands the next batch over, as far as slots are free; urgent ones found
+ * on the way go at once, with their room. */
 static void hand_over(http_acceptor *a)
 {
     int n = 0;
     atomic_store(&a->unstarted, 0);
-    while (a->ready.len && n < (int)a->batch) {
+    while (a->ready.len && n < (int)a->batch && !at_limit(a, false)) {
         slot r = ring_pop(&a->ready);
         atomic_fetch_add(&a->unstarted, 1);
-        if (add_connection(a, r.stream ? a->streams : a->calls, r.fd))
+        if (add_connection(a, r.stream ? a->cfg.streams : a->cfg.calls, r.fd))
             n++;
         else
             atomic_fetch_sub(&a->unstarted, 1);
@@ -391,20 +607,22 @@ static void *acceptor_main(void *arg)
     while (!atomic_load(&a->quit)) {
         int64_t now = http_now_ms();
         int64_t first_due = waiting_sweep(a, now);
-        if (a->ready.len && (atomic_load(&a->unstarted) <= 0 || now >= batch_at + BATCH_WAIT_MS)) {
+        bool free_slot = a->ready.len && !at_limit(a, false);
+        if (free_slot && (atomic_load(&a->unstarted) <= 0 || now >= batch_at + BATCH_WAIT_MS)) {
             hand_over(a);
             batch_at = now;
         }
+        free_slot = a->ready.len && !at_limit(a, false);
         int timeout = w == WAIT_PAUSE ? ACCEPT_PAUSE_MS : -1;
-        if (a->ready.len && atomic_load(&a->unstarted) <= 0)
+        if (free_slot && atomic_load(&a->unstarted) <= 0)
             timeout = 0; /* the whole batch failed at once: the next */
-        else if (a->ready.len)
+        else if (free_slot)
             timeout = sooner(timeout, batch_at + BATCH_WAIT_MS, now);
         timeout = sooner(timeout, first_due, now);
         struct pollfd fds[3] = {{.fd = a->wake[0], .events = POLLIN},
                                 {.fd = a->ep, .events = POLLIN},
-                                {.fd = a->fd, .events = POLLIN}};
-        /* Paused or full, the listening socket is not watched. */
+                                {.fd = a->cfg.listen_fd, .events = POLLIN}};
+        /* Paused, the listening socket is not watched. */
         if (poll(fds, w == WAIT_SOCKET ? 3 : 2, timeout) < 0 && errno != EINTR)
             break;
         char drain[64];
@@ -416,28 +634,22 @@ static void *acceptor_main(void *arg)
     return NULL;
 }
 
-http_acceptor *http_acceptor_new(struct MHD_Daemon *calls, struct MHD_Daemon *streams,
-                                 int listen_fd, unsigned max, unsigned threads)
+http_acceptor *http_acceptor_new(const http_acceptor_config *cfg)
 {
     http_acceptor *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
-    a->fd = -1;
-    a->calls = calls;
-    a->streams = streams;
-    a->max = max;
-    a->batch = (threads ? threads : 1) * BATCH_PER_THREAD;
+    a->cfg = *cfg;
+    a->cfg.listen_fd = -1;
+    a->wake[0] = a->wake[1] = -1;
+    a->batch = (cfg->threads ? cfg->threads : 1) * BATCH_PER_THREAD;
     a->ep = epoll_create1(EPOLL_CLOEXEC);
-    if (a->ep < 0) {
-        free(a);
+    a->head = malloc(cfg->max_head + 1);
+    if (a->ep < 0 || !a->head || pipe2(a->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        http_acceptor_free(a);
         return NULL;
     }
-    if (pipe2(a->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-        close(a->ep);
-        free(a);
-        return NULL;
-    }
-    a->fd = listen_fd;
+    a->cfg.listen_fd = cfg->listen_fd;
     return a;
 }
 
@@ -457,6 +669,7 @@ void http_acceptor_started(http_acceptor *a)
 
 void http_acceptor_closed(http_acceptor *a)
 {
+    atomic_fetch_sub(&a->handed, 1);
     atomic_fetch_sub(&a->open, 1);
     if (atomic_load(&a->full))
         wake(a);
@@ -475,8 +688,8 @@ void http_acceptor_stop(http_acceptor *a)
     wake(a);
     pthread_join(a->thread, NULL);
     a->started = false;
-    close(a->fd);
-    a->fd = -1;
+    close(a->cfg.listen_fd);
+    a->cfg.listen_fd = -1;
     ring_close_all(&a->waiting);
     ring_close_all(&a->ready);
 }
@@ -486,12 +699,17 @@ void http_acceptor_free(http_acceptor *a)
     if (!a)
         return;
     http_acceptor_stop(a);
-    close(a->wake[0]);
-    close(a->wake[1]);
-    close(a->ep);
-    if (a->fd >= 0)
-        close(a->fd);
+    if (a->wake[0] >= 0) {
+        close(a->wake[0]);
+        close(a->wake[1]);
+    }
+    if (a->ep >= 0)
+        close(a->ep);
+    if (a->cfg.listen_fd >= 0)
+        close(a->cfg.listen_fd);
     ring_close_all(&a->waiting);
     ring_close_all(&a->ready);
+    peers_free(a);
+    free(a->head);
     free(a);
 }

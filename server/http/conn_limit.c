@@ -1,11 +1,14 @@
 /* Connection limits: how many connections (--max-connections,
- * --max-per-ip) and how long a request may take to arrive (--read-timeout-s).
+ * --max-per-ip) and how long a request may take to arrive
+ * (--first-request-timeout-s, --read-timeout-s).
  *
  * libmicrohttpd enforces its limits by closing a connection as it is
  * accepted, which a client can only report as "connection reset". So the
  * configured limits are enforced here instead: a connection accepted over
  * them is marked, and its RPCs get a Connect resource_exhausted error
- * naming the limit (rpc.c), after which it is closed. Probes, scrapes and
+ * naming the limit (rpc.c), after which it is closed; a Confirm or a Resign
+ * is served all the same (a leader keeping or ending its term is not the
+ * stranger the limits are for). Probes, scrapes and
  * the status page are still answered on it, so an overloaded replica still
  * tells the kubelet and Prometheus what is going on. libmicrohttpd's own
  * limits sit a little higher (http_limits_hard), as the last line of
@@ -16,7 +19,9 @@
  * ever. Each connection is therefore in one of three phases:
  * - reading: a request is arriving, since the connection opened or, on a
  *   kept-alive connection, since its first byte came in. It must be whole,
- *   head and body, within the read timeout;
+ *   head and body, within the read timeout; the first request of a
+ *   connection within the first-request timeout (shorter: a connection that
+ *   never sends a request must not hold a slot for long);
  * - handling: the request is in (a call waiting for the engine, a stream):
  *   no read deadline, Connect-Timeout-Ms and the streams' own checks apply;
  * - idle: kept alive between requests: the idle timeout applies. The
@@ -73,6 +78,7 @@ typedef struct conn_state {
     uint64_t bytes_in; /* handling, idle: bytes received when the last request was in */
     int64_t quiet_ms;  /* handling, idle: when no byte past bytes_in had come yet */
     int64_t poll_ms;   /* handling, idle: when bytes are counted next */
+    bool first;        /* reading: its first request, under the first-request timeout */
     char over[160];    /* why RPCs are refused on this connection; "" when they are not */
 } conn_state;
 
@@ -80,12 +86,14 @@ struct http_limits {
     pthread_mutex_t mu;
     unsigned max_conns, max_per_ip; /* the configured (soft) limits */
     int64_t read_timeout_ms;        /* 0: none */
+    int64_t first_timeout_ms;       /* a connection's first request */
     unsigned n_conns;
     peer *peers[PEER_BUCKETS];
     conn_state *conns;
 };
 
-http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip, unsigned read_timeout_ms)
+http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip, unsigned read_timeout_ms,
+                             unsigned first_timeout_ms)
 {
     http_limits *l = calloc(1, sizeof *l);
     if (!l)
@@ -94,6 +102,7 @@ http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip, unsigned r
     l->max_conns = max_conns;
     l->max_per_ip = max_per_ip;
     l->read_timeout_ms = read_timeout_ms;
+    l->first_timeout_ms = first_timeout_ms ? first_timeout_ms : read_timeout_ms;
     return l;
 }
 
@@ -241,6 +250,7 @@ void http_limits_notify(void *cls, struct MHD_Connection *conn, void **socket_co
         cs->limits = l;
         cs->fd = fd;
         cs->phase = PHASE_READING;
+        cs->first = true;
         cs->since_ms = http_now_ms();
         pthread_mutex_lock(&l->mu);
         bool ok = conn_open_locked(l, ci ? ci->client_addr : NULL, cs);
@@ -270,10 +280,10 @@ static conn_state *conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
-const char *http_limits_over(struct MHD_Connection *conn)
+const char *http_limits_over(struct MHD_Connection *conn, bool urgent)
 {
     const conn_state *cs = conn_of(conn);
-    return cs && cs->over[0] ? cs->over : NULL;
+    return cs && cs->over[0] && !urgent ? cs->over : NULL;
 }
 
 /* ---------- request phases and the read deadline ---------- */
@@ -318,6 +328,7 @@ void http_conn_request_read(struct MHD_Connection *conn)
     pthread_mutex_lock(&cs->limits->mu);
     if (cs->phase == PHASE_READING) {
         cs->phase = PHASE_HANDLING;
+        cs->first = false;
         cs->bytes_in = bytes; /* every byte of this request, and maybe more */
         cs->quiet_ms = http_now_ms();
     }
@@ -332,6 +343,7 @@ void http_conn_request_done(struct MHD_Connection *conn)
     uint64_t bytes = bytes_received(cs->fd);
     pthread_mutex_lock(&cs->limits->mu);
     if (cs->phase == PHASE_READING) { /* answered before its body was in */
+        cs->first = false;
         cs->bytes_in = bytes;
         cs->quiet_ms = http_now_ms();
     }
@@ -360,11 +372,12 @@ static int64_t conn_check_locked(http_limits *l, conn_state *cs, int64_t now)
         return cs->poll_ms;
     if (cs->phase != PHASE_READING)
         return INT64_MAX;
-    int64_t deadline = cs->since_ms + l->read_timeout_ms;
+    int64_t timeout = cs->first ? l->first_timeout_ms : l->read_timeout_ms;
+    int64_t deadline = cs->since_ms + timeout;
     if (now < deadline)
         return deadline;
-    log_event(LOG_DEBUG, "slow_request", "waited_ms=%lld read_timeout_ms=%lld",
-              (long long)(now - cs->since_ms), (long long)l->read_timeout_ms);
+    log_event(LOG_DEBUG, "slow_request", "waited_ms=%lld timeout_ms=%lld first=%s",
+              (long long)(now - cs->since_ms), (long long)timeout, cs->first ? "true" : "false");
     http_ops_slow_request();
     cs->phase = PHASE_SHUT;
     cs->since_ms = now;

@@ -72,6 +72,13 @@ void http_ops_slow_request(void)
     metrics_add("kubelease_http_slow_requests_total", "", 1);
 }
 
+void http_ops_connection_dropped(const char *listener, const char *reason)
+{
+    char labels[96];
+    snprintf(labels, sizeof labels, "listener=\"%s\",reason=\"%s\"", listener, reason);
+    metrics_add("kubelease_http_connections_dropped_total", labels, 1);
+}
+
 /* ---- status page -------------------------------------------------------- */
 
 static void put_str(struct kl__buf *o, const char *s)

@@ -32,4 +32,11 @@ void http_ops_stream(const char *method, int delta);
  * within --read-timeout-s. Any thread. */
 void http_ops_slow_request(void);
 
+/* A connection was closed before it was served: listener is the flag of
+ * its listener ("listen", "ops-listen"), reason why ("idle": no whole head
+ * within --first-request-timeout-s; "per_ip": too many waiting from its
+ * address; "evicted": closed for a newer one; "framing": an ambiguous head
+ * answered 400; "out_of_memory"). Any thread. */
+void http_ops_connection_dropped(const char *listener, const char *reason);
+
 #endif

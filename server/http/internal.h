@@ -80,7 +80,8 @@ struct http_server {
     char **namespaces; /* NULL-terminated; NULL: all */
     bool pod_ip_check; /* without auth: a campaign's Pod has the caller's address */
     uint16_t port, ops_port;
-    http_acceptor *acceptor; /* takes the main daemon's connections */
+    http_acceptor *acceptor;     /* takes the main daemon's connections */
+    http_acceptor *ops_acceptor; /* the ops daemon's, without TLS */
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
     http_auth *auth;         /* NULL: --auth none, every caller may do everything */
@@ -246,15 +247,27 @@ void http_timer_wake_locked(http_server *s);
 
 /* A non-blocking listening socket bound to sa; -1 with why. */
 int http_listen_socket(const struct sockaddr *sa, socklen_t len, char *err, size_t err_len);
-/* An acceptor on listen_fd for the calls' and the streams' daemons (started
- * with MHD_USE_NO_LISTEN_SOCKET and MHD_USE_ITC, with threads workers each,
- * without TLS), at most max connections at a time in all; it takes the
- * socket over. NULL when out of resources: the socket is still the
- * caller's. It accepts nothing until http_acceptor_run, so that whatever
- * the daemons' notifications read (the server's pointer to it) is set
- * before the first connection. */
-http_acceptor *http_acceptor_new(struct MHD_Daemon *calls, struct MHD_Daemon *streams,
-                                 int listen_fd, unsigned max, unsigned threads);
+/* An acceptor on a listening socket (accept.c says what it does). */
+typedef struct http_acceptor_config {
+    /* Started with MHD_USE_NO_LISTEN_SOCKET and MHD_USE_ITC, without TLS;
+     * the same daemon twice on --ops-listen. */
+    struct MHD_Daemon *calls, *streams;
+    int listen_fd;            /* non-blocking; taken over by http_acceptor_new */
+    bool classify;            /* tell Confirms, Resigns and streams apart (--listen) */
+    unsigned threads;         /* each daemon's workers: the batch size */
+    unsigned max;             /* connections handed over at a time, all daemons together */
+    unsigned urgent_room;     /* further Confirms and Resigns handed over past max */
+    unsigned max_waiting;     /* connections queued here at once (head not in, or no slot) */
+    unsigned max_per_ip;      /* of them waiting for their head, from one address; 0: none */
+    int64_t first_timeout_ms; /* a head must be in within this of the accept */
+    size_t max_head;          /* the longest head looked at (libmicrohttpd's 431 beyond) */
+    const char *name;         /* the listener's flag, in logs and metrics: "listen" */
+} http_acceptor_config;
+/* NULL when out of resources: the socket is still the caller's. It accepts
+ * nothing until http_acceptor_run, so that whatever the daemons'
+ * notifications read (the server's pointer to it) is set before the first
+ * connection. */
+http_acceptor *http_acceptor_new(const http_acceptor_config *cfg);
 /* Starts its thread. Returns 0, or -1 (then free it). */
 int http_acceptor_run(http_acceptor *a);
 /* A connection handed over started (MHD_CONNECTION_NOTIFY_STARTED) or
@@ -294,16 +307,20 @@ int http_tls_certificate(gnutls_session_t session, const struct gnutls_cert_retr
 /* --- conn_limit.c: --max-connections, --max-per-ip, --read-timeout-s ---- */
 
 /* NULL when out of memory. max_conns > 0; max_per_ip 0: no limit;
- * read_timeout_ms 0: no read deadline. */
-http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip, unsigned read_timeout_ms);
+ * read_timeout_ms 0: no read deadline; first_timeout_ms: the deadline of a
+ * connection's first request, from its start (0: read_timeout_ms). */
+http_limits *http_limits_new(unsigned max_conns, unsigned max_per_ip, unsigned read_timeout_ms,
+                             unsigned first_timeout_ms);
 void http_limits_free(http_limits *l);
 /* libmicrohttpd's own limit for a configured one: a little higher. */
 unsigned http_limits_hard(unsigned limit);
 /* MHD_OPTION_NOTIFY_CONNECTION, with cls the http_limits. */
 void http_limits_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                         enum MHD_ConnectionNotificationCode code);
-/* Why RPCs are refused on this connection, or NULL. */
-const char *http_limits_over(struct MHD_Connection *conn);
+/* Why RPCs are refused on this connection, or NULL. urgent: the RPC is a
+ * Confirm or a Resign, refused for no connection limit (it keeps or ends a
+ * term: the limits are for strangers). */
+const char *http_limits_over(struct MHD_Connection *conn, bool urgent);
 /* The phases of a connection's requests, for the read deadline (MHD
  * threads): the head of a request is in (the access handler's first call),
  * its body is in (a later call with no upload data), it is over (completed;

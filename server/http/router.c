@@ -11,6 +11,7 @@
  * share. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http/auth.h"
 #include "http/internal.h"
@@ -26,6 +27,35 @@ static void append_body(http_req *q, const char *data, size_t n)
         q->too_large = true;
         kl__buf_free(&q->body);
     }
+}
+
+/* Counts the request's Content-Length and Transfer-Encoding headers. */
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    (void)value;
+    unsigned *n = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        n[0]++;
+    else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+        n[1]++;
+    return MHD_YES;
+}
+
+/* The framing a request's headers say, for every request: the acceptor
+ * checks a connection's first head byte by byte (framing.h), and this
+ * catches what libmicrohttpd would take on the later ones of a kept-alive
+ * connection, and on TLS. Returns NULL, or what is wrong. */
+static const char *framing_error(struct MHD_Connection *conn)
+{
+    unsigned n[2] = {0, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, n);
+    if (n[0] > 1)
+        return "ambiguous request framing: two Content-Length headers";
+    if (n[0] && n[1])
+        return "ambiguous request framing: Content-Length with Transfer-Encoding";
+    return NULL;
 }
 
 /* Both daemons: a request's first call (its head is in). */
@@ -52,6 +82,12 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
     if (!q) {
         if (!(q = req_new(s, conn, req_cls)))
             return MHD_NO;
+        const char *bad = framing_error(conn);
+        if (bad) {
+            q->kind = HTTP_REQ_OTHER;
+            q->close = true;
+            return http_respond_text(conn, q, MHD_HTTP_BAD_REQUEST, bad);
+        }
         if (strncmp(url, RPC_SERVICE_PREFIX, strlen(RPC_SERVICE_PREFIX)) == 0)
             return http_rpc_begin(s, conn, q, url, method);
         /* Answered once the request is complete, so that the connection
@@ -88,6 +124,11 @@ enum MHD_Result http_on_ops_request(void *cls, struct MHD_Connection *conn, cons
         if (!(q = req_new(s, conn, req_cls)))
             return MHD_NO;
         q->kind = HTTP_REQ_OTHER;
+        const char *bad = framing_error(conn);
+        if (bad) {
+            q->close = true;
+            return http_respond_text(conn, q, MHD_HTTP_BAD_REQUEST, bad);
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {

@@ -52,7 +52,8 @@ static enum MHD_Result check_headers(http_server *s, struct MHD_Connection *conn
 {
     char msg[512];
     bool is_stream = q->method->server_stream;
-    const char *over = http_limits_over(conn);
+    bool urgent = q->method->id == RPC_METHOD_CONFIRM || q->method->id == RPC_METHOD_RESIGN;
+    const char *over = http_limits_over(conn, urgent);
     if (over) {
         q->close = true;
         return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, over);

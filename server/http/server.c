@@ -24,13 +24,26 @@
 #include "http/auth.h"
 #include "http/internal.h"
 
-#define DEFAULT_THREADS         2
-#define DEFAULT_MAX_CONNECTIONS 1024
-#define DEFAULT_MAX_BODY        4096
-#define DEFAULT_IDLE_TIMEOUT_S  60
-#define DEFAULT_USER_TIMEOUT_MS 10000
-#define DEFAULT_READ_TIMEOUT_MS 10000
-#define OPS_MAX_CONNECTIONS     64 /* probes and scrapes: a few at a time */
+#define DEFAULT_THREADS          2
+#define DEFAULT_MAX_CONNECTIONS  1024
+#define DEFAULT_MAX_BODY         4096
+#define DEFAULT_IDLE_TIMEOUT_S   60
+#define DEFAULT_USER_TIMEOUT_MS  10000
+#define DEFAULT_READ_TIMEOUT_MS  10000
+#define DEFAULT_FIRST_TIMEOUT_MS 3000
+/* The ops listener: probes and scrapes, a few at a time. The kubelet
+ * probes from its node's address, Prometheus from its pod's, a
+ * port-forward from the pod's loopback: none needs more than a few
+ * connections, so one address that takes more is not served past
+ * OPS_MAX_PER_IP, and kept-alive ones are closed after OPS_IDLE_TIMEOUT_S
+ * (a scraper reconnects at its next scrape). */
+#define OPS_MAX_CONNECTIONS 64
+#define OPS_MAX_PER_IP      16
+#define OPS_IDLE_TIMEOUT_S  15
+/* Connections waiting for their request head in an acceptor, at most (a
+ * descriptor and a few bytes each): on --ops-listen this, on --listen this
+ * or as many as may be served, whichever is more. */
+#define WAITING_MAX 1024
 
 /* libmicrohttpd's memory pool per connection: the request head is read
  * into it (a head that does not fit is answered 431 and the connection
@@ -132,6 +145,16 @@ static char **copy_list(const char *const *list)
     return out;
 }
 
+/* A connection's first request must be in within this, never longer than
+ * any request may take. */
+static unsigned first_timeout_ms(const http_config *cfg)
+{
+    unsigned read_timeout = cfg->read_timeout_ms ? cfg->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS;
+    unsigned first =
+        cfg->first_request_timeout_ms ? cfg->first_request_timeout_ms : DEFAULT_FIRST_TIMEOUT_MS;
+    return first < read_timeout ? first : read_timeout;
+}
+
 /* The server object without its threads: configuration, locks, limits.
  * Fails closed: a namespace allow-list or a limit that cannot be built
  * stops the start rather than leaving the server open (NULL, with why). */
@@ -160,11 +183,13 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
     }
     s->pod_ip_check = cfg->pod_ip_check;
     unsigned read_timeout = cfg->read_timeout_ms ? cfg->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS;
+    unsigned first_timeout = first_timeout_ms(cfg);
     s->limits =
         http_limits_new(cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,
-                        cfg->max_per_ip, read_timeout);
+                        cfg->max_per_ip, read_timeout, first_timeout);
     if (cfg->ops_listen)
-        s->ops_limits = http_limits_new(OPS_MAX_CONNECTIONS, 0, read_timeout);
+        s->ops_limits =
+            http_limits_new(OPS_MAX_CONNECTIONS, OPS_MAX_PER_IP, read_timeout, first_timeout);
     if (!s->limits || (cfg->ops_listen && !s->ops_limits)) {
         snprintf(err, err_len, "cannot build the connection limits: out of memory");
         goto fail;
@@ -265,21 +290,41 @@ static struct MHD_Daemon *daemon_start(http_server *s, const http_config *cfg,
         MHD_OPTION_END);
 }
 
+/* The ops daemon's connections open and close: counted for its limits and
+ * for its acceptor. */
+static void ops_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code)
+{
+    http_server *s = cls;
+    http_limits_notify(s->ops_limits, conn, socket_context, code);
+    if (!s->ops_acceptor)
+        return;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        http_acceptor_started(s->ops_acceptor);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        http_acceptor_closed(s->ops_acceptor);
+}
+
 /* The ops listener: one thread, a few slots of its own, operator endpoints
- * only. */
+ * only. Without TLS it accepts nothing itself: its acceptor hands it the
+ * connections whose head is in (accept.c), so idle ones never hold its
+ * slots; libmicrohttpd's limit has room over the acceptor's for those
+ * reported closed and not counted out yet. */
 static struct MHD_Daemon *ops_daemon_start(http_server *s, const http_config *cfg,
                                            const struct sockaddr_storage *ss, bool v6)
 {
+    (void)cfg;
     struct MHD_OptionItem tls[3];
-    unsigned flags = common_flags(s, v6, tls);
-    unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
+    unsigned flags = common_flags(s, v6, tls) | (s->tls ? 0 : MHD_USE_NO_LISTEN_SOCKET);
+    unsigned max = s->tls ? OPS_MAX_CONNECTIONS : OPS_MAX_CONNECTIONS + OPS_MAX_CONNECTIONS / 4;
     return MHD_start_daemon(
         flags, 0, NULL, NULL, http_on_ops_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)OPS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, idle,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)OPS_CONNECTION_MEMORY,
-        MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-        http_limits_notify, s->ops_limits, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+        MHD_OPTION_SOCK_ADDR, s->tls ? (const struct sockaddr *)ss : NULL,
+        MHD_OPTION_CONNECTION_LIMIT, max, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        http_limits_hard(OPS_MAX_PER_IP), MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)OPS_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)OPS_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, ops_notify, s, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
 typedef struct daemon_args {
@@ -346,8 +391,22 @@ static int main_start(http_server *s, const http_config *cfg, const struct socka
         return -1;
     }
     unsigned max_conns = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
-    s->acceptor = http_acceptor_new(s->daemon, s->stream_daemon, fd, http_limits_hard(max_conns),
-                                    cfg->threads ? cfg->threads : DEFAULT_THREADS);
+    unsigned hard_max = http_limits_hard(max_conns);
+    http_acceptor_config ac = {
+        .calls = s->daemon,
+        .streams = s->stream_daemon,
+        .listen_fd = fd,
+        .classify = true,
+        .threads = cfg->threads ? cfg->threads : DEFAULT_THREADS,
+        .max = hard_max,
+        .urgent_room = hard_max / 4, /* the room daemon_start gives libmicrohttpd */
+        .max_waiting = hard_max > WAITING_MAX ? hard_max : WAITING_MAX,
+        .max_per_ip = cfg->max_per_ip,
+        .first_timeout_ms = first_timeout_ms(cfg),
+        .max_head = cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HEADER,
+        .name = "listen",
+    };
+    s->acceptor = http_acceptor_new(&ac);
     if (!s->acceptor)
         close(fd);
     if (!s->acceptor || http_acceptor_run(s->acceptor) != 0) {
@@ -357,15 +416,71 @@ static int main_start(http_server *s, const http_config *cfg, const struct socka
     return 0;
 }
 
+/* The ops daemon and, without TLS, its listening socket and acceptor.
+ * Returns 0, or -1 with why. */
+static int ops_start(http_server *s, const http_config *cfg, const struct sockaddr_storage *ss,
+                     socklen_t sslen, bool v6, char *err, size_t err_len)
+{
+    if (s->tls) {
+        s->ops_daemon = start_one(s, cfg, ss, v6, true);
+        if (!s->ops_daemon) {
+            snprintf(err, err_len, "cannot listen on %s (--ops-listen): %s", cfg->ops_listen,
+                     errno ? strerror(errno) : "libmicrohttpd refused to start");
+            return -1;
+        }
+        s->ops_port = bound_port(s->ops_daemon);
+        return 0;
+    }
+    char why[128];
+    int fd = http_listen_socket((const struct sockaddr *)ss, sslen, why, sizeof why);
+    if (fd < 0) {
+        snprintf(err, err_len, "cannot listen on %s (--ops-listen): %s", cfg->ops_listen, why);
+        return -1;
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+        s->ops_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                        : ((struct sockaddr_in *)&bound)->sin_port);
+    s->ops_daemon = start_one(s, cfg, ss, v6, true);
+    if (!s->ops_daemon) {
+        snprintf(err, err_len, "cannot serve %s (--ops-listen): libmicrohttpd refused to start",
+                 cfg->ops_listen);
+        close(fd);
+        return -1;
+    }
+    http_acceptor_config ac = {
+        .calls = s->ops_daemon,
+        .streams = s->ops_daemon,
+        .listen_fd = fd,
+        .threads = 1,
+        .max = OPS_MAX_CONNECTIONS,
+        .max_waiting = WAITING_MAX,
+        .max_per_ip = OPS_MAX_PER_IP,
+        .first_timeout_ms = first_timeout_ms(cfg),
+        .max_head = OPS_CONNECTION_MEMORY / 2, /* and as much for the answer */
+        .name = "ops-listen",
+    };
+    s->ops_acceptor = http_acceptor_new(&ac);
+    if (!s->ops_acceptor)
+        close(fd);
+    if (!s->ops_acceptor || http_acceptor_run(s->ops_acceptor) != 0) {
+        snprintf(err, err_len, "cannot start the thread accepting on %s (--ops-listen)",
+                 cfg->ops_listen);
+        return -1;
+    }
+    return 0;
+}
+
 http_server *http_server_start(const http_config *cfg, char *err, size_t err_len)
 {
     struct sockaddr_storage ss, ops_ss;
-    socklen_t sslen;
+    socklen_t sslen, ops_sslen = 0;
     bool v6, ops_v6 = false;
     if (parse_listen(cfg->listen, &ss, &sslen, &v6, err, err_len) != 0)
         return NULL;
     if (cfg->ops_listen &&
-        parse_listen(cfg->ops_listen, &ops_ss, &sslen, &ops_v6, err, err_len) != 0)
+        parse_listen(cfg->ops_listen, &ops_ss, &ops_sslen, &ops_v6, err, err_len) != 0)
         return NULL;
     http_server *s = server_new(cfg, err, err_len);
     if (!s)
@@ -377,15 +492,8 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
     }
     if (main_start(s, cfg, &ss, sslen, v6, err, err_len) != 0)
         goto fail;
-    if (cfg->ops_listen) {
-        s->ops_daemon = start_one(s, cfg, &ops_ss, ops_v6, true);
-        if (!s->ops_daemon) {
-            snprintf(err, err_len, "cannot listen on %s (--ops-listen): %s", cfg->ops_listen,
-                     errno ? strerror(errno) : "libmicrohttpd refused to start");
-            goto fail;
-        }
-        s->ops_port = bound_port(s->ops_daemon);
-    }
+    if (cfg->ops_listen && ops_start(s, cfg, &ops_ss, ops_sslen, ops_v6, err, err_len) != 0)
+        goto fail;
     if (http_timer_start(s) != 0) {
         snprintf(err, err_len, "cannot start the timer thread");
         goto fail;
@@ -437,6 +545,7 @@ void http_server_stop(http_server *s)
     http_streams_abort_locked(s); /* and resumed: MHD_stop_daemon wants none suspended */
     pthread_mutex_unlock(&s->mu);
     http_acceptor_stop(s->acceptor); /* no connection is handed over from here on */
+    http_acceptor_stop(s->ops_acceptor);
     http_timer_stop(s);
     if (s->ops_daemon)
         MHD_stop_daemon(s->ops_daemon);
@@ -451,6 +560,7 @@ void http_server_stop(http_server *s)
             http_tls_stopped(s->daemon);
     }
     http_acceptor_free(s->acceptor);
+    http_acceptor_free(s->ops_acceptor);
     http_tls_free(s->tls);
     free(s->namespaces);
     pthread_cond_destroy(&s->wake);

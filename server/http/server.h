@@ -57,7 +57,8 @@ typedef struct http_config {
     engine *engine;                  /* not owned */
     unsigned threads;                /* MHD thread pool size; 0: 2 */
     unsigned max_connections;        /* 0: 1024; RPCs over it: resource_exhausted */
-    unsigned max_per_ip;             /* 0: no per-IP limit; RPCs over it: resource_exhausted */
+    unsigned max_per_ip;             /* 0: no per-IP limit; RPCs over it: resource_exhausted,
+                                        and no more wait for their head (accept.c) */
     size_t max_body_bytes;           /* request body cap; 0: 4096 */
     size_t max_header_bytes;         /* room for a request head (else 431); 0: 3072 */
     unsigned idle_timeout_s;         /* idle connections (not streams); 0: 60 */
@@ -66,6 +67,11 @@ typedef struct http_config {
      * connection's start or, kept alive, from the request's first byte;
      * slower connections are shut down. 0: 10000. */
     unsigned read_timeout_ms;
+    /* A connection's first request head must be in within this of its
+     * accept, and the whole request within this of its start (never longer
+     * than read_timeout_ms); it is closed otherwise, so that connections
+     * that send nothing do not hold slots. 0: 3000. */
+    unsigned first_request_timeout_ms;
     const char *const *namespaces; /* served namespaces, NULL-terminated; NULL: all */
     /* Without auth (auth.mode NONE), a leader label is taken on only when
      * its Pod's status.podIP is the caller's address (docs/design.md, rule

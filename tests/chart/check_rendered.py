@@ -306,6 +306,7 @@ def main():
         soft_anti_affinity(dep)
         expect(not sm, "ServiceMonitor rendered although disabled")
         expect(arg_value(args, "--max-connections") is None, "--max-connections set by default")
+        expect(arg_value(args, "--max-per-ip") == "256", "--max-per-ip not 256 by default")
         expect(arg_value(args, "--read-timeout-s") is None, "--read-timeout-s set by default")
         expect(arg_value(args, "--max-leases") is None, "--max-leases set by default")
         expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")

@@ -542,6 +542,23 @@ static void test_namespaces_and_per_ip_limit(void **state)
     if (!strcasestr(r.headers, "\r\nConnection: close"))
         fail_msg("the refused connection is not closed: %s", r.headers);
     free(r.body);
+    /* A Confirm over it is served all the same (terms before strangers):
+     * this one names no live term, and is told so. */
+    fd = connect_to(other.port);
+    const char *confirm = "{\"namespace\":\"team-a\",\"name\":\"db\",\"identity\":\"x\","
+                          "\"epoch\":\"1\"}";
+    n = snprintf(head, sizeof head,
+                 "POST /kubelease.v1.LeaseService/Confirm HTTP/1.1\r\nHost: x\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                 strlen(confirm));
+    send_all(fd, head, (size_t)n);
+    send_all(fd, confirm, strlen(confirm));
+    read_response(fd, &r);
+    close(fd);
+    if (r.status == 0 || r.status == 429 || strstr(r.body, "--max-per-ip"))
+        fail_msg("a Confirm over --max-per-ip was refused for the limit: %d %s", r.status, r.body);
+    printf("a Confirm over --max-per-ip 3: %d %s\n", r.status, r.body);
+    free(r.body);
     /* A stream is refused the Connect way: HTTP 200 and an end-of-stream
      * frame carrying the error. */
     fd = connect_to(other.port);
@@ -570,7 +587,12 @@ static void test_namespaces_and_per_ip_limit(void **state)
             fail_msg("/livez on connection %d (hard limit %d) was not answered", n_held + 1,
                      PER_IP_HARD);
     }
+    /* Past it, a request is not served: its connection is closed as it is
+     * handed to libmicrohttpd (once its head is in: the acceptor holds a
+     * silent one in no slot of the limit). */
     fd = connect_to(other.port);
+    const char *get = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(fd, get, strlen(get));
     struct pollfd p = {.fd = fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, 3000), 1);
     char c;

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes max-header-bytes ops-listen read-timeout-s max-leases allow-token-over-http auth token-audience \
+  max-body-bytes max-header-bytes ops-listen read-timeout-s first-request-timeout-s max-leases allow-token-over-http auth token-audience \
   identity-policy term-key-file tls-cert-file tls-key-file review-rate review-rate-per-ip metrics-auth; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
@@ -29,6 +29,7 @@ WANT='unknown flag --bogus' bad "$KUBELEASED" --bogus
 WANT='--max-connections: "many"' bad "$KUBELEASED" --dev --max-connections many
 WANT='--max-body-bytes: "10"' bad "$KUBELEASED" --dev --max-body-bytes 10
 WANT='--max-header-bytes: "100"' bad "$KUBELEASED" --dev --max-header-bytes 100
+WANT='--first-request-timeout-s: "0"' bad "$KUBELEASED" --dev --first-request-timeout-s 0
 WANT='--log-level: "loud"' bad "$KUBELEASED" --dev --log-level loud
 WANT='--listen needs a value' bad "$KUBELEASED" --dev --listen
 WANT='unexpected argument "serve"' bad "$KUBELEASED" serve

@@ -281,6 +281,64 @@ static void test_http_request_line_in_pieces_is_served(void **state)
     close(c);
 }
 
+/* --max-connections 8: libmicrohttpd's 16 slots (8 and its headroom),
+ * then a quarter more for Confirms and Resigns. */
+#define FULL_MAX  8
+#define FULL_HARD 16
+
+static int setup_full(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    server_backend_start(&f->b);
+    char err[256];
+    http_config hc = {
+        .listen = "127.0.0.1:0", .engine = f->b.e, .threads = 1, .max_connections = FULL_MAX};
+    f->srv = http_server_start(&hc, err, sizeof err);
+    if (!f->srv)
+        fail_msg("http_server_start: %s", err);
+    *state = f;
+    return 0;
+}
+
+/* True when fd gets the first bytes of an answer within ms. */
+static bool answered_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char head[16] = "";
+    return poll(&p, 1, ms) == 1 && recv(fd, head, sizeof head - 1, MSG_DONTWAIT) > 0 &&
+           memcmp(head, "HTTP/1.1 ", 9) == 0;
+}
+
+/* Terms before strangers: with every slot held by kept-alive connections,
+ * a new request waits for one to close, and a Confirm on a new connection
+ * is served at once from the room kept for it. */
+static void test_http_confirm_is_served_when_every_slot_is_held(void **state)
+{
+    fixture *f = *state;
+    static const char get[] = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    int held[FULL_HARD];
+    for (int i = 0; i < FULL_HARD; i++) {
+        held[i] = open_with(f, get, sizeof get - 1);
+        if (!answered_within(held[i], 5000))
+            fail_msg("kept-alive connection %d of %d was not served", i + 1, FULL_HARD);
+    }
+    int waiting = open_with(f, get, sizeof get - 1);
+    if (answered_within(waiting, 500))
+        fail_msg("a request past every slot was served: the test holds no slots");
+    char confirm[512];
+    size_t clen = confirm_request(confirm, sizeof confirm);
+    int c = open_with(f, confirm, clen);
+    if (!answered_within(c, 2000))
+        fail_msg("a Confirm was not served while strangers held every slot");
+    close(c);
+    close(held[0]);
+    if (!answered_within(waiting, 5000))
+        fail_msg("the waiting request was not served once a slot was free");
+    close(waiting);
+    for (int i = 1; i < FULL_HARD; i++)
+        close(held[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +350,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_http_request_line_in_pieces_is_served, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_http_confirm_is_served_when_every_slot_is_held,
+                                        setup_full, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
