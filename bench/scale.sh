@@ -162,7 +162,7 @@ for s in "${settings[@]}"; do
     drops=$(($(overflows) - drops0))
     stop_server
     if [ -n "$rss60" ]; then
-        m60=$(div "$rss60" 1024) growth=$(awk -v a="$rss" -v b="$rss60" 'BEGIN { printf "%+.1f%%", (a - b) * 100 / b }')
+        m60=$(awk -v a="$rss60" 'BEGIN { printf "%.1f", a / 1024 }') growth=$(awk -v a="$rss" -v b="$rss60" 'BEGIN { printf "%+.1f%%", (a - b) * 100 / b }')
     else
         m60=- growth=-
     fi
