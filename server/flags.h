@@ -28,6 +28,8 @@ typedef struct options {
     long read_timeout_s;
     long max_grant_ms;
     long max_leases;
+    long max_leases_per_caller;
+    long max_leases_per_namespace;
     const char *auth;
     const char *token_audience;
     const char *identity_policy;

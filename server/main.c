@@ -212,6 +212,8 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .allow_token_over_http = o->allow_token_over_http},
         .max_grant_ms = o->max_grant_ms,
         .max_leases = (int)o->max_leases,
+        .max_leases_per_caller = (int)o->max_leases_per_caller,
+        .max_leases_per_namespace = (int)o->max_leases_per_namespace,
         .events = o->events,
         .pod_label_keys = (const char *const *)*pod_label_keys,
         .term_key = key_len ? key : NULL,

@@ -215,7 +215,7 @@ static void test_kube_leader_death_failover_within_validity(void **state)
     fixture **r = *state;
     const char *lease = lease_name("failover");
     sink *a = sink_new(), *b = sink_new(), *w = sink_new();
-    uint64_t wid = engine_watch(r[1]->engine, test_ns, lease, listener_of(w));
+    uint64_t wid = engine_watch(r[1]->engine, test_ns, lease, NULL, listener_of(w));
     campaign(r[0], a, req(lease, "leader-1:8080"));
     int i = wait_kind(a, ENGINE_EVENT_ELECTED, 15000);
     assert_true(i >= 0);
