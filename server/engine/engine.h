@@ -118,6 +118,10 @@ typedef struct engine_config {
 #define ENGINE_MAX_LEASES_PER_CALLER_DEFAULT    256
 #define ENGINE_MAX_LEASES_PER_NAMESPACE_DEFAULT 2048
 
+/* The largest epoch a Lease records: leaseTransitions is an int32. A Lease
+ * there can start no new term (docs/design.md, rule 4). */
+#define ENGINE_EPOCH_MAX 2147483647
+
 /* A caller as the quotas know it (the authenticated user's name, or the
  * peer's address), NUL included; longer names are cut. */
 #define ENGINE_CALLER_MAX 256

@@ -285,6 +285,10 @@ struct lease_state {
      * Lease is forgotten first at a quota). */
     char owner[ENGINE_CALLER_MAX];
     int64_t used_ms;
+    /* The record's leaseTransitions is ENGINE_EPOCH_MAX: no new term can
+     * start (acquire.c); reported once, counted in
+     * kubelease_leases_epoch_exhausted while it lasts. */
+    bool epoch_exhausted;
 };
 
 struct engine {
@@ -312,6 +316,7 @@ struct engine {
     /* Engine thread only, mirrored in metrics. */
     int n_candidates, n_watchers, n_leases;
     int n_elections;      /* leases with at least one candidate */
+    int n_epoch_exhausted; /* leases whose epoch cannot grow (acquire.c) */
     struct kl__list gets; /* pending_get.link: GetHolder reads in flight */
     struct kl__list label_checks; /* label_check.link: Pod reads of podlabel_admit.c */
     char **pod_label_keys;        /* NULL-terminated; NULL: labels are off */
@@ -585,11 +590,14 @@ void engine_term_finish(lease_state *ls);
 /* --- acquire.c --- */
 
 /* Starts an acquisition for the first waiting candidate when the Lease is
- * free, absent, or expired by observed time. */
+ * free, absent, or expired by observed time. On a Lease whose epoch cannot
+ * grow (ENGINE_EPOCH_MAX) it ends every standby instead. */
 void engine_try_acquire(lease_state *ls);
 /* Decides a resuming candidate's request (the lease is synced). */
 void engine_try_resume(lease_state *ls, candidate *c);
 void engine_process_resumes(lease_state *ls);
+/* Takes note that ls is forgotten: off kubelease_leases_epoch_exhausted. */
+void engine_epoch_forget(lease_state *ls);
 /* Plans the acquisition attempt at a foreign holder's expiry. */
 void engine_schedule_expiry(lease_state *ls);
 
@@ -706,6 +714,9 @@ void engine_events_term_started(lease_state *ls, const term *t);
 void engine_events_term_ended(lease_state *ls, term *t, engine_lost_reason reason);
 /* The release of ls's term landed: records its end if that waited for it. */
 void engine_events_term_released(lease_state *ls, term *t);
+/* Records a Warning that ls's epoch cannot grow (acquire.c), when --events
+ * is on and the rate limits allow. */
+void engine_events_epoch_exhausted(lease_state *ls, const char *message);
 
 /* --- quota.c --- */
 

@@ -130,6 +130,7 @@ void engine_lease_forget(lease_state *ls)
     }
     metrics_set("kubelease_leases_followed", "", --e->n_leases);
     engine_quota_forget(ls);
+    engine_epoch_forget(ls);
     log_event(LOG_DEBUG, "lease_forgotten", "ns=%s lease=%s idle_ms=%lld", ls->ns, ls->name,
               (long long)(engine_now_ms(e) - ls->idle_since_ms));
     engine_lease_drop(ls);
