@@ -6,7 +6,8 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes max-header-bytes ops-listen read-timeout-s max-leases allow-token-over-http auth token-audience \
+  max-body-bytes max-header-bytes ops-listen read-timeout-s max-leases max-leases-per-caller \
+  max-leases-per-namespace allow-token-over-http auth token-audience \
   identity-policy term-key-file tls-cert-file tls-key-file; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
@@ -40,6 +41,8 @@ WANT='listen address "nowhere"' bad "$KUBELEASED" --dev --listen nowhere
 WANT='--ops-listen: listen address "elsewhere"' bad "$KUBELEASED" --dev --ops-listen elsewhere
 WANT='--read-timeout-s: "0"' bad "$KUBELEASED" --dev --read-timeout-s 0
 WANT='--max-leases: "0"' bad "$KUBELEASED" --dev --max-leases 0
+WANT='--max-leases-per-caller: "0"' bad "$KUBELEASED" --dev --max-leases-per-caller 0
+WANT='--max-leases-per-namespace: "-3"' bad "$KUBELEASED" --dev --max-leases-per-namespace -3
 WANT='--auth: "basic" is not kubernetes or none' bad "$KUBELEASED" --dev --auth basic
 WANT='--auth kubernetes needs a cluster' bad "$KUBELEASED" --dev --auth kubernetes
 WANT='--identity-policy: "user"' bad "$KUBELEASED" --identity-policy user
