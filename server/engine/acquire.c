@@ -327,16 +327,17 @@ void engine_epoch_forget(lease_state *ls)
 static bool epoch_exhausted(lease_state *ls)
 {
     bool at_max = ls->exists && ls->record.transitions >= ENGINE_EPOCH_MAX;
+    bool first = at_max && !ls->epoch_exhausted;
+    epoch_flag(ls, at_max);
+    if (!at_max)
+        return false;
     char msg[256];
     snprintf(msg, sizeof msg, EPOCH_EXHAUSTED_MSG, ls->ns, ls->name);
-    if (at_max && !ls->epoch_exhausted) {
+    if (first) {
         log_event(LOG_ERROR, "epoch_exhausted", "ns=%s lease=%s epoch=%lld msg=%s", ls->ns,
                   ls->name, (long long)ls->record.transitions, log_q(msg));
         engine_events_epoch_exhausted(ls, msg);
     }
-    epoch_flag(ls, at_max);
-    if (!at_max)
-        return false;
     KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
         if (c->state == CAMPAIGN_STANDBY &&
