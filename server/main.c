@@ -368,6 +368,23 @@ static int write_port_file(const char *path, unsigned port)
     return rc;
 }
 
+/* What start-up says about the term key: a weak one (key_bits, -1 for
+ * none), or none at all against a cluster. */
+static void warn_term_key(const options *o, double key_bits)
+{
+    if (key_bits >= 0 && key_bits < TERM_KEY_WEAK_BITS)
+        log_event(LOG_WARN, "term_key_weak", "file=%s estimated_bits=%.0f msg=%s",
+                  log_q(o->term_key_file), key_bits,
+                  log_q("the term key looks like it has little entropy (repeated or few "
+                        "distinct bytes): whoever guesses it can forge term tokens; make one "
+                        "with (umask 077; head -c 32 /dev/urandom | base64 > FILE)"));
+    if (!o->term_key_file && !o->dev)
+        log_event(LOG_WARN, "term_key_random", "msg=%s",
+                  log_q("no --term-key-file: term tokens use a random key of this "
+                        "process, so a term cannot be resumed on another replica or "
+                        "after a restart; give every replica the same key file"));
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -430,17 +447,7 @@ int main(int argc, char **argv)
                         "campaign for, confirm, resign, read and list ANY Lease kubeleased "
                         "serves, and depose any leader. Use --auth kubernetes outside of "
                         "tests."));
-    if (key_bits >= 0 && key_bits < TERM_KEY_WEAK_BITS)
-        log_event(LOG_WARN, "term_key_weak", "file=%s estimated_bits=%.0f msg=%s",
-                  log_q(o.term_key_file), key_bits,
-                  log_q("the term key looks like it has little entropy (repeated or few "
-                        "distinct bytes): whoever guesses it can forge term tokens; make one "
-                        "with (umask 077; head -c 32 /dev/urandom | base64 > FILE)"));
-    if (!o.term_key_file && !o.dev)
-        log_event(LOG_WARN, "term_key_random", "msg=%s",
-                  log_q("no --term-key-file: term tokens use a random key of this "
-                        "process, so a term cannot be resumed on another replica or "
-                        "after a restart; give every replica the same key file"));
+    warn_term_key(&o, key_bits);
 
     int sig = 0;
     sigwait(&sigs, &sig);
