@@ -92,6 +92,7 @@ mkdir -p "$logs"
 tck=$(getconf CLK_TCK)
 run_id=$(printf '%x' $(($(date +%s) % 1048576)))
 head -c 32 /dev/urandom >"$logs/term.key"
+chmod 600 "$logs/term.key" # kubeleased refuses a key others may read
 pids=()
 cleanup() {
     local p
@@ -220,7 +221,8 @@ for s in "${settings[@]}"; do
         t=kl-$e-$tag
         args=(--kubeconfig "$KL_SA_KUBECONFIG" --auth "$auth" --term-key-file "$logs/term.key"
             --listen 127.0.0.1:0 --port-file "$logs/$t.port"
-            --max-connections $((e * (2 + per) + 256)) --max-per-ip 0) # all from 127.0.0.1
+            --max-connections $((e * (2 + per) + 256)) --max-per-ip 0 # all from 127.0.0.1
+            --max-leases-per-caller $((e + 16)) --max-leases-per-namespace $((e + 16)))
         "$server" "${args[@]}" 2>"$logs/$t.log" &
         spid=$!
         pids+=("$spid")

@@ -118,9 +118,11 @@ for s in "${settings[@]}"; do
     tag=${s//\//-}
     tag=${tag//@/-g}
     rm -f "$logs/port-$tag"
-    # Every client connects from 127.0.0.1: no per-address limit.
+    # Every election and watch comes from one address, one caller for the
+    # quotas, in one namespace: no per-address limit, quotas above the run.
     "$server" --dev --listen 127.0.0.1:0 --port-file "$logs/port-$tag" \
         --max-connections $((elections * 2 + watchers + 256)) --max-per-ip 0 \
+        --max-leases-per-caller $((elections + 16)) --max-leases-per-namespace $((elections + 16)) \
         2>"$logs/kubeleased-$tag.log" &
     spid=$!
     for _ in $(seq 100); do

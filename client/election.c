@@ -556,8 +556,10 @@ static void campaign_done(struct kl__xfer *x, CURLcode rc)
                   el->key, (long long)el->epoch, e.message);
         return;
     }
+    /* A campaign stream ends failed_precondition (KL_ERR_LOST) only for a
+     * Lease that can never be elected again (its epoch cannot grow). */
     if (st == KL_ERR_INVALID_ARGUMENT || st == KL_ERR_PERMISSION_DENIED || st == KL_ERR_PROTOCOL ||
-        st == KL_ERR_ALREADY_RUNNING) {
+        st == KL_ERR_ALREADY_RUNNING || st == KL_ERR_LOST) {
         /* Retrying cannot help: end the election with the reason. */
         el_finish(el, st, "campaign for %s refused: %s", el->key, e.message);
         return;

@@ -8,6 +8,10 @@
 #ifndef CTL_H
 #define CTL_H
 
+/* The largest epoch a Lease records (leaseTransitions is an int32): a Lease
+ * there can start no new term. */
+#define CTL_EPOCH_MAX 2147483647
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

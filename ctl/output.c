@@ -67,7 +67,9 @@ static void row_cells(const kl_lease_info *r, const char *cells[NCOL], char fmt[
     cells[COL_NS] = r->ns;
     cells[COL_NAME] = r->name;
     cells[COL_HOLDER] = r->holder[0] ? r->holder : "<none>";
-    snprintf(fmt[COL_EPOCH], 32, "%" PRId64, r->lease_transitions);
+    /* At 2147483647 no new term can start (docs/design.md, rule 4). */
+    snprintf(fmt[COL_EPOCH], 32, "%" PRId64 "%s", r->lease_transitions,
+             r->lease_transitions >= CTL_EPOCH_MAX ? " (exhausted)" : "");
     ctl_format_duration(fmt[COL_SINCE], 32, r->since_transition_ms);
     ctl_format_duration(fmt[COL_VALID], 32, r->valid_for_ms);
     snprintf(fmt[COL_CAND], 32, "%d", (int)r->candidates);
@@ -145,6 +147,8 @@ void ctl_print_lease_json(FILE *f, const kl_lease_info *r, const void *value, si
             ",\"candidates\":%d,\"watchers\":%d,\"leaseDurationSeconds\":%d",
             r->lease_transitions, r->since_transition_ms, r->valid_for_ms, (int)r->candidates,
             (int)r->watchers, (int)r->lease_duration_s);
+    if (r->lease_transitions >= CTL_EPOCH_MAX)
+        fputs(",\"epochExhausted\":true", f); /* no new term can start */
     if (value_len) { /* proto3 JSON's bytes: base64 */
         fputs(",\"value\":", f);
         ctl_json_bytes(f, value, value_len);

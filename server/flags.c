@@ -70,9 +70,19 @@ static const flag flags[] = {
     {"max-grant-ms", FLAG_LONG, OPT(max_grant_ms), 0, 3600000, "N", "0",
      "longest validity granted to a leader per confirmation (0: its retry period)"},
     {"max-leases", FLAG_LONG, OPT(max_leases), 1, 1000000, "N", "10000",
-     "most Leases followed at once (each has its state and its apiserver watch); campaigns, "
-     "watches and reads of further Leases get resource_exhausted. Reading a Lease that does "
-     "not exist follows nothing"},
+     "most Leases followed at once (each has its state and its apiserver watch); at the "
+     "limit the least recently used Lease nobody campaigns on or watches is forgotten, and "
+     "when every one is in use, campaigns, watches and reads of further Leases get "
+     "resource_exhausted. Reading a Lease that does not exist follows nothing"},
+    {"max-leases-per-caller", FLAG_LONG, OPT(max_leases_per_caller), 1, 1000000, "N", "256",
+     "most Leases followed on one caller's account (the authenticated user, or the peer "
+     "address with --auth none): those it last campaigned on or watched, and those its "
+     "reads made kubeleased follow. At the limit its least recently used Lease nobody "
+     "campaigns on or watches is forgotten; when all are in use, its campaigns, watches "
+     "and reads of further Leases get resource_exhausted, and other callers are served"},
+    {"max-leases-per-namespace", FLAG_LONG, OPT(max_leases_per_namespace), 1, 1000000, "N", "2048",
+     "most Leases followed in one namespace, made room for and refused as for "
+     "--max-leases-per-caller, so that one namespace cannot take every --max-leases slot"},
     {"auth", FLAG_STRING, OPT(auth), 0, 0, "MODE", "none with --dev, else kubernetes",
      "who may call: kubernetes (a bearer token checked with a TokenReview, every RPC with a "
      "SubjectAccessReview on elections.kubelease.io) or none (anyone reaching the port)"},
@@ -255,6 +265,8 @@ void flags_defaults(options *o)
                    .first_request_timeout_s = 3,
                    .max_grant_ms = 0,
                    .max_leases = 10000,
+                   .max_leases_per_caller = 256,
+                   .max_leases_per_namespace = 2048,
                    .token_audience = "kubelease",
                    .review_rate = 200,
                    .review_rate_per_ip = 20,

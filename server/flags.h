@@ -29,6 +29,8 @@ typedef struct options {
     long first_request_timeout_s;
     long max_grant_ms;
     long max_leases;
+    long max_leases_per_caller;
+    long max_leases_per_namespace;
     const char *auth;
     const char *token_audience;
     const char *identity_policy;

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -79,6 +81,76 @@ static char **split_list(const char *flag, const char *list, item_check check, c
 
 #define TERM_KEY_MIN 32
 #define TERM_KEY_MAX 4096
+/* Below this estimate (term_key_bits) a key is warned about. */
+#define TERM_KEY_WEAK_BITS 96
+
+/* The term key is a secret (docs/design.md, rule 8): as PostgreSQL checks
+ * its key file, fd must be a regular file owned by kubeleased's user with
+ * no access for group or others (0600 or less), or owned by root and
+ * readable by a group, kubeleased's, at most (0640 or less: how a
+ * Kubernetes Secret volume shows it, root-owned with the pod's fsGroup).
+ * Returns 0, or -1 after saying what is wrong and how to fix it. */
+static int check_term_key_mode(const char *path, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        fprintf(stderr, "kubeleased: --term-key-file: cannot stat %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    unsigned mode = (unsigned)st.st_mode & 07777;
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "kubeleased: --term-key-file: %s is not a regular file\n", path);
+        return -1;
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        fprintf(stderr,
+                "kubeleased: --term-key-file: %s is owned by uid %u, neither kubeleased's user "
+                "(uid %u) nor root: chown it\n",
+                path, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if (st.st_uid == geteuid() && (mode & 077)) {
+        fprintf(stderr,
+                "kubeleased: --term-key-file: %s has mode %04o: others than its owner may use "
+                "the key; chmod 600 %s\n",
+                path, mode, path);
+        return -1;
+    }
+    if (st.st_uid != geteuid() && (mode & 0137)) {
+        fprintf(stderr,
+                "kubeleased: --term-key-file: %s has mode %04o: a root-owned key may be "
+                "readable by its group at most; chmod 640 %s (or 440, as the chart mounts it)\n",
+                path, mode, path);
+        return -1;
+    }
+    return 0;
+}
+
+/* An estimate of the key's entropy in bits, for a warning only: its
+ * length times the Shannon entropy of its byte frequencies, and 0 for a
+ * key that repeats a part of at most half its length ("abcabc..."). 32
+ * random bytes estimate about 150 bits, 32 random hex digits about 120, 32
+ * times 'a' 0. */
+static double term_key_bits(const uint8_t *key, size_t n)
+{
+    for (size_t period = 1; period <= n / 2; period++) {
+        size_t i = period;
+        while (i < n && key[i] == key[i - period])
+            i++;
+        if (i == n)
+            return 0;
+    }
+    unsigned counts[256] = {0};
+    for (size_t i = 0; i < n; i++)
+        counts[key[i]]++;
+    double h = 0;
+    for (int b = 0; b < 256; b++)
+        if (counts[b]) {
+            double p = (double)counts[b] / (double)n;
+            h -= p * log2(p);
+        }
+    return h * (double)n;
+}
 
 /* Reads --term-key-file into key (trailing white space, such as the newline
  * of a file written by hand, is not part of it). Returns its length, or -1
@@ -90,6 +162,10 @@ static ssize_t read_term_key(const char *path, uint8_t key[TERM_KEY_MAX + 1])
         fprintf(stderr, "kubeleased: --term-key-file: cannot read %s: %s\n", path, strerror(errno));
         return -1;
     }
+    if (check_term_key_mode(path, fileno(f)) != 0) {
+        fclose(f);
+        return -1;
+    }
     size_t n = fread(key, 1, TERM_KEY_MAX + 1, f);
     fclose(f);
     while (n > 0 &&
@@ -98,7 +174,7 @@ static ssize_t read_term_key(const char *path, uint8_t key[TERM_KEY_MAX + 1])
     if (n < TERM_KEY_MIN || n > TERM_KEY_MAX) {
         fprintf(stderr,
                 "kubeleased: --term-key-file: %s holds %zu bytes; the key must be %d to %d "
-                "(e.g. head -c 32 /dev/urandom | base64 > FILE)\n",
+                "(e.g. (umask 077; head -c 32 /dev/urandom | base64 > FILE))\n",
                 path, n, TERM_KEY_MIN, TERM_KEY_MAX);
         return -1;
     }
@@ -229,6 +305,8 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .allow_token_over_http = o->allow_token_over_http},
         .max_grant_ms = o->max_grant_ms,
         .max_leases = (int)o->max_leases,
+        .max_leases_per_caller = (int)o->max_leases_per_caller,
+        .max_leases_per_namespace = (int)o->max_leases_per_namespace,
         .events = o->events,
         .pod_label_keys = (const char *const *)*pod_label_keys,
         .term_key = key_len ? key : NULL,
@@ -320,6 +398,23 @@ static void bound_malloc_arenas(void)
         mallopt(M_ARENA_MAX, 2);
 }
 
+/* What start-up says about the term key: a weak one (key_bits, -1 for
+ * none), or none at all against a cluster. */
+static void warn_term_key(const options *o, double key_bits)
+{
+    if (key_bits >= 0 && key_bits < TERM_KEY_WEAK_BITS)
+        log_event(LOG_WARN, "term_key_weak", "file=%s estimated_bits=%.0f msg=%s",
+                  log_q(o->term_key_file), key_bits,
+                  log_q("the term key looks like it has little entropy (repeated or few "
+                        "distinct bytes): whoever guesses it can forge term tokens; make one "
+                        "with (umask 077; head -c 32 /dev/urandom | base64 > FILE)"));
+    if (!o->term_key_file && !o->dev)
+        log_event(LOG_WARN, "term_key_random", "msg=%s",
+                  log_q("no --term-key-file: term tokens use a random key of this "
+                        "process, so a term cannot be resumed on another replica or "
+                        "after a restart; give every replica the same key file"));
+}
+
 int main(int argc, char **argv)
 {
     bound_malloc_arenas();
@@ -341,6 +436,8 @@ int main(int argc, char **argv)
     static uint8_t term_key[TERM_KEY_MAX + 1];
     if (configure(&o, &cfg, &level, &namespaces, &pod_label_keys, term_key) != 0)
         return EXIT_USAGE;
+    /* A guess at the key's strength, for a warning once started. */
+    double key_bits = cfg.term_key_len ? term_key_bits(term_key, cfg.term_key_len) : -1;
     log_set_level(level);
     metrics_init();
     set_build_info();
@@ -385,11 +482,7 @@ int main(int argc, char **argv)
                         "campaign for, confirm, resign, read and list ANY Lease kubeleased "
                         "serves, and depose any leader. Use --auth kubernetes outside of "
                         "tests."));
-    if (!o.term_key_file && !o.dev)
-        log_event(LOG_WARN, "term_key_random", "msg=%s",
-                  log_q("no --term-key-file: term tokens use a random key of this "
-                        "process, so a term cannot be resumed on another replica or "
-                        "after a restart; give every replica the same key file"));
+    warn_term_key(&o, key_bits);
 
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -86,6 +86,8 @@ static service_status engine_start(service *svc, const service_config *cfg, char
                         .store = svc->store,
                         .max_grant_ms = cfg->max_grant_ms,
                         .max_leases = cfg->max_leases,
+                        .max_leases_per_caller = cfg->max_leases_per_caller,
+                        .max_leases_per_namespace = cfg->max_leases_per_namespace,
                         .events = cfg->events,
                         .pod_label_keys = cfg->pod_label_keys,
                         .volatile_store = cfg->dev,

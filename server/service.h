@@ -23,6 +23,8 @@ typedef struct service_config {
     store_kube_opts kube;    /* otherwise: how to reach the apiserver */
     int64_t max_grant_ms;    /* engine_config.max_grant_ms */
     int max_leases;          /* engine_config.max_leases */
+    int max_leases_per_caller;    /* engine_config.max_leases_per_caller */
+    int max_leases_per_namespace; /* engine_config.max_leases_per_namespace */
     bool events;             /* engine_config.events */
     const char *const *pod_label_keys; /* engine_config.pod_label_keys */
     const uint8_t *term_key; /* engine_config.term_key (copied by the engine) */

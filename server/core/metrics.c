@@ -324,6 +324,10 @@ void metrics_init(void)
                     "Holder watch streams connected to this replica.", NULL, 0);
     metrics_declare("kubelease_leases_followed", METRICS_GAUGE,
                     "Leases this replica follows; idle ones are forgotten.", NULL, 0);
+    metrics_declare("kubelease_leases_epoch_exhausted", METRICS_GAUGE,
+                    "Followed Leases whose leaseTransitions is at 2147483647: no new term can "
+                    "start until the Lease is deleted (or renamed).",
+                    NULL, 0);
     metrics_declare("kubelease_leader", METRICS_GAUGE,
                     "1 while this replica holds the lease for one of its candidates.", NULL, 0);
     metrics_declare("kubelease_terms_started_total", METRICS_COUNTER,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/metrics.h"
 #include "engine/internal.h"
 
 #define REREAD_TIMEOUT_MS 2000
@@ -298,9 +299,59 @@ static bool claim_handed_to(lease_state *ls, int64_t now)
     return true;
 }
 
+#define EPOCH_EXHAUSTED_MSG                                                                        \
+    "lease %.40s/%.50s cannot be elected again: its leaseTransitions is at 2147483647, the "       \
+    "largest epoch; delete the Lease (epochs restart at 1: fencing servers must forget theirs) "   \
+    "or campaign under another name"
+
+static void epoch_flag(lease_state *ls, bool exhausted)
+{
+    if (ls->epoch_exhausted == exhausted)
+        return;
+    ls->epoch_exhausted = exhausted;
+    ls->e->n_epoch_exhausted += exhausted ? 1 : -1;
+    metrics_set("kubelease_leases_epoch_exhausted", "", ls->e->n_epoch_exhausted);
+}
+
+void engine_epoch_forget(lease_state *ls)
+{
+    epoch_flag(ls, false);
+}
+
+/* A Lease at ENGINE_EPOCH_MAX can start no new term (rule 4): said once
+ * (an error in the log, the gauge, a Warning Event with --events), and
+ * every standby is ended with the message saying what to do, a code the
+ * library does not retry on, so that nothing tries again in a loop. A live
+ * term (here or elsewhere) goes on at its epoch: renewals and resumes keep
+ * it. True when ls is such a Lease. */
+static bool epoch_exhausted(lease_state *ls)
+{
+    bool at_max = ls->exists && ls->record.transitions >= ENGINE_EPOCH_MAX;
+    bool first = at_max && !ls->epoch_exhausted;
+    epoch_flag(ls, at_max);
+    if (!at_max)
+        return false;
+    char msg[256];
+    snprintf(msg, sizeof msg, EPOCH_EXHAUSTED_MSG, ls->ns, ls->name);
+    if (first) {
+        log_event(LOG_ERROR, "epoch_exhausted", "ns=%s lease=%s epoch=%lld msg=%s", ls->ns,
+                  ls->name, (long long)ls->record.transitions, log_q(msg));
+        engine_events_epoch_exhausted(ls, msg);
+    }
+    KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
+        candidate *c = engine_candidate_of(link);
+        if (c->state == CAMPAIGN_STANDBY &&
+            !(ls->acq.state != ACQ_IDLE && ls->acq.campaign_id == c->id))
+            engine_candidate_refuse(c, ENGINE_FAILED_PRECONDITION, msg);
+    }
+    return true;
+}
+
 void engine_try_acquire(lease_state *ls)
 {
-    if (!ls->synced || ls->term || ls->acq.state != ACQ_IDLE || atomic_load(&ls->e->stopping))
+    if (!ls->synced || atomic_load(&ls->e->stopping) || epoch_exhausted(ls))
+        return;
+    if (ls->term || ls->acq.state != ACQ_IDLE)
         return;
     if (recognise_lost_write(ls))
         return;

@@ -33,8 +33,8 @@ static void check_done(void *ctx, const engine_reply *read)
     free(k);
 }
 
-int engine_check_epoch(engine *e, const char *ns, const char *name, int64_t epoch, engine_done done,
-                       void *ctx)
+int engine_check_epoch(engine *e, const char *ns, const char *name, const char *caller,
+                       int64_t epoch, engine_done done, void *ctx)
 {
     check_call *k = malloc(sizeof *k);
     if (!k)
@@ -42,7 +42,7 @@ int engine_check_epoch(engine *e, const char *ns, const char *name, int64_t epoc
     k->epoch = epoch;
     k->done = done;
     k->ctx = ctx;
-    if (engine_get_holder(e, ns, name, false, check_done, k) != 0) {
+    if (engine_get_holder(e, ns, name, caller, false, check_done, k) != 0) {
         free(k);
         return -1;
     }

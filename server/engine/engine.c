@@ -120,6 +120,11 @@ engine *engine_new(const engine_config *cfg)
     e->wall_clock = cfg->wall_clock;
     e->wall_clock_ctx = cfg->wall_clock_ctx;
     e->max_leases = cfg->max_leases > 0 ? cfg->max_leases : ENGINE_MAX_LEASES_DEFAULT;
+    e->max_per_caller = cfg->max_leases_per_caller > 0 ? cfg->max_leases_per_caller
+                                                       : ENGINE_MAX_LEASES_PER_CALLER_DEFAULT;
+    e->max_per_namespace = cfg->max_leases_per_namespace > 0
+                               ? cfg->max_leases_per_namespace
+                               : ENGINE_MAX_LEASES_PER_NAMESPACE_DEFAULT;
     e->events = cfg->events;
     if (copy_keys(e, cfg->pod_label_keys) != 0 ||
         engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
@@ -176,6 +181,7 @@ void engine_free(engine *e)
             engine_lease_drop(ls);
         }
     }
+    engine_quota_free(e);
     engine_token_key_clear(e);
     free_keys(e);
     free(e);
@@ -236,13 +242,14 @@ int engine_resign(engine *e, const char *ns, const char *name, const char *ident
     return cmd_post(k);
 }
 
-int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
-                      engine_done done, void *ctx)
+int engine_get_holder(engine *e, const char *ns, const char *name, const char *caller,
+                      bool consistent, engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_GET, ns, name, "", done, ctx);
     if (!k)
         return -1;
     k->consistent = consistent;
+    engine_copy_str(k->req.caller, sizeof k->req.caller, caller);
     return cmd_post(k);
 }
 
@@ -299,9 +306,13 @@ int engine_proclaim(engine *e, const char *ns, const char *name, const char *ide
     return cmd_post(k);
 }
 
-uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener)
+uint64_t engine_watch(engine *e, const char *ns, const char *name, const char *caller,
+                      engine_listener listener)
 {
-    return post_stream(e, cmd_new(e, CMD_WATCH, ns, name, ""), listener);
+    cmd *k = cmd_new(e, CMD_WATCH, ns, name, "");
+    if (k)
+        engine_copy_str(k->req.caller, sizeof k->req.caller, caller);
+    return post_stream(e, k, listener);
 }
 
 void engine_unwatch(engine *e, uint64_t watch_id)

@@ -36,7 +36,7 @@ typedef enum engine_code {
     ENGINE_DEADLINE_EXCEEDED,
     ENGINE_PERMISSION_DENIED,
     ENGINE_INTERNAL,
-    ENGINE_RESOURCE_EXHAUSTED, /* over engine_config.max_leases */
+    ENGINE_RESOURCE_EXHAUSTED, /* over max_leases or a quota */
 } engine_code;
 
 /* Why a term or campaign ended; values equal kubelease.v1.LostReason. */
@@ -74,10 +74,21 @@ typedef struct engine_config {
     int64_t (*wall_clock)(void *ctx);
     void *wall_clock_ctx;
     /* The most Leases followed at once (each has its state and its store
-     * watch). At the cap, a campaign, a watch or a read of a Lease not
-     * followed yet is refused with ENGINE_RESOURCE_EXHAUSTED; Leases already
-     * followed are served as usual. 0: ENGINE_MAX_LEASES_DEFAULT. */
+     * watch). At the cap, the least recently used Lease nothing uses is
+     * forgotten to make room; when every one is in use, a campaign, a watch
+     * or a read of a Lease not followed yet is refused with
+     * ENGINE_RESOURCE_EXHAUSTED; Leases already followed are served as
+     * usual. 0: ENGINE_MAX_LEASES_DEFAULT. */
     int max_leases;
+    /* Quotas (quota.c; docs/design.md, section 6): the most Leases followed
+     * on one caller's account (those it last campaigned on or watched, and
+     * those its reads made the engine follow) and in one namespace. At a
+     * quota the least recently used Lease of that caller (namespace) that
+     * nothing uses is forgotten to make room, as at max_leases; when all
+     * are in use, the request is refused with ENGINE_RESOURCE_EXHAUSTED
+     * naming the flag. 0: the defaults. */
+    int max_leases_per_caller;
+    int max_leases_per_namespace;
     /* The key term tokens derive from (docs/design.md, rule 8): every replica
      * of the service needs the same one, so that a term started on one can be
      * confirmed, resumed and resigned on another, or after a restart. Copied.
@@ -104,6 +115,16 @@ typedef struct engine_config {
 
 #define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
 #define ENGINE_MAX_LEASES_DEFAULT     10000
+#define ENGINE_MAX_LEASES_PER_CALLER_DEFAULT    256
+#define ENGINE_MAX_LEASES_PER_NAMESPACE_DEFAULT 2048
+
+/* The largest epoch a Lease records: leaseTransitions is an int32. A Lease
+ * there can start no new term (docs/design.md, rule 4). */
+#define ENGINE_EPOCH_MAX 2147483647
+
+/* A caller as the quotas know it (the authenticated user's name, or the
+ * peer's address), NUL included; longer names are cut. */
+#define ENGINE_CALLER_MAX 256
 
 /* A term token as text (base64url of an HMAC-SHA256), NUL included; longer
  * tokens are invalid arguments. */
@@ -137,6 +158,9 @@ typedef struct engine_campaign_req {
     int32_t lease_duration_s, renew_deadline_s, retry_period_s;
     int64_t resume_epoch;              /* 0: a new campaign */
     char term_token[ENGINE_TOKEN_MAX]; /* with resume_epoch: that term's token */
+    /* Who asks, for the quotas: the authenticated user, or the peer's
+     * address without authentication; "": unknown (no per-caller quota). */
+    char caller[ENGINE_CALLER_MAX];
     /* The label the Pod carries while this campaign leads (docs/design.md,
      * rule 9); label.pod "" for none. */
     engine_pod_label label;
@@ -296,7 +320,7 @@ int engine_validate_pod_label(const engine_pod_label *l, char *msg, size_t msg_l
  * campaign id > 0, or 0 when out of memory (listener untouched). A second
  * live campaign for the same lease and identity ends with
  * ENGINE_EVENT_LOST/reason EXPIRED and message "already campaigning"; one
- * that would take the followed Leases over max_leases gets
+ * over max_leases or a quota of req->caller or its namespace gets
  * ENGINE_EVENT_REFUSED. A resume of a live term with a token that is not
  * the term's ends with ENGINE_EVENT_LOST/code ENGINE_PERMISSION_DENIED and
  * changes nothing (docs/design.md, rule 8). */
@@ -318,11 +342,13 @@ int engine_confirm(engine *e, const char *ns, const char *name, const char *iden
 int engine_resign(engine *e, const char *ns, const char *name, const char *identity,
                   const char *term_token, engine_done done, void *ctx);
 /* A Lease not followed yet is read from the store, and followed from then
- * on only if it exists: an absent one leaves nothing behind but a short
- * entry in a small negative cache (absent.c), so reading names that do not
- * exist never makes the service follow them. */
-int engine_get_holder(engine *e, const char *ns, const char *name, bool consistent,
-                      engine_done done, void *ctx);
+ * on (on caller's account, for the quotas: engine_campaign_req.caller;
+ * NULL: unknown) only if it exists: an absent one leaves nothing behind
+ * but a short entry in a small negative cache (absent.c), so reading names
+ * that do not exist never makes the service follow them. Reads of Leases
+ * followed already are on nobody's account. */
+int engine_get_holder(engine *e, const char *ns, const char *name, const char *caller,
+                      bool consistent, engine_done done, void *ctx);
 int engine_list(engine *e, engine_done done, void *ctx);
 /* ListCandidates (candidates.c): the campaigns held here for ns/name in
  * line order, and the live holder when it campaigns elsewhere. A Lease not
@@ -369,13 +395,15 @@ int engine_proclaim(engine *e, const char *ns, const char *name, const char *ide
  * reply.current (a live term has exactly epoch) and reply.epoch (the
  * Lease's); a Lease that does not exist answers ENGINE_OK, not current,
  * epoch 0. Costs what a cached read costs (docs/design.md, rule 4). */
-int engine_check_epoch(engine *e, const char *ns, const char *name, int64_t epoch, engine_done done,
-                       void *ctx);
+int engine_check_epoch(engine *e, const char *ns, const char *name, const char *caller,
+                       int64_t epoch, engine_done done, void *ctx);
 
 /* Holder watch: the current state first, then every change (or
- * ENGINE_EVENT_REFUSED at max_leases). Returns an id > 0 or 0 when out of
- * memory. */
-uint64_t engine_watch(engine *e, const char *ns, const char *name, engine_listener listener);
+ * ENGINE_EVENT_REFUSED over max_leases or a quota). caller: who asks, for
+ * the quotas (engine_campaign_req.caller; NULL: unknown). Returns an id > 0
+ * or 0 when out of memory. */
+uint64_t engine_watch(engine *e, const char *ns, const char *name, const char *caller,
+                      engine_listener listener);
 void engine_unwatch(engine *e, uint64_t watch_id);
 
 /* Readiness: the store is reachable and every watch has synced. Thread-safe. */

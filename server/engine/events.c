@@ -116,6 +116,12 @@ void engine_events_term_started(lease_state *ls, const term *t)
     record(ls, false, msg);
 }
 
+void engine_events_epoch_exhausted(lease_state *ls, const char *message)
+{
+    if (ls->e->events)
+        record(ls, true, message);
+}
+
 /* Ends the holder chose (resigned, handed off) are Normal; the others —
  * renewals failed, unconfirmed, superseded, deleted — are worth a look. */
 static bool warning_for(engine_lost_reason reason)

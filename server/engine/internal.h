@@ -13,6 +13,8 @@
  *   watch.c     the store's watch events
  *   sweep.c     forgetting idle leases
  *   absent.c    the negative cache of Leases read and found absent
+ *   quota.c     the Leases followed on each caller's and namespace's
+ *               account, and the room made at a quota
  *   check.c     CheckEpoch, a cached read answered as a fencing check
  *   candidates.c ListCandidates
  *   handoff.c   Handoff: a term handed to a standby in one write
@@ -59,6 +61,7 @@ typedef struct candidate candidate;
 typedef struct watcher watcher;
 typedef struct term term;
 typedef struct pending_get pending_get;
+typedef struct engine_tally engine_tally; /* quota.c: a count per caller or namespace */
 
 /* A token bucket (events.c): tokens, and when the last one was added. */
 typedef struct engine_bucket {
@@ -181,6 +184,8 @@ struct pending_get {
     lease_state *ls;
     char ns[STORE_NS_MAX];
     char name[STORE_NAME_MAX];
+    /* Who reads: a Lease followed from its answer is on its account. */
+    char caller[ENGINE_CALLER_MAX];
     engine_done done; /* NULL once answered (at shutdown) */
     void *ctx;
 };
@@ -281,6 +286,15 @@ struct lease_state {
         char to[STORE_HOLDER_MAX];
     } handoff_req;
     engine_bucket events; /* Events about this Lease (events.c) */
+    /* Quotas (quota.c): the caller on whose account it is followed ("":
+     * nobody's), and its last use by anyone (the least recently used idle
+     * Lease is forgotten first at a quota). */
+    char owner[ENGINE_CALLER_MAX];
+    int64_t used_ms;
+    /* The record's leaseTransitions is ENGINE_EPOCH_MAX: no new term can
+     * start (acquire.c); reported once, counted in
+     * kubelease_leases_epoch_exhausted while it lasts. */
+    bool epoch_exhausted;
 };
 
 struct engine {
@@ -290,6 +304,7 @@ struct engine {
     bool volatile_store;
     int64_t idle_forget_ms;
     int max_leases;
+    int max_per_caller, max_per_namespace; /* quota.c */
     int64_t (*wall_clock)(void *ctx);
     void *wall_clock_ctx;
     uint8_t *term_key; /* term tokens derive from it (token.c); read-only */
@@ -307,6 +322,7 @@ struct engine {
     /* Engine thread only, mirrored in metrics. */
     int n_candidates, n_watchers, n_leases;
     int n_elections;              /* leases with at least one candidate */
+    int n_epoch_exhausted;        /* leases whose epoch cannot grow (acquire.c) */
     struct kl__list gets;         /* pending_get.link: GetHolder reads in flight */
     struct kl__list label_checks; /* label_check.link: Pod reads of podlabel_admit.c */
     char **pod_label_keys;        /* NULL-terminated; NULL: labels are off */
@@ -322,6 +338,10 @@ struct engine {
     bool events;
     engine_bucket events_all;
     int events_in_flight;
+    /* Quotas (quota.c): Leases followed per caller (on its account) and
+     * per namespace. */
+    engine_tally *callers[ENGINE_BUCKETS];
+    engine_tally *namespaces[ENGINE_BUCKETS];
 };
 
 /* The owners of list links. */
@@ -481,12 +501,10 @@ int engine_acquire_transfer_remote(lease_state *ls, const char *identity, const 
 /* --- lease.c --- */
 
 lease_state *engine_lease_find(engine *e, const char *ns, const char *name);
-/* Finds or starts following a lease (its store watch starts). NULL when out
- * of memory. Check engine_lease_full first. */
-lease_state *engine_lease_get(engine *e, const char *ns, const char *name);
-/* True when ns/name is not followed and following it would take the
- * engine over max_leases; says so in msg. */
-bool engine_lease_full(engine *e, const char *ns, const char *name, char *msg, size_t msg_len);
+/* Finds or starts following a lease (its store watch starts), on caller's
+ * account when it starts (NULL or "": nobody's). NULL when out of memory.
+ * Check engine_quota_refused first. */
+lease_state *engine_lease_get(engine *e, const char *ns, const char *name, const char *caller);
 /* Unlinks an unused lease_state from the table, removes its metric series,
  * stops what runs for it and frees it. */
 void engine_lease_forget(lease_state *ls);
@@ -578,11 +596,14 @@ void engine_term_finish(lease_state *ls);
 /* --- acquire.c --- */
 
 /* Starts an acquisition for the first waiting candidate when the Lease is
- * free, absent, or expired by observed time. */
+ * free, absent, or expired by observed time. On a Lease whose epoch cannot
+ * grow (ENGINE_EPOCH_MAX) it ends every standby instead. */
 void engine_try_acquire(lease_state *ls);
 /* Decides a resuming candidate's request (the lease is synced). */
 void engine_try_resume(lease_state *ls, candidate *c);
 void engine_process_resumes(lease_state *ls);
+/* Takes note that ls is forgotten: off kubelease_leases_epoch_exhausted. */
+void engine_epoch_forget(lease_state *ls);
 /* Plans the acquisition attempt at a foreign holder's expiry. */
 void engine_schedule_expiry(lease_state *ls);
 
@@ -699,6 +720,31 @@ void engine_events_term_started(lease_state *ls, const term *t);
 void engine_events_term_ended(lease_state *ls, term *t, engine_lost_reason reason);
 /* The release of ls's term landed: records its end if that waited for it. */
 void engine_events_term_released(lease_state *ls, term *t);
+/* Records a Warning that ls's epoch cannot grow (acquire.c), when --events
+ * is on and the rate limits allow. */
+void engine_events_epoch_exhausted(lease_state *ls, const char *message);
+
+/* --- quota.c --- */
+
+/* True when caller (NULL or "": unknown, no quota of its own) may not have
+ * ns/name followed: a Lease not followed yet would take caller over
+ * max_leases_per_caller, ns over max_leases_per_namespace or the engine
+ * over max_leases, with no idle Lease to forget instead; take (a campaign
+ * or a watch): a Lease followed on another's account would move onto
+ * caller's. Says which flag in msg. May forget idle Leases to make room
+ * (never ns/name). */
+bool engine_quota_refused(engine *e, const char *ns, const char *name, const char *caller,
+                          bool take, char *msg, size_t msg_len);
+/* ls starts being followed: counts it in its namespace and on caller's
+ * account. Returns 0, or -1 when out of memory (nothing counted). */
+int engine_quota_follow(lease_state *ls, const char *caller);
+/* A campaign or watch of caller uses ls: it moves onto caller's account
+ * (NULL or "": it stays where it is) and counts as used now. */
+void engine_quota_take(lease_state *ls, const char *caller);
+/* ls is forgotten: off its namespace's and its caller's counts. */
+void engine_quota_forget(lease_state *ls);
+/* Frees the counts (engine_free). */
+void engine_quota_free(engine *e);
 
 /* --- absent.c --- */
 

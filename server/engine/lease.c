@@ -62,18 +62,7 @@ lease_state *engine_lease_find(engine *e, const char *ns, const char *name)
     return NULL;
 }
 
-bool engine_lease_full(engine *e, const char *ns, const char *name, char *msg, size_t msg_len)
-{
-    if (e->n_leases < e->max_leases || engine_lease_find(e, ns, name))
-        return false;
-    snprintf(msg, msg_len,
-             "kubeleased follows %d leases, its --max-leases: retry later or on another "
-             "replica, or raise the limit",
-             e->n_leases);
-    return true;
-}
-
-lease_state *engine_lease_get(engine *e, const char *ns, const char *name)
+lease_state *engine_lease_get(engine *e, const char *ns, const char *name, const char *caller)
 {
     lease_state *ls = engine_lease_find(e, ns, name);
     if (ls)
@@ -88,8 +77,13 @@ lease_state *engine_lease_get(engine *e, const char *ns, const char *name)
     loop_timer_init(e->loop, &ls->label.retry_timer);
     engine_copy_str(ls->ns, sizeof ls->ns, ns);
     engine_copy_str(ls->name, sizeof ls->name, name);
+    if (engine_quota_follow(ls, caller) != 0) {
+        free(ls);
+        return NULL;
+    }
     ls->watch = e->store->ops->watch(e->store, ns, name, engine_on_watch, ls);
     if (!ls->watch) {
+        engine_quota_forget(ls);
         free(ls);
         return NULL;
     }
@@ -135,6 +129,8 @@ void engine_lease_forget(lease_state *ls)
         metrics_remove("kubelease_terms_lost_total", with_reason);
     }
     metrics_set("kubelease_leases_followed", "", --e->n_leases);
+    engine_quota_forget(ls);
+    engine_epoch_forget(ls);
     log_event(LOG_DEBUG, "lease_forgotten", "ns=%s lease=%s idle_ms=%lld", ls->ns, ls->name,
               (long long)(engine_now_ms(e) - ls->idle_since_ms));
     engine_lease_drop(ls);

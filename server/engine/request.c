@@ -58,12 +58,13 @@ static void refuse_stream(const engine_listener *l, bool campaign, engine_lost_r
         l->on_close(l->ctx);
 }
 
-/* Refuses a stream that would take the engine over max_leases; true when it
- * did (the listener got ENGINE_EVENT_REFUSED and on_close). */
+/* Refuses a stream over max_leases or a quota (quota.c); true when it did
+ * (the listener got ENGINE_EVENT_REFUSED and on_close). */
 static bool refuse_when_full(cmd *k)
 {
     engine_event ev = {.kind = ENGINE_EVENT_REFUSED, .code = ENGINE_RESOURCE_EXHAUSTED};
-    if (!engine_lease_full(k->e, k->req.ns, k->req.name, ev.message, sizeof ev.message))
+    if (!engine_quota_refused(k->e, k->req.ns, k->req.name, k->req.caller, true, ev.message,
+                              sizeof ev.message))
         return false;
     engine_send_event(&k->listener, &ev);
     if (k->listener.on_close)
@@ -78,12 +79,13 @@ static void do_campaign(cmd *k)
     if (refuse_when_full(k))
         return;
     candidate *c = calloc(1, sizeof *c);
-    lease_state *ls = c ? engine_lease_get(k->e, k->req.ns, k->req.name) : NULL;
+    lease_state *ls = c ? engine_lease_get(k->e, k->req.ns, k->req.name, k->req.caller) : NULL;
     if (!ls) {
         free(c);
         refuse_stream(&k->listener, true, ENGINE_LOST_UNSPECIFIED, "out of memory");
         return;
     }
+    engine_quota_take(ls, k->req.caller);
     c->id = k->id;
     c->req = k->req;
     c->listener = k->listener;
@@ -140,12 +142,13 @@ static void do_watch(cmd *k)
     if (refuse_when_full(k))
         return;
     watcher *w = calloc(1, sizeof *w);
-    lease_state *ls = w ? engine_lease_get(k->e, k->req.ns, k->req.name) : NULL;
+    lease_state *ls = w ? engine_lease_get(k->e, k->req.ns, k->req.name, k->req.caller) : NULL;
     if (!ls) {
         free(w);
         refuse_stream(&k->listener, false, ENGINE_LOST_UNSPECIFIED, NULL);
         return;
     }
+    engine_quota_take(ls, k->req.caller);
     w->id = k->id;
     w->listener = k->listener;
     engine_watcher_add(ls, w);
@@ -327,8 +330,8 @@ static void get_unfollowed_done(engine *e, pending_get *p, const store_result *r
 {
     lease_state *ls = engine_lease_find(e, p->ns, p->name); /* a campaign may have come */
     if (!ls && res->status == STORE_OK &&
-        !engine_lease_full(e, p->ns, p->name, r->message, sizeof r->message))
-        ls = engine_lease_get(e, p->ns, p->name);
+        !engine_quota_refused(e, p->ns, p->name, p->caller, false, r->message, sizeof r->message))
+        ls = engine_lease_get(e, p->ns, p->name, p->caller);
     if (ls) {
         get_followed_done(ls, res, r);
         return;
@@ -336,7 +339,7 @@ static void get_unfollowed_done(engine *e, pending_get *p, const store_result *r
     if (res->status == STORE_NOT_FOUND) {
         engine_absent_add(e, p->ns, p->name, engine_now_ms(e));
         fill_not_found(p->ns, p->name, r);
-    } else if (res->status == STORE_OK) { /* over max_leases, or out of memory */
+    } else if (res->status == STORE_OK) { /* over a limit, or out of memory */
         r->code = r->message[0] ? ENGINE_RESOURCE_EXHAUSTED : ENGINE_INTERNAL;
         if (!r->message[0])
             engine_copy_str(r->message, sizeof r->message, "out of memory");
@@ -372,6 +375,7 @@ static bool get_from_cache(cmd *k, lease_state *ls)
     int64_t now = engine_now_ms(k->e);
     if (ls->exists) {
         ls->idle_since_ms = 0; /* a read is a use: a polled lease stays followed */
+        ls->used_ms = now;
         fill_holder_reply(ls, &r, now);
     } else {
         fill_not_found(ls->ns, ls->name, &r);
@@ -396,7 +400,8 @@ static void do_get(cmd *k)
         k->done(k->ctx, &r);
         return;
     }
-    if (!ls && engine_lease_full(e, k->req.ns, k->req.name, r.message, sizeof r.message)) {
+    if (!ls && engine_quota_refused(e, k->req.ns, k->req.name, k->req.caller, false, r.message,
+                                    sizeof r.message)) {
         r.code = ENGINE_RESOURCE_EXHAUSTED;
         k->done(k->ctx, &r);
         return;
@@ -412,6 +417,7 @@ static void do_get(cmd *k)
     p->ls = ls;
     engine_copy_str(p->ns, sizeof p->ns, k->req.ns);
     engine_copy_str(p->name, sizeof p->name, k->req.name);
+    engine_copy_str(p->caller, sizeof p->caller, k->req.caller);
     p->done = k->done;
     p->ctx = k->ctx;
     kl__list_insert_head(&e->gets, &p->link);

@@ -521,6 +521,8 @@ static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *c
         v = deny(d, RPC_INTERNAL, "out of memory"); /* never the label unchecked */
     q->scope.subject = t->narrow;
     t->narrow = NULL;
+    if (v == HTTP_AUTH_ALLOWED && t->subject) /* the quotas' caller */
+        snprintf(q->caller, sizeof q->caller, "%s", t->subject->user.username);
     t->conn = NULL;
     ticket_unref(t); /* the request's */
     pthread_mutex_unlock(&s->mu);
@@ -602,6 +604,8 @@ static bool decide_cached(http_auth *a, const http_auth_action *act, const char 
         decided = access_cached(a, t.subject, &aq, &acc, &access_due, &wide, &wide_denied);
         if (decided)
             *v = access_verdict(t.subject, act, &acc, d, &q->scope.subject);
+        if (decided && *v == HTTP_AUTH_ALLOWED) /* the quotas' caller */
+            snprintf(q->caller, sizeof q->caller, "%s", t.subject->user.username);
         if (decided && *v == HTTP_AUTH_ALLOWED && label_refused[0] && !q->label_refused &&
             !(q->label_refused = strdup(label_refused)))
             *v = deny(d, RPC_INTERNAL, "out of memory"); /* never the label unchecked */

@@ -193,11 +193,12 @@ static void call_done(void *ctx, const engine_reply *r)
 
 /* Hands k to the engine, which takes a reference until call_done. */
 static void call_send_locked(http_server *s, http_call *k, const ProtobufCMessage *m,
-                             const char *peer)
+                             const http_req *q)
 {
     call_list(s, k);
     call_ref(k);
-    int rc = m ? rpc_unary_start(s->engine, k->method->id, m, peer, call_done, k)
+    int rc = m ? rpc_unary_start(s->engine, k->method->id, m, q->peer[0] ? q->peer : NULL,
+                                 q->caller, call_done, k)
                : engine_list(s->engine, call_done, k);
     if (rc != 0) {
         call_unlist(k);
@@ -225,7 +226,7 @@ enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, htt
     }
     k->suspended = true;
     MHD_suspend_connection(conn);
-    call_send_locked(s, k, m, q->peer[0] ? q->peer : NULL);
+    call_send_locked(s, k, m, q);
     if (k->deadline_ms)
         http_timer_wake_locked(s);
     pthread_mutex_unlock(&s->mu);

@@ -131,6 +131,9 @@ typedef struct http_req {
     /* The caller's address, when the engine must check it against the Pod
      * of a leader label (--auth none); "" otherwise. */
     char peer[48];
+    /* Who calls, for the engine's quotas: the authenticated user's name
+     * (auth.c), or the peer's address without authentication (rpc.c). */
+    char caller[ENGINE_CALLER_MAX];
     http_list_scope scope; /* ListLeases and the status page: what they may show */
 } http_req;
 

@@ -238,6 +238,8 @@ static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, htt
     case HTTP_AUTH_ALLOWED:
         break;
     }
+    if (!s->auth) /* the quotas' caller; with authentication, auth.c names it */
+        http_peer_ip(conn, q->caller, sizeof q->caller);
     const char *ns = rpc_request_namespace(q->method->id, m);
     if (q->method->id == RPC_METHOD_LIST_LEASES && ns)
         snprintf(q->scope.ns, sizeof q->scope.ns, "%s", ns);

@@ -343,7 +343,7 @@ static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCM
     st->engine_open = true;
     engine_listener l = {stream_on_event, stream_on_close, st};
     st->engine_id = rpc_stream_start(s->engine, st->method->id, m, q->peer[0] ? q->peer : NULL,
-                                     q->label_refused, l);
+                                     q->label_refused, q->caller, l);
     if (!st->engine_id) {
         st->engine_open = false;
         stream_unref(st); /* the engine never calls on_close */

@@ -348,8 +348,8 @@ const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
 
 /* ---------- unary calls ---------- */
 
-int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                    const char *peer_ip, engine_done done, void *ctx)
+int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, const char *peer_ip,
+                    const char *caller, engine_done done, void *ctx)
 {
     switch (id) {
     case RPC_METHOD_CONFIRM: {
@@ -363,13 +363,13 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
     }
     case RPC_METHOD_GET_HOLDER: {
         const Kubelease__V1__GetHolderRequest *r = (const void *)req;
-        return engine_get_holder(e, r->namespace_, r->name, r->consistent, done, ctx);
+        return engine_get_holder(e, r->namespace_, r->name, caller, r->consistent, done, ctx);
     }
     case RPC_METHOD_LIST_LEASES:
         return engine_list(e, done, ctx);
     case RPC_METHOD_CHECK_EPOCH: {
         const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
-        return engine_check_epoch(e, r->namespace_, r->name, r->epoch, done, ctx);
+        return engine_check_epoch(e, r->namespace_, r->name, caller, r->epoch, done, ctx);
     }
     case RPC_METHOD_LIST_CANDIDATES: {
         const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
@@ -527,7 +527,7 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
 /* ---------- streams ---------- */
 
 uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                          const char *peer_ip, const char *label_refused,
+                          const char *peer_ip, const char *label_refused, const char *caller,
                           engine_listener listener)
 {
     switch (id) {
@@ -538,11 +538,12 @@ uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *r
             snprintf(c.peer_ip, sizeof c.peer_ip, "%s", peer_ip);
         if (label_refused && c.label.pod[0])
             snprintf(c.label_refused, sizeof c.label_refused, "%s", label_refused);
+        snprintf(c.caller, sizeof c.caller, "%s", caller ? caller : "");
         return engine_campaign(e, &c, listener);
     }
     case RPC_METHOD_WATCH_HOLDER: {
         const Kubelease__V1__WatchHolderRequest *r = (const void *)req;
-        return engine_watch(e, r->namespace_, r->name, listener);
+        return engine_watch(e, r->namespace_, r->name, caller, listener);
     }
     default:
         return 0;

@@ -48,11 +48,12 @@ rpc_code rpc_code_of_engine(engine_code c);
  * CheckEpoch, ListCandidates, Handoff, SetPodLabel) to the engine; done
  * runs once on the engine thread with its reply. peer_ip, when not NULL,
  * is the caller's address, which the Pod of a SetPodLabel must have
- * (docs/design.md, rule 9).
+ * (docs/design.md, rule 9). caller: who asks, for the engine's quotas
+ * (engine_campaign_req.caller; NULL: unknown).
  * Returns 0, or -1 when out of memory or id is not a unary method (done is
  * then never called). */
-int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                    const char *peer_ip, engine_done done, void *ctx);
+int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, const char *peer_ip,
+                    const char *caller, engine_done done, void *ctx);
 /* The response message of a successful reply to unary method id, encoded
  * with codec: a malloc'd buffer of *len bytes (caller frees), NULL when out
  * of memory. */
@@ -62,10 +63,11 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
  * WatchHolder) whose events go to listener. peer_ip, when not NULL, is the
  * caller's address, which the Pod of a campaign's label must have
  * (docs/design.md, rule 9); label_refused, when not NULL, why that Pod is
- * not the caller's (the campaign goes on without the label). Returns the
- * engine's id (> 0), or 0 when out of memory (listener untouched). */
+ * not the caller's (the campaign goes on without the label); caller, who
+ * asks, as for rpc_unary_start. Returns the engine's id (> 0), or 0 when
+ * out of memory (listener untouched). */
 uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
-                          const char *peer_ip, const char *label_refused,
+                          const char *peer_ip, const char *label_refused, const char *caller,
                           engine_listener listener);
 /* The peer of stream engine_id left: a campaign is detached (not resigned:
  * the Lease is released only after the granted validity, docs/design.md,

@@ -196,6 +196,14 @@ def check_common(docs, ns):
     vols = {v["name"]: v for v in pod.get("volumes", [])}
     key_secret = vols.get("term-key", {}).get("secret", {}).get("secretName")
     expect(key_secret, "the term-key volume is not a Secret")
+    # kubeleased refuses a key file others may read, or a group may write
+    # (root-owned, as a Secret volume's files are: at most 0640); the pod's
+    # fsGroup lets it read the file through its group.
+    mode = vols["term-key"]["secret"].get("defaultMode", 0o644)
+    expect(mode & 0o137 == 0 and mode & 0o440 == 0o440,
+           f"term-key defaultMode {mode:o}: kubeleased refuses more than 0640, needs 0440")
+    expect(pod.get("securityContext", {}).get("fsGroup") is not None,
+           "no fsGroup: the root-owned term key is not readable through the group")
     secrets = of_kind(docs, "Secret")
     if secrets:
         expect(len(secrets) == 1 and secrets[0]["metadata"]["name"] == key_secret,
@@ -309,6 +317,10 @@ def main():
         expect(arg_value(args, "--max-per-ip") == "256", "--max-per-ip not 256 by default")
         expect(arg_value(args, "--read-timeout-s") is None, "--read-timeout-s set by default")
         expect(arg_value(args, "--max-leases") is None, "--max-leases set by default")
+        expect(arg_value(args, "--max-leases-per-caller") is None,
+               "--max-leases-per-caller set by default")
+        expect(arg_value(args, "--max-leases-per-namespace") is None,
+               "--max-leases-per-namespace set by default")
         expect(c["image"].endswith(":0.1.0"), f"image {c['image']} does not default to appVersion")
         kinds = sorted(d["kind"] for d in docs)
         expect(kinds == sorted(["ServiceAccount", "Service", "Deployment", "Role", "RoleBinding",
@@ -393,6 +405,10 @@ def main():
         expect(arg_value(args, "--max-per-ip") == "64", "--max-per-ip not passed")
         expect(arg_value(args, "--read-timeout-s") == "5", "--read-timeout-s not passed")
         expect(arg_value(args, "--max-leases") == "500", "--max-leases not passed")
+        expect(arg_value(args, "--max-leases-per-caller") == "64",
+               "--max-leases-per-caller not passed")
+        expect(arg_value(args, "--max-leases-per-namespace") == "300",
+               "--max-leases-per-namespace not passed")
         expect(arg_value(args, "--ops-listen") == "0.0.0.0:9090", "server.opsPort not passed")
         expect(arg_value(args, "--log-level") == "debug", "--log-level not passed")
         expect(args[-2:] == ["--kubeconfig", "/etc/kubelease/kubeconfig"], f"extraArgs not last: {args}")

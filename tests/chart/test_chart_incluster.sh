@@ -95,6 +95,9 @@ data = base64.b64decode(json.load(open(sys.argv[1]))["data"]["key"])
 assert len(data) >= 32, "the chart's term key is shorter than 32 bytes"
 open(sys.argv[2], "wb").write(data)
 PY
+# The pod's copy is root's, read through its fsGroup (0440); this one is
+# the test's own, so kubeleased wants it 0600 at most.
+chmod 600 "$work/term-key/key"
 mapfile -t args < <(python3 - "$work/deployment.json" "127.0.0.1:0" "$work/term-key" <<'PY'
 import json, sys
 args = json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -64,6 +64,8 @@ server:
   maxPerIp: 64
   readTimeoutSeconds: 5
   maxLeases: 500
+  maxLeasesPerCaller: 64
+  maxLeasesPerNamespace: 300
   opsPort: 9090
 termKey:
   existingSecret: shared-term-key
@@ -167,6 +169,7 @@ reject 'the ops port on the http port' 'opsPort must differ' --set server.opsPor
 reject 'an ops port out of range' 'opsPort' --set server.opsPort=0
 reject 'a negative read timeout' 'readTimeoutSeconds' --set server.readTimeoutSeconds=-1
 reject 'a negative lease cap' 'maxLeases' --set server.maxLeases=-1
+reject 'a negative caller quota' 'maxLeasesPerCaller' --set server.maxLeasesPerCaller=-1
 reject 'a boolean as a string' 'enabled' --set-string serviceMonitor.enabled=true
 reject 'no ServiceAccount name when not created' 'serviceAccount.name' --set serviceAccount.create=false
 reject 'a term key entry that is no file name' 'secretKey' --set termKey.secretKey=../key

@@ -215,7 +215,7 @@ static void test_kube_leader_death_failover_within_validity(void **state)
     fixture **r = *state;
     const char *lease = lease_name("failover");
     sink *a = sink_new(), *b = sink_new(), *w = sink_new();
-    uint64_t wid = engine_watch(r[1]->engine, test_ns, lease, listener_of(w));
+    uint64_t wid = engine_watch(r[1]->engine, test_ns, lease, NULL, listener_of(w));
     campaign(r[0], a, req(lease, "leader-1:8080"));
     int i = wait_kind(a, ENGINE_EVENT_ELECTED, 15000);
     assert_true(i >= 0);
@@ -442,6 +442,39 @@ static void test_kube_foreign_holder_respected(void **state)
     sink_free(b);
 }
 
+/* A Lease another client left at leaseTransitions 2147483647: campaigns for
+ * it end failed_precondition saying to delete or rename it, before and
+ * after its holder expired, instead of standing by while every acquisition
+ * fails as out of range. */
+static void test_kube_exhausted_epoch_refuses_campaigns(void **state)
+{
+    fixture **r = *state;
+    fixture *f = r[0];
+    store *other = sa_store(f->loop);
+    const char *lease = lease_name("worn-out");
+    store_lease l = {0};
+    snprintf(l.ns, sizeof l.ns, "%s", test_ns);
+    snprintf(l.name, sizeof l.name, "%s", lease);
+    snprintf(l.holder, sizeof l.holder, "client-go-replica");
+    l.lease_duration_s = 1;
+    l.transitions = ENGINE_EPOCH_MAX;
+    l.acquire_time_us = l.renew_time_us = wall_us();
+    assert_int_equal(foreign(f, other, 1, &l).status, STORE_OK);
+    for (int k = 0; k < 2; k++) {
+        sink *a = sink_new();
+        campaign(r[1], a, req(lease, "kubelease-candidate"));
+        int i = wait_kind(a, ENGINE_EVENT_LOST, 5000);
+        assert_true(i >= 0);
+        assert_int_equal(a->events[i].code, ENGINE_FAILED_PRECONDITION);
+        assert_non_null(strstr(a->events[i].message, "delete the Lease"));
+        assert_true(wait_closed(a, 5000));
+        sink_free(a);
+        harness_sleep_ms(1500); /* the holder's 1 s expires */
+    }
+    assert_int_equal(foreign(f, other, 0, &l).lease.transitions, ENGINE_EPOCH_MAX);
+    run_on_loop(f, destroy_store, other);
+}
+
 /* ---------- apiserver request counting ---------- */
 
 /* The sum of the apiserver's series of family (as "name{") that concern
@@ -614,6 +647,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kube_leader_death_failover_within_validity, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kube_foreign_holder_respected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kube_exhausted_epoch_refuses_campaigns, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_kube_apiserver_restart_keeps_leader, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kube_one_apiserver_watch_per_namespace, setup,
                                         teardown),

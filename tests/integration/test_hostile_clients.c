@@ -15,6 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cmocka.h>
 
 #include "raw_http.h"
@@ -88,16 +91,21 @@ static const char slow_head[] = "GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: 01234
 
 /* The value of an unlabelled counter in the ops listener's /metrics (0
  * before its first sample). */
-static long metric(const char *name)
+static long metric_of(const server *s, const char *name)
 {
     response r;
-    request(srv.ops_port, "GET", "/metrics", NULL, "", 0, &r);
+    request(s->ops_port, "GET", "/metrics", NULL, "", 0, &r);
     char line[128];
     snprintf(line, sizeof line, "\n%s ", name);
     const char *p = strstr(r.body, line);
     long v = p ? atol(p + strlen(line)) : 0;
     free(r.body);
     return v;
+}
+
+static long metric(const char *name)
+{
+    return metric_of(&srv, name);
 }
 
 /* 30 clients each send one header byte every 5 s with --max-connections 16:
@@ -200,14 +208,17 @@ static void test_kept_alive_connection_idles_but_cannot_trickle(void **state)
 }
 
 /* A Campaign stream request for default/name, left open (never read). */
-static int campaign_open(const char *name, const char *identity)
+/* Opens a Campaign stream for ns/name on port from the loopback address
+ * src (a caller of its own with --auth none). */
+static int campaign_open_from(int port, const char *src, const char *ns, const char *name,
+                              const char *identity)
 {
     char json[256], head[256];
     int n = snprintf(json, sizeof json,
-                     "{\"namespace\":\"default\",\"name\":\"%s\",\"identity\":\"%s\","
+                     "{\"namespace\":\"%s\",\"name\":\"%s\",\"identity\":\"%s\","
                      "\"leaseDurationSeconds\":15,\"renewDeadlineSeconds\":10,"
                      "\"retryPeriodSeconds\":2}",
-                     name, identity);
+                     ns, name, identity);
     int hl = snprintf(head, sizeof head,
                       "POST /kubelease.v1.LeaseService/Campaign HTTP/1.1\r\nHost: x\r\n"
                       "Connection: close\r\nContent-Type: application/connect+json\r\n"
@@ -215,11 +226,27 @@ static int campaign_open(const char *name, const char *identity)
                       n + 5);
     uint8_t env[KL__ENVELOPE_HEADER];
     kl__envelope_header(env, 0, (uint32_t)n);
-    int fd = connect_to(srv.port);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+        bind(fd, (struct sockaddr *)&from, sizeof from) != 0)
+        fail_msg("bind to %s: %s", src, strerror(errno));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&to, sizeof to) != 0)
+        fail_msg("connect: %s", strerror(errno));
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     send_all(fd, head, (size_t)hl);
     send_all(fd, env, sizeof env);
     send_all(fd, json, (size_t)n);
     return fd;
+}
+
+static int campaign_open(const char *name, const char *identity)
+{
+    return campaign_open_from(srv.port, "127.0.0.1", "default", name, identity);
 }
 
 /* 3,000 GetHolder calls on distinct absent names follow nothing: before,
@@ -283,6 +310,67 @@ static void test_max_leases_refuses_new_leases(void **state)
         close(held[i]);
 }
 
+/* Reads the answer to a Campaign that the service refused: true when it is
+ * an end-of-stream frame with resource_exhausted naming flag. */
+static bool campaign_refused_naming(int fd, const char *flag)
+{
+    response r;
+    read_response(fd, &r);
+    close(fd);
+    bool ok = r.status == 200 && r.body_len > 5 &&
+              (uint8_t)r.body[0] == KL__ENVELOPE_FLAG_END_STREAM &&
+              strstr(r.body + 5, "resource_exhausted") && strstr(r.body + 5, flag);
+    printf("a campaign over %s: %d %s\n", flag, r.status, r.body_len > 5 ? r.body + 5 : r.body);
+    free(r.body);
+    return ok;
+}
+
+/* Waits until s follows n Leases. */
+static void wait_followed(const server *s, long n)
+{
+    int64_t until = now_ms() + 5000;
+    while (metric_of(s, "kubelease_leases_followed") < n && now_ms() < until)
+        usleep(20000);
+    assert_int_equal(metric_of(s, "kubelease_leases_followed"), n);
+}
+
+/* Quotas through the RPC with --auth none, where a caller is its address:
+ * 127.0.0.1 at --max-leases-per-caller 2 gets resource_exhausted naming the
+ * flag while 127.0.0.2 campaigns; then namespace default at
+ * --max-leases-per-namespace 3 refuses a fourth Lease while namespace
+ * other is served. */
+static void test_quotas_refuse_one_caller_and_namespace_only(void **state)
+{
+    (void)state;
+    server q = {0};
+    const char *extra[] = {"--ops-listen",
+                           "127.0.0.1:0",
+                           "--max-leases-per-caller",
+                           "2",
+                           "--max-leases-per-namespace",
+                           "3",
+                           NULL};
+    server_start(&q, extra);
+    int a0 = campaign_open_from(q.port, "127.0.0.1", "default", "quota-0", "a");
+    int a1 = campaign_open_from(q.port, "127.0.0.1", "default", "quota-1", "a");
+    wait_followed(&q, 2);
+    assert_true(
+        campaign_refused_naming(campaign_open_from(q.port, "127.0.0.1", "default", "quota-2", "a"),
+                                "--max-leases-per-caller"));
+    int b2 = campaign_open_from(q.port, "127.0.0.2", "default", "quota-2", "b");
+    wait_followed(&q, 3);
+    assert_true(
+        campaign_refused_naming(campaign_open_from(q.port, "127.0.0.2", "default", "quota-3", "b"),
+                                "--max-leases-per-namespace"));
+    int b3 = campaign_open_from(q.port, "127.0.0.2", "other", "quota-3", "b");
+    wait_followed(&q, 4);
+    close(a0);
+    close(a1);
+    close(b2);
+    close(b3);
+    server_stop(&q);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -314,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_kept_alive_connection_idles_but_cannot_trickle),
         cmocka_unit_test(test_reads_of_absent_leases_follow_nothing),
         cmocka_unit_test(test_max_leases_refuses_new_leases),
+        cmocka_unit_test(test_quotas_refuse_one_caller_and_namespace_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

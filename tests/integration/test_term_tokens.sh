@@ -158,6 +158,7 @@ pass "holder-1 resumed epoch $epoch on B with its token; Confirm there needs it 
 
 # --- a replica with another key refuses even the holder ----------------------------------
 head -c 48 /dev/urandom | base64 >"$OPS_TMP/other.key"
+chmod 600 "$OPS_TMP/other.key" # kubeleased refuses a key others may read
 OPS_PORT=0
 ops_start c "${kube[@]}" --term-key-file "$OPS_TMP/other.key"
 C=$OPS_URL

@@ -6,7 +6,8 @@ source "$(dirname "$0")/lib.sh"
 
 "$KUBELEASED" --help >"$KL_TMP/help" || fail "--help exited non-zero"
 for f in listen dev kubeconfig context sa-dir log-level namespaces max-connections max-per-ip \
-  max-body-bytes max-header-bytes ops-listen read-timeout-s first-request-timeout-s max-leases allow-token-over-http auth token-audience \
+  max-body-bytes max-header-bytes ops-listen read-timeout-s first-request-timeout-s max-leases \
+  max-leases-per-caller max-leases-per-namespace allow-token-over-http auth token-audience \
   identity-policy term-key-file tls-cert-file tls-key-file review-rate review-rate-per-ip metrics-auth; do
   grep -q -- "--$f" "$KL_TMP/help" || fail "--help does not mention --$f"
   env="KUBELEASED_$(printf '%s' "$f" | tr 'a-z-' 'A-Z_')"
@@ -41,6 +42,8 @@ WANT='listen address "nowhere"' bad "$KUBELEASED" --dev --listen nowhere
 WANT='--ops-listen: listen address "elsewhere"' bad "$KUBELEASED" --dev --ops-listen elsewhere
 WANT='--read-timeout-s: "0"' bad "$KUBELEASED" --dev --read-timeout-s 0
 WANT='--max-leases: "0"' bad "$KUBELEASED" --dev --max-leases 0
+WANT='--max-leases-per-caller: "0"' bad "$KUBELEASED" --dev --max-leases-per-caller 0
+WANT='--max-leases-per-namespace: "-3"' bad "$KUBELEASED" --dev --max-leases-per-namespace -3
 WANT='--auth: "basic" is not kubernetes or none' bad "$KUBELEASED" --dev --auth basic
 WANT='--auth kubernetes needs a cluster' bad "$KUBELEASED" --dev --auth kubernetes
 WANT='--identity-policy: "user"' bad "$KUBELEASED" --identity-policy user
@@ -51,6 +54,7 @@ WANT='--metrics-auth: "open" is not kubernetes or none' bad "$KUBELEASED" --metr
 WANT='--metrics-auth kubernetes needs --auth kubernetes' bad "$KUBELEASED" --dev --metrics-auth kubernetes
 WANT='--term-key-file: cannot read /nonexistent/key' bad "$KUBELEASED" --dev --term-key-file /nonexistent/key
 printf 'too short\n' >"$KL_TMP/short.key"
+chmod 600 "$KL_TMP/short.key"
 WANT='holds 9 bytes; the key must be 32 to 4096' bad "$KUBELEASED" --dev --term-key-file "$KL_TMP/short.key"
 WANT='--tls-cert-file and --tls-key-file go together; --tls-key-file is missing' \
   bad "$KUBELEASED" --dev --tls-cert-file /dev/null
@@ -61,6 +65,32 @@ bash "$KL_SOURCE_DIR/tests/support/make_certs.sh" "$KL_TMP/tls" other-
 WANT='do not match' bad "$KUBELEASED" --dev --tls-cert-file "$KL_TMP/tls/server.crt" \
   --tls-key-file "$KL_TMP/tls/other-server.key"
 pass "wrong flags and values: one line, exit 2"
+
+# A term key others may read is refused, naming the file, its mode and the
+# fix (chmod 600), as ssh and PostgreSQL refuse theirs; 0600 starts.
+head -c 48 /dev/urandom | base64 >"$KL_TMP/open.key"
+for m in 644 640 604 660; do
+  chmod "$m" "$KL_TMP/open.key"
+  WANT="--term-key-file: $KL_TMP/open.key has mode 0$m: others than its owner may use the key; chmod 600 $KL_TMP/open.key" \
+    bad "$KUBELEASED" --dev --term-key-file "$KL_TMP/open.key"
+done
+WANT='is not a regular file' bad "$KUBELEASED" --dev --term-key-file /dev/null
+chmod 600 "$KL_TMP/open.key"
+kl_start --term-key-file "$KL_TMP/open.key"
+! grep -q 'term_key_weak' "$KL_LOG" || fail "a random key was warned about: $(grep term_key_weak "$KL_LOG")"
+kl_stop
+pass "a term key file readable by group or others is refused; 0600 starts"
+
+# A key with little entropy starts, with a warning naming the file.
+for weak in "$(head -c 32 /dev/zero | tr '\0' a)" "$(printf 'abcd%.0s' $(seq 12))"; do
+  printf '%s\n' "$weak" >"$KL_TMP/weak.key"
+  chmod 600 "$KL_TMP/weak.key"
+  kl_start --term-key-file "$KL_TMP/weak.key"
+  grep -q "level=warn event=term_key_weak file=$KL_TMP/weak.key estimated_bits=0 " "$KL_LOG" ||
+    fail "no term_key_weak warning for $weak: $(grep -i term_key "$KL_LOG")"
+  kl_stop
+done
+pass "a term key with little entropy is warned about"
 
 # Environment variables apply; the command line wins.
 KUBELEASED_LOG_LEVEL=debug KUBELEASED_MAX_BODY_BYTES=128 kl_start --max-body-bytes 256

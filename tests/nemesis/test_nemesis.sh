@@ -68,6 +68,7 @@ NM_IV=$NM_DIR/intervals NM_EV=$NM_DIR/events
 # own; by hand, one for this run.
 if [[ -z ${KUBELEASED_TERM_KEY_FILE:-} ]]; then
     head -c 48 /dev/urandom | base64 >"$NM_DIR/term.key"
+    chmod 600 "$NM_DIR/term.key" # kubeleased refuses a key others may read
     export KUBELEASED_TERM_KEY_FILE=$NM_DIR/term.key
 fi
 : >"$NM_IV"

@@ -540,7 +540,7 @@ static inline engine_reply resign(fixture *f, const char *lease, const char *ide
 static inline engine_reply get_holder(fixture *f, const char *lease, bool consistent)
 {
     reply_box b = BOX_INIT;
-    assert_int_equal(engine_get_holder(f->engine, f->ns, lease, consistent, box_done, &b), 0);
+    assert_int_equal(engine_get_holder(f->engine, f->ns, lease, NULL, consistent, box_done, &b), 0);
     box_wait(&b);
     return b.r;
 }

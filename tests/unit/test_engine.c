@@ -485,7 +485,7 @@ static void test_engine_forgets_idle_leases(void **state)
     int elected = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
     assert_true(elected >= 0);
     int64_t epoch = a->events[elected].epoch;
-    uint64_t wid = engine_watch(f->engine, "default", "idle-watched", listener_of(w));
+    uint64_t wid = engine_watch(f->engine, "default", "idle-watched", NULL, listener_of(w));
     assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 5000) >= 0);
     /* A read follows a Lease that exists; one of a Lease that does not
      * exist follows nothing (test_engine_absent.c). */
@@ -1115,7 +1115,7 @@ static void test_engine_holder_watch_current_state_then_changes(void **state)
 {
     fixture *f = *state;
     sink *w = sink_new(), *a = sink_new();
-    uint64_t wid = engine_watch(f->engine, "default", "watched", listener_of(w));
+    uint64_t wid = engine_watch(f->engine, "default", "watched", NULL, listener_of(w));
     assert_true(wid > 0);
     int i = wait_kind(w, ENGINE_EVENT_HOLDER, 5000);
     assert_true(i >= 0);
@@ -1194,7 +1194,7 @@ static void test_engine_stop_ends_streams_on_the_engine_thread(void **state)
     sink *a = sink_new(), *w = sink_new();
     campaign(f, a, req_for("stopping", "leader"));
     assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
-    w->id = engine_watch(f->engine, "default", "stopping", listener_of(w));
+    w->id = engine_watch(f->engine, "default", "stopping", NULL, listener_of(w));
     assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 5000) >= 0);
     engine_stop(f->engine);
     fixture_join(f);
@@ -1226,15 +1226,15 @@ static void test_engine_stop_answers_waiting_requests_and_refuses_later_ones(voi
     harness_token_get(token, "default", "stop-waiting", "leader", 0);
     assert_int_equal(
         engine_resign(f->engine, "default", "stop-waiting", "leader", token, box_done, &rs), 0);
-    assert_int_equal(engine_get_holder(f->engine, "default", "stop-waiting", true, box_done, &g),
-                     0);
+    assert_int_equal(
+        engine_get_holder(f->engine, "default", "stop-waiting", NULL, true, box_done, &g), 0);
     run_on_loop(f, noop_on_loop, NULL);
     assert_false(rs.done); /* the release takes 5 s */
     assert_false(g.done);
 
     engine_stop(f->engine);
     campaign(f, late, req_for("stop-waiting", "late"));
-    late_w->id = engine_watch(f->engine, "default", "stop-waiting", listener_of(late_w));
+    late_w->id = engine_watch(f->engine, "default", "stop-waiting", NULL, listener_of(late_w));
     assert_int_equal(
         engine_confirm(f->engine, "default", "stop-waiting", "leader", 1, token, box_done, &lc), 0);
     fixture_join(f);

@@ -167,7 +167,7 @@ static void test_engine_max_leases_refuses_new_leases(void **state)
     campaign(f, c, req_for_ns("default", "three", "c"));
     assert_true(refused_with(c, ENGINE_RESOURCE_EXHAUSTED));
     assert_int_equal(c->n, 1); /* the refusal is all it got */
-    w->id = engine_watch(f->engine, "default", "three", listener_of(w));
+    w->id = engine_watch(f->engine, "default", "three", NULL, listener_of(w));
     assert_true(refused_with(w, ENGINE_RESOURCE_EXHAUSTED));
     engine_reply r = get_holder(f, "three", false);
     assert_int_equal(r.code, ENGINE_RESOURCE_EXHAUSTED);

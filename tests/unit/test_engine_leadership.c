@@ -21,7 +21,7 @@ static int watches_of(fixture *f)
 static engine_reply check_epoch(fixture *f, const char *lease, int64_t epoch)
 {
     reply_box b = BOX_INIT;
-    assert_int_equal(engine_check_epoch(f->engine, f->ns, lease, epoch, box_done, &b), 0);
+    assert_int_equal(engine_check_epoch(f->engine, f->ns, lease, NULL, epoch, box_done, &b), 0);
     box_wait(&b);
     return b.r;
 }

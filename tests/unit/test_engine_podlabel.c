@@ -741,7 +741,7 @@ static store_lease read_lease(fixture *f, const char *name)
 static void watch_until_cleared(fixture *f, const char *lease)
 {
     sink *w = sink_new();
-    w->id = engine_watch(f->engine, "default", lease, listener_of(w));
+    w->id = engine_watch(f->engine, "default", lease, NULL, listener_of(w));
     assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 1000) >= 0);
     harness_sleep_ms(2000); /* past the record's 1 s by observed time */
     for (int k = 0; k < 100 && read_lease(f, lease).pod_label[0]; k++)

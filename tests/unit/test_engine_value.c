@@ -78,7 +78,7 @@ static void test_engine_value_written_with_the_term_and_proclaimed(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new(), *w = sink_new();
-    w->id = engine_watch(f->engine, "default", "valued", listener_of(w));
+    w->id = engine_watch(f->engine, "default", "valued", NULL, listener_of(w));
     campaign(f, a, valued("valued", "a", "10.0.0.1:6379"));
     int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
     assert_true(i >= 0);
@@ -177,7 +177,7 @@ static void test_engine_value_survives_a_resume_on_another_replica(void **state)
     engine_campaign_detach(f->engine, a->id);
     assert_true(wait_closed(a, 5000));
 
-    w->id = engine_watch(e2, "default", "moved-value", listener_of(w));
+    w->id = engine_watch(e2, "default", "moved-value", NULL, listener_of(w));
     engine_campaign_req r = valued("moved-value", "a", "v2");
     r.resume_epoch = epoch;
     snprintf(r.term_token, sizeof r.term_token, "%s", token);
