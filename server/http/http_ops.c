@@ -302,7 +302,8 @@ static const char page_script[] =
     " var h=cell(tr,'Holder',l.holder?'holder':'none');h.textContent=l.holder||'(none)';\n"
     " if(l.value){var vd=document.createElement('div');vd.className='ns';\n"
     "  vd.textContent='value '+shown(l.value);h.parentNode.appendChild(vd);}\n"
-    " cell(tr,'Epoch','num badge').textContent=String(num(l.epoch));\n"
+    " cell(tr,'Epoch','num badge').textContent=String(num(l.epoch))+\n"
+    "  (num(l.epoch)>=2147483647?' (exhausted: delete or rename the Lease)':'');\n"
     " ticking(cell(tr,'Since last transition'),fetched,function(el){\n"
     "  return [dur(num(l.sinceTransitionMs)+el)];});\n"
     " ticking(cell(tr,'Remaining validity'),fetched,function(el){\n"
@@ -396,9 +397,11 @@ static void row(struct kl__buf *o, const engine_lease_status *l)
     } else {
         put_str(o, "<td data-label=\"Holder\"><span class=\"none\">(none)");
     }
+    /* An epoch that cannot grow: no new term can start (docs/design.md, rule 4). */
     kl__buf_printf(
-        o, "</span></td><td data-label=\"Epoch\"><span class=\"num badge\">%lld</span></td>",
-        (long long)l->epoch);
+        o, "</span></td><td data-label=\"Epoch\"><span class=\"num badge\">%lld%s</span></td>",
+        (long long)l->epoch,
+        l->epoch >= ENGINE_EPOCH_MAX ? " (exhausted: delete or rename the Lease)" : "");
     put_str(o, "<td data-label=\"Since last transition\"><span>");
     put_duration(o, l->since_transition_ms);
     put_str(o, "</span></td>");

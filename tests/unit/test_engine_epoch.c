@@ -6,6 +6,7 @@
  * manual clock over the memory store (engine_harness.h). */
 #include "support/engine_harness.h"
 #include "core/metrics.h"
+#include "http/http_ops.h"
 #include "store/memory.h"
 
 typedef struct put_arg {
@@ -78,6 +79,26 @@ static void create_at(fixture *f, const char *name, int64_t transitions)
     assert_int_equal(p.res.status, STORE_OK);
 }
 
+/* The status page rendered from a ListLeases of the engine. */
+typedef struct page {
+    bool done;
+    char *html;
+} page;
+
+static void page_done(void *ctx, const engine_reply *r)
+{
+    page *p = ctx;
+    size_t len;
+    const char *ct;
+    assert_int_equal(http_ops_status_page(r, &p->html, &len, &ct), 0);
+    p->done = true;
+}
+
+static bool page_done_yet(void *arg)
+{
+    return ((page *)arg)->done;
+}
+
 static void assert_refused(sink *s)
 {
     int i = wait_kind(s, ENGINE_EVENT_LOST, 5000);
@@ -110,6 +131,12 @@ static void test_engine_exhausted_epoch_refuses_campaigns_once_and_loudly(void *
     const store_lease_event *ev = store_memory_event(f->store, events);
     assert_true(ev->warning);
     assert_non_null(strstr(ev->message, "cannot be elected again"));
+    /* The status page says so beside the epoch. */
+    page pg = {false, NULL};
+    assert_int_equal(engine_list(f->engine, page_done, &pg), 0);
+    assert_true(harness_run_until(page_done_yet, &pg, 1000));
+    assert_non_null(strstr(pg.html, "2147483647 (exhausted: delete or rename the Lease)"));
+    free(pg.html);
     /* The last epoch there is can still be given. */
     create_at(f, "nearly", ENGINE_EPOCH_MAX - 1);
     campaign(f, c, req_for_ns("default", "nearly", "c"));
