@@ -463,13 +463,15 @@ static void take(http_acceptor *a, int fd, const struct sockaddr_storage *ss, in
         classed(a, fd, fb, why);
         return;
     }
+    /* Room first: the oldest may be the only one waiting from this
+     * address, whose record its eviction frees. */
+    if (a->n_waiting + a->ready.len >= a->cfg.max_waiting)
+        evict_oldest(a);
     apeer *p = peer_get(a, ss);
     if (p && a->cfg.max_per_ip && p->waiting >= a->cfg.max_per_ip) {
         drop(a, fd, "per_ip");
         return;
     }
-    if (a->n_waiting + a->ready.len >= a->cfg.max_waiting)
-        evict_oldest(a);
     /* Watched under the number it gets at the tail of the ring. */
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
                              .data.u64 = a->waiting.seq + a->waiting.len};

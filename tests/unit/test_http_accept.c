@@ -81,6 +81,20 @@ static int open_silent(const fixture *f)
     return fd;
 }
 
+/* A silent connection from the loopback address 127.0.0.N. */
+static int open_silent_from(const fixture *f, int n)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)n - 1);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(http_server_port(f->srv))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src) != 0 ||
+        connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        fail_msg("connect from 127.0.0.%d: %s", n, strerror(errno));
+    return fd;
+}
+
 /* A connection to the server with the whole of request written. */
 static int open_with(const fixture *f, const char *request, size_t len)
 {
@@ -233,6 +247,67 @@ static void test_http_confirm_written_late_is_served_before_the_queue(void **sta
         fail_msg("%d of %d streams opened before the Confirm were answered before it", before, n);
 }
 
+/* The waiting room full, a new connection comes from the address whose
+ * only waiting connection is the oldest: that one is closed to make room,
+ * and the new one is served (its address's record, freed with the old
+ * connection, is made anew: ASan sees a use after free otherwise). */
+#define WAITING_ROOM 1024 /* server.c's WAITING_MAX: --max-connections is below it */
+
+static int setup_room(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    server_backend_start(&f->b);
+    char err[256];
+    /* The silent connections wait past the test: no first-request deadline
+     * closes them before the room is full. */
+    http_config hc = {.listen = "127.0.0.1:0",
+                      .engine = f->b.e,
+                      .threads = 1,
+                      .max_connections = 64,
+                      .first_request_timeout_ms = 120000};
+    f->srv = http_server_start(&hc, err, sizeof err);
+    if (!f->srv)
+        fail_msg("http_server_start: %s", err);
+    *state = f;
+    return 0;
+}
+
+static void test_http_new_connection_from_the_address_evicted_for_it(void **state)
+{
+    fixture *f = *state;
+    int room = WAITING_ROOM;
+    if (streams_possible() < room + 8)
+        skip();
+    int *fds = calloc((size_t)room + 1, sizeof *fds);
+    fds[0] = open_silent_from(f, 2);
+    for (int i = 1; i < room; i++)
+        fds[i] = open_silent(f);
+    for (int waited_ms = 0; http_acceptor_open(f->srv->acceptor) < (unsigned)room; waited_ms++) {
+        if (waited_ms > 60000)
+            fail_msg("the server accepted %u of %d connections in a minute",
+                     http_acceptor_open(f->srv->acceptor), room);
+        poll(NULL, 0, 1);
+    }
+    char watch[512];
+    size_t wlen = watch_request(watch, sizeof watch);
+    int late = open_silent_from(f, 2);
+    char buf[16];
+    /* The oldest, from 127.0.0.2, is closed... */
+    struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 5000), 1);
+    assert_true(recv(fds[0], buf, sizeof buf, 0) <= 0);
+    /* ...and the new one from there served. */
+    send_all(late, watch, wlen);
+    pf = (struct pollfd){.fd = late, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 5000), 1);
+    assert_true(recv(late, buf, sizeof buf - 1, 0) > 0);
+    assert_memory_equal(buf, "HTTP/1.1 ", 9);
+    close(late);
+    for (int i = 0; i < room; i++)
+        close(fds[i]);
+    free(fds);
+}
+
 /* A stream's connection ends with it (its answer says so): a request
  * after it would be served by the streams' threads. */
 static void test_http_stream_answer_closes_its_connection(void **state)
@@ -346,6 +421,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_confirm_written_late_is_served_before_the_queue,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_new_connection_from_the_address_evicted_for_it,
+                                        setup_room, teardown),
         cmocka_unit_test_setup_teardown(test_http_stream_answer_closes_its_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_http_request_line_in_pieces_is_served, setup,
