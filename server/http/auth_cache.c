@@ -166,6 +166,15 @@ void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *val
     pthread_mutex_unlock(&c->mu);
 }
 
+void auth_cache_remove(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN])
+{
+    pthread_mutex_lock(&c->mu);
+    entry *e = find(c, key);
+    if (e)
+        remove_entry(c, e);
+    pthread_mutex_unlock(&c->mu);
+}
+
 size_t auth_cache_count(auth_cache *c)
 {
     pthread_mutex_lock(&c->mu);

@@ -52,6 +52,8 @@ bool auth_cache_get(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], int64_t n
  * when full. */
 void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *value, int64_t now_ms,
                     int64_t expires_ms);
+/* Forgets key's entry, if any. */
+void auth_cache_remove(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN]);
 size_t auth_cache_count(auth_cache *c);
 
 /* ---- auth_rate.c: reviews a second, overall and per peer ---------------- */

@@ -291,6 +291,13 @@ static void token_answer_of(auth_review *r, const kube_response *res, auth_token
     }
     kube_token_review_clear(&tr);
     count_review("TokenReview", ans->code == RPC_OK ? "authenticated" : "unauthenticated");
+    /* A refusal replaces an accepted answer still cached (a refresh that
+     * finds the token revoked): the token stops working now, not when the
+     * accepted answer would have expired; and an acceptance a refusal. */
+    if (ans->code == RPC_UNAUTHENTICATED)
+        auth_cache_remove(a->tokens, r->key);
+    else if (ans->code == RPC_OK)
+        auth_cache_remove(a->refused, r->key);
     auth_token_answer *cached = ans->code != RPC_INTERNAL ? malloc(sizeof *cached) : NULL;
     if (cached && until > now) {
         *cached = *ans;

@@ -37,9 +37,10 @@ typedef struct fake_apiserver {
     pthread_t conns[FAKE_MAX_CONNS];
     int n_conns;
     /* the script (under mu) */
-    int token_status;  /* HTTP status of TokenReviews; 201: answer */
-    int access_status; /* of SubjectAccessReviews */
-    int hold;          /* hold answers until released */
+    int token_status;       /* HTTP status of TokenReviews; 201: answer */
+    char revoked_token[64]; /* refused from now on, whatever its name says */
+    int access_status;      /* of SubjectAccessReviews */
+    int hold;               /* hold answers until released */
     char grants[FAKE_MAX_GRANTS][160];
     int n_grants;
     /* what happened (under mu) */
@@ -111,7 +112,10 @@ static void fake_token_review(fake_apiserver *s, int fd, const cJSON *req)
         snprintf(name, sizeof name, "%.60s", token + 4);
     else if (strncmp(token, "pod-", 4) == 0 && strchr(token + 4, '-'))
         sscanf(token + 4, "%63[^-]-%63s", name, pod);
-    if (!name[0]) {
+    pthread_mutex_lock(&s->mu);
+    bool revoked = s->revoked_token[0] && strcmp(token, s->revoked_token) == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!name[0] || revoked) {
         fake_send(fd, 201,
                   "{\"kind\":\"TokenReview\",\"apiVersion\":\"authentication.k8s.io/v1\","
                   "\"status\":{\"user\":{},\"error\":\"invalid bearer token\"}}");
@@ -263,6 +267,14 @@ static void fake_revoke(fake_apiserver *s, const char *grant)
     for (int i = 0; i < s->n_grants; i++)
         if (strcmp(s->grants[i], grant) == 0)
             memcpy(s->grants[i], s->grants[--s->n_grants], sizeof s->grants[0]);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The token is refused from now on (its ServiceAccount deleted). */
+static void fake_revoke_token(fake_apiserver *s, const char *token)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->revoked_token, sizeof s->revoked_token, "%s", token);
     pthread_mutex_unlock(&s->mu);
 }
 

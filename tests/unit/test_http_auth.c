@@ -436,6 +436,37 @@ static void test_auth_answers_are_refreshed_before_they_expire(void **state)
     assert_non_null(strstr(b.data, "cannot get resource"));
 }
 
+static double refused_reviews(const fixture *f)
+{
+    body b;
+    assert_int_equal(http(f->base, "/metrics", NULL, NULL, NULL, 0, &b), 200);
+    const char *k =
+        "kubelease_auth_reviews_total{kind=\"TokenReview\",result=\"unauthenticated\"} ";
+    const char *p = strstr(b.data, k);
+    return p ? strtod(p + strlen(k), NULL) : 0;
+}
+
+/* A token revoked while its accepted answer is cached (its ServiceAccount
+ * deleted) is refused from the moment its answer is asked again: the
+ * refusal replaces the accepted answer rather than waiting beside it for
+ * the accepted one to expire. */
+static void test_auth_revoked_token_is_refused_once_asked_again(void **state)
+{
+    fixture *f = *state;
+    body b;
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    double refused = refused_reviews(f);
+    fake_revoke_token(&f->api, "tok-bob");
+    /* Answered from the cache until the answer is asked again, at three
+     * quarters of its life. */
+    for (int i = 0; i < 200 && refused_reviews(f) == refused; i++) {
+        assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+        usleep(20000);
+    }
+    assert_true(refused_reviews(f) > refused);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 401);
+}
+
 /* A flood of fresh bogus tokens from one address costs the apiserver its
  * --review-rate-per-ip and no more; the flood is told to slow down; a
  * caller already known keeps being answered from the cache (refused
@@ -798,6 +829,8 @@ int main(void)
             test_auth_missing_malformed_invalid_expired_and_wrong_audience_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_allowed_and_denied_calls_are_cached, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_auth_revoked_token_is_refused_once_asked_again,
+                                        setup_short_ttl, teardown),
         cmocka_unit_test_setup_teardown(test_auth_answers_are_refreshed_before_they_expire,
                                         setup_short_ttl, teardown),
         cmocka_unit_test_setup_teardown(test_auth_concurrent_first_calls_share_one_review, setup,
