@@ -59,11 +59,14 @@ static void refuse_stream(const engine_listener *l, bool campaign, engine_lost_r
 }
 
 /* Refuses a stream over max_leases or a quota (quota.c); true when it did
- * (the listener got ENGINE_EVENT_REFUSED and on_close). */
+ * (the listener got ENGINE_EVENT_REFUSED and on_close). A resume does not
+ * take a Lease followed already onto its caller's account: its term is
+ * there, and a full account must not cost the holder its term. */
 static bool refuse_when_full(cmd *k)
 {
     engine_event ev = {.kind = ENGINE_EVENT_REFUSED, .code = ENGINE_RESOURCE_EXHAUSTED};
-    if (!engine_quota_refused(k->e, k->req.ns, k->req.name, k->req.caller, true, ev.message,
+    bool take = k->req.resume_epoch == 0;
+    if (!engine_quota_refused(k->e, k->req.ns, k->req.name, k->req.caller, take, ev.message,
                               sizeof ev.message))
         return false;
     engine_send_event(&k->listener, &ev);
@@ -85,7 +88,10 @@ static void do_campaign(cmd *k)
         refuse_stream(&k->listener, true, ENGINE_LOST_UNSPECIFIED, "out of memory");
         return;
     }
-    engine_quota_take(ls, k->req.caller);
+    if (k->req.resume_epoch == 0)
+        engine_quota_take(ls, k->req.caller);
+    else
+        ls->used_ms = engine_now_ms(k->e); /* a resume leaves the account (refuse_when_full) */
     c->id = k->id;
     c->req = k->req;
     c->listener = k->listener;
