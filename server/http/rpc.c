@@ -58,6 +58,11 @@ static enum MHD_Result check_headers(http_server *s, struct MHD_Connection *conn
         q->close = true;
         return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, over);
     }
+    /* A Confirm or Resign served past the limits is answered and its
+     * connection closed: the room kept for them is not held by a kept-alive
+     * connection (nor by junk Confirms) until the idle timeout. */
+    if (urgent && http_limits_over(conn, false))
+        q->close = true;
     const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > s->max_body) {
         snprintf(msg, sizeof msg, "request body of %.20s bytes exceeds the limit of %zu bytes", cl,

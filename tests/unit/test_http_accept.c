@@ -384,9 +384,35 @@ static bool answered_within(int fd, int ms)
            memcmp(head, "HTTP/1.1 ", 9) == 0;
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads fd until the server closes it, for at most ms; true if it did. */
+static bool closed_within(int fd, int ms)
+{
+    char buf[512];
+    for (int64_t end = now_ms() + ms; now_ms() < end;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(end - now_ms())) != 1)
+            return false;
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0)
+            return true;
+        if (n < 0)
+            return errno == ECONNRESET;
+    }
+    return false;
+}
+
 /* Terms before strangers: with every slot held by kept-alive connections,
  * a new request waits for one to close, and a Confirm on a new connection
- * is served at once from the room kept for it. */
+ * is served at once from the room kept for it, which it leaves with its
+ * answer (the connection is closed: neither a leader's kept-alive
+ * connection nor junk Confirms hold that room). */
 static void test_http_confirm_is_served_when_every_slot_is_held(void **state)
 {
     fixture *f = *state;
@@ -405,6 +431,8 @@ static void test_http_confirm_is_served_when_every_slot_is_held(void **state)
     int c = open_with(f, confirm, clen);
     if (!answered_within(c, 2000))
         fail_msg("a Confirm was not served while strangers held every slot");
+    if (!closed_within(c, 2000))
+        fail_msg("the Confirm served past the limits kept its connection open");
     close(c);
     close(held[0]);
     if (!answered_within(waiting, 5000))
