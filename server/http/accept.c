@@ -425,6 +425,32 @@ static void evict_oldest(http_acceptor *a)
     }
 }
 
+/* w leaves the waiting: unwatched and uncounted (its slot in the ring
+ * stays, marked gone, when it is not the head). Returns its socket. */
+static int unwait(http_acceptor *a, slot *w)
+{
+    int fd = w->fd;
+    epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
+    peer_put(a, w->peer);
+    a->n_waiting--;
+    w->fd = -1;
+    return fd;
+}
+
+/* The oldest connection waiting from p's address is closed for a new one
+ * from there: one address floods only its own connections, and the newest
+ * (a leader's Confirm behind the same node address, about to write) waits. */
+static void evict_oldest_of(http_acceptor *a, const apeer *p)
+{
+    for (size_t i = 0; i < a->waiting.len; i++) {
+        slot *w = &a->waiting.s[(a->waiting.head + i) % a->waiting.cap];
+        if (w->fd >= 0 && w->peer == p) {
+            drop(a, unwait(a, w), "per_ip");
+            return;
+        }
+    }
+}
+
 /* A connection whose head is whole: urgent, to the calls' daemon at once
  * when the room kept for it has a slot; else ready for the next batches. */
 static void classed(http_acceptor *a, int fd, first_bytes fb, const char *why)
@@ -468,9 +494,10 @@ static void take(http_acceptor *a, int fd, const struct sockaddr_storage *ss, in
     if (a->n_waiting + a->ready.len >= a->cfg.max_waiting)
         evict_oldest(a);
     apeer *p = peer_get(a, ss);
-    if (p && a->cfg.max_per_ip && p->waiting >= a->cfg.max_per_ip) {
-        drop(a, fd, "per_ip");
-        return;
+    if (p) {
+        p->waiting++; /* counted first: the eviction below cannot free p */
+        if (a->cfg.max_per_ip && p->waiting > a->cfg.max_per_ip)
+            evict_oldest_of(a, p);
     }
     /* Watched under the number it gets at the tail of the ring. */
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
@@ -478,28 +505,11 @@ static void take(http_acceptor *a, int fd, const struct sockaddr_storage *ss, in
     if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0 ||
         !ring_push(&a->waiting, (slot){.fd = fd, .since_ms = now, .peer = p})) {
         epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
-        if (p && !p->waiting) { /* created for it: counted, then put */
-            p->waiting = 1;
-            peer_put(a, p);
-        }
+        peer_put(a, p);
         drop(a, fd, "out_of_memory");
         return;
     }
-    if (p)
-        p->waiting++;
     a->n_waiting++;
-}
-
-/* w leaves the waiting: unwatched and uncounted (its slot in the ring
- * stays, marked gone, when it is not the head). Returns its socket. */
-static int unwait(http_acceptor *a, slot *w)
-{
-    int fd = w->fd;
-    epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
-    peer_put(a, w->peer);
-    a->n_waiting--;
-    w->fd = -1;
-    return fd;
 }
 
 /* Classes the waiting connections whose head came in, and closes those

@@ -308,6 +308,59 @@ static void test_http_new_connection_from_the_address_evicted_for_it(void **stat
     free(fds);
 }
 
+#define PER_IP 4
+
+static int setup_per_ip(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    server_backend_start(&f->b);
+    char err[256];
+    http_config hc = {.listen = "127.0.0.1:0",
+                      .engine = f->b.e,
+                      .threads = 1,
+                      .max_connections = 64,
+                      .max_per_ip = PER_IP,
+                      .first_request_timeout_ms = 120000};
+    f->srv = http_server_start(&hc, err, sizeof err);
+    if (!f->srv)
+        fail_msg("http_server_start: %s", err);
+    *state = f;
+    return 0;
+}
+
+/* --max-per-ip connections from one address wait for their heads: the next
+ * one from there closes the oldest of them, not itself, so that a flood
+ * from an address shared with a leader (node-level SNAT) cannot keep the
+ * leader's new connection out; it is served once it writes. */
+static void test_http_per_ip_waiting_closes_the_oldest_for_a_new_one(void **state)
+{
+    fixture *f = *state;
+    int fds[PER_IP];
+    for (int i = 0; i < PER_IP; i++)
+        fds[i] = open_silent_from(f, 3);
+    for (int waited_ms = 0; http_acceptor_open(f->srv->acceptor) < PER_IP; waited_ms++) {
+        if (waited_ms > 10000)
+            fail_msg("the server accepted %u of %d connections",
+                     http_acceptor_open(f->srv->acceptor), PER_IP);
+        poll(NULL, 0, 1);
+    }
+    int late = open_silent_from(f, 3);
+    char buf[16];
+    struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+    if (poll(&pf, 1, 5000) != 1 || recv(fds[0], buf, sizeof buf, 0) > 0)
+        fail_msg("the oldest waiting connection of the address was not closed");
+    char watch[512];
+    size_t wlen = watch_request(watch, sizeof watch);
+    send_all(late, watch, wlen);
+    pf = (struct pollfd){.fd = late, .events = POLLIN};
+    if (poll(&pf, 1, 5000) != 1 || recv(late, buf, sizeof buf - 1, 0) <= 0 ||
+        memcmp(buf, "HTTP/1.1 ", 9) != 0)
+        fail_msg("the newest connection of the address was not served");
+    close(late);
+    for (int i = 0; i < PER_IP; i++)
+        close(fds[i]);
+}
+
 /* A stream's connection ends with it (its answer says so): a request
  * after it would be served by the streams' threads. */
 static void test_http_stream_answer_closes_its_connection(void **state)
@@ -451,6 +504,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_new_connection_from_the_address_evicted_for_it,
                                         setup_room, teardown),
+        cmocka_unit_test_setup_teardown(test_http_per_ip_waiting_closes_the_oldest_for_a_new_one,
+                                        setup_per_ip, teardown),
         cmocka_unit_test_setup_teardown(test_http_stream_answer_closes_its_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_http_request_line_in_pieces_is_served, setup,
