@@ -40,6 +40,7 @@ typedef struct mem_store {
     mem_pods pods;           /* memory_pods.c */
     struct kl__list watches; /* store_watch: not yet freed (a dead one may wait for a delivery) */
     struct kl__list delayed; /* mem_op: operations and deliveries waiting on their timer */
+    struct kl__list posted;  /* mem_op: posted to the loop, not run yet (freed at destroy) */
     int64_t revision;
     int delivering; /* nesting depth of watch deliveries */
     bool available;
@@ -135,6 +136,19 @@ static void notify_now(mem_store *m, store_event_type type, const store_lease *l
 static void run_op(void *arg);
 
 /* Runs op after ms on the loop's clock; the store keeps it until then. */
+/* Runs op on the loop's next pass; -1 when it cannot be posted. Until it
+ * runs it is on m->posted, so that a store destroyed before (the loop
+ * stopped first) frees it. */
+static int post(mem_store *m, mem_op *op)
+{
+    kl__list_insert_head(&m->posted, &op->link);
+    if (loop_post(m->loop, run_op, op) != 0) {
+        kl__list_remove(&op->link);
+        return -1;
+    }
+    return 0;
+}
+
 static void delay(mem_store *m, mem_op *op, int ms)
 {
     kl__list_insert_head(&m->delayed, &op->link);
@@ -280,7 +294,7 @@ static void run_op(void *arg)
     store_result r = {0};
     store_event_type ev = STORE_EVENT_PUT;
 
-    kl__list_remove(&op->link); /* when it was delayed */
+    kl__list_remove(&op->link); /* from m->delayed or m->posted */
     if (op->kind == OP_DELIVER) {
         notify_now(m, op->event, &op->lease);
         free(op);
@@ -328,7 +342,7 @@ static void submit(mem_store *m, mem_op *op)
         delay(m, op, m->latency_ms);
         return;
     }
-    if (loop_post(m->loop, run_op, op) != 0)
+    if (post(m, op) != 0)
         run_op(op); /* out of memory: complete now rather than never */
 }
 
@@ -506,7 +520,7 @@ static store_watch *mem_watch(store *s, const char *ns, const char *name, store_
     op->m = m;
     op->kind = OP_WATCH_SYNC;
     op->watch = w;
-    if (loop_post(m->loop, run_op, op) != 0) {
+    if (post(m, op) != 0) {
         free(op);
         w->dead = true;
         w->sync_pending = false;
@@ -537,6 +551,8 @@ static void mem_destroy(store *s)
         loop_timer_stop(&op->timer);
         free(op);
     }
+    KL__LIST_FOREACH_SAFE (link, &m->posted)
+        free(KL__LIST_ENTRY(link, mem_op, link));
     KL__LIST_FOREACH_SAFE (link, &m->entries)
         free(entry_of(link));
     KL__LIST_FOREACH_SAFE (link, &m->watches)
