@@ -135,7 +135,6 @@ static void notify_now(mem_store *m, store_event_type type, const store_lease *l
 
 static void run_op(void *arg);
 
-/* Runs op after ms on the loop's clock; the store keeps it until then. */
 /* Runs op on the loop's next pass; -1 when it cannot be posted. Until it
  * runs it is on m->posted, so that a store destroyed before (the loop
  * stopped first) frees it. */
@@ -149,6 +148,7 @@ static int post(mem_store *m, mem_op *op)
     return 0;
 }
 
+/* Runs op after ms on the loop's clock; the store keeps it until then. */
 static void delay(mem_store *m, mem_op *op, int ms)
 {
     kl__list_insert_head(&m->delayed, &op->link);
