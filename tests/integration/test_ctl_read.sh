@@ -88,6 +88,8 @@ checks() {
     local watch_table=$!
     KL_PIDS+=("$watch_table")
     kl_wait_for 'grep -q "\"h1\"" "$KL_TMP/watch.json"' 10 || fail "watch did not print h1"
+    # Both watches must have shown h1 before it goes: each starts on its own.
+    kl_wait_for 'grep -q "holder=h1 " "$KL_TMP/watch.txt"' 10 || fail "watch (table) did not print h1"
     kill -TERM "$h1"
     wait "$h1" || true
     kl_wait_for 'grep -q "\"holder\":null" "$KL_TMP/watch.json"' 10 || fail "watch did not print the release"
