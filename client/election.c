@@ -49,8 +49,8 @@ static const char *const state_names[] = {
 static void el_set_state(struct kl__election *el, enum kl__election_state to)
 {
     if (KL_TRACE_STATES && el->state != to)
-        fprintf(stderr, "election %s (epoch %lld): %s -> %s\n", el->key,
-                (long long)el->epoch, state_names[el->state], state_names[to]);
+        fprintf(stderr, "election %s (epoch %lld): %s -> %s\n", el->key, (long long)el->epoch,
+                state_names[el->state], state_names[to]);
     el->state = to;
 }
 
@@ -113,8 +113,7 @@ el_vfinish(struct kl__election *el, int resign, int result, const char *fmt, va_
         return;
     el->result = result;
     vsnprintf(el->message, sizeof(el->message), fmt, ap);
-    kl__log(el->loop, result == KL_ERR_CANCELLED ? KL_LOG_INFO : KL_LOG_WARN, "%s",
-            el->message);
+    kl__log(el->loop, result == KL_ERR_CANCELLED ? KL_LOG_INFO : KL_LOG_WARN, "%s", el->message);
     el_set_state(el, resign && el->state != KL__EL_NEW ? KL__EL_RESIGNING : KL__EL_CLOSING);
     kl__loop_changed(el->loop);
     kl__loop_wake(el->loop);
@@ -586,8 +585,8 @@ static void on_elected(struct kl__election *el, int64_t epoch, const char *token
     el->epoch = epoch;
     snprintf(el->term_token, sizeof(el->term_token), "%s", token ? token : "");
     el->next_confirm = 1; /* confirm at once */
-    kl__log(el->loop, KL_LOG_INFO, "%s %s (epoch %lld)", el->key,
-            leader ? "resumed" : "elected", (long long)epoch);
+    kl__log(el->loop, KL_LOG_INFO, "%s %s (epoch %lld)", el->key, leader ? "resumed" : "elected",
+            (long long)epoch);
     el_set_state(el, leader ? KL__EL_LEADING : KL__EL_ELECTED);
     kl__loop_wake(el->loop);
 }

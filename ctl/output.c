@@ -149,7 +149,7 @@ void ctl_print_lease_json(FILE *f, const kl_lease_info *r, const void *value, si
             (int)r->watchers, (int)r->lease_duration_s);
     if (r->lease_transitions >= CTL_EPOCH_MAX)
         fputs(",\"epochExhausted\":true", f); /* no new term can start */
-    if (value_len) { /* proto3 JSON's bytes: base64 */
+    if (value_len) {                          /* proto3 JSON's bytes: base64 */
         fputs(",\"value\":", f);
         ctl_json_bytes(f, value, value_len);
     }

@@ -19,15 +19,15 @@
 typedef struct service service;
 
 typedef struct service_config {
-    bool dev;                /* the in-memory store: no cluster */
-    store_kube_opts kube;    /* otherwise: how to reach the apiserver */
-    int64_t max_grant_ms;    /* engine_config.max_grant_ms */
-    int max_leases;          /* engine_config.max_leases */
-    int max_leases_per_caller;    /* engine_config.max_leases_per_caller */
-    int max_leases_per_namespace; /* engine_config.max_leases_per_namespace */
-    bool events;             /* engine_config.events */
+    bool dev;                          /* the in-memory store: no cluster */
+    store_kube_opts kube;              /* otherwise: how to reach the apiserver */
+    int64_t max_grant_ms;              /* engine_config.max_grant_ms */
+    int max_leases;                    /* engine_config.max_leases */
+    int max_leases_per_caller;         /* engine_config.max_leases_per_caller */
+    int max_leases_per_namespace;      /* engine_config.max_leases_per_namespace */
+    bool events;                       /* engine_config.events */
     const char *const *pod_label_keys; /* engine_config.pod_label_keys */
-    const uint8_t *term_key; /* engine_config.term_key (copied by the engine) */
+    const uint8_t *term_key;           /* engine_config.term_key (copied by the engine) */
     size_t term_key_len;
     http_config http; /* its engine, and its auth's loop and kube, are the service's own;
                          auth.mode kubernetes reviews through the store's apiserver */

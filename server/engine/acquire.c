@@ -45,7 +45,6 @@ static void retry_later(lease_state *ls, const candidate *c)
     }
 }
 
-
 /* The leader value a write starting (or resuming) req's term records. */
 static void set_value(store_lease *rec, const engine_campaign_req *req)
 {

@@ -277,8 +277,8 @@ int engine_handoff(engine *e, const char *ns, const char *name, const char *iden
 }
 
 int engine_set_pod_label(engine *e, const char *ns, const char *name, const char *identity,
-                         const char *term_token, const engine_pod_label *label,
-                         const char *peer_ip, engine_done done, void *ctx)
+                         const char *term_token, const engine_pod_label *label, const char *peer_ip,
+                         engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_SET_LABEL, ns, name, identity, done, ctx);
     if (!k)

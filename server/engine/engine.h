@@ -113,8 +113,8 @@ typedef struct engine_config {
  * included; longer names are cut. */
 #define ENGINE_REPLICA_MAX 64
 
-#define ENGINE_IDLE_FORGET_MS_DEFAULT (10 * 60 * 1000)
-#define ENGINE_MAX_LEASES_DEFAULT     10000
+#define ENGINE_IDLE_FORGET_MS_DEFAULT           (10 * 60 * 1000)
+#define ENGINE_MAX_LEASES_DEFAULT               10000
 #define ENGINE_MAX_LEASES_PER_CALLER_DEFAULT    256
 #define ENGINE_MAX_LEASES_PER_NAMESPACE_DEFAULT 2048
 
@@ -377,11 +377,11 @@ int engine_handoff(engine *e, const char *ns, const char *name, const char *iden
  * holder, SET (or REMOVED for no label) once the label is on (off) the Pod,
  * or FAILED with the apiserver's error in message (the term wants the
  * label, tried again at its next renewal), or FAILED_PRECONDITION when the
- * term ends or a later SetPodLabel replaces this one first. Refusals (PERMISSION_DENIED: a key not allowed,
- * the token, the address; NOT_FOUND: no campaign here) change nothing. */
+ * term ends or a later SetPodLabel replaces this one first. Refusals (PERMISSION_DENIED: a key not
+ * allowed, the token, the address; NOT_FOUND: no campaign here) change nothing. */
 int engine_set_pod_label(engine *e, const char *ns, const char *name, const char *identity,
-                         const char *term_token, const engine_pod_label *label,
-                         const char *peer_ip, engine_done done, void *ctx);
+                         const char *term_token, const engine_pod_label *label, const char *peer_ip,
+                         engine_done done, void *ctx);
 /* Proclaim (request.c): the holder (term_token) changes its term's leader
  * value (value_len bytes, at most STORE_VALUE_MAX) without a new term. The
  * reply comes once the Lease records it (epoch: the term's), or

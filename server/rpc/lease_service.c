@@ -227,8 +227,8 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
                               msg, msg_len) != 0)
             return -1;
         engine_pod_label l;
-        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key,
-                 r->pod_label_value, &l);
+        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
+                 &l);
         return engine_validate_pod_label(&l, msg, msg_len);
     }
     case RPC_METHOD_PROCLAIM: {
@@ -314,12 +314,12 @@ bool rpc_request_label(rpc_method_id id, const ProtobufCMessage *req, engine_pod
     memset(out, 0, sizeof *out);
     if (id == RPC_METHOD_CAMPAIGN) {
         const Kubelease__V1__CampaignRequest *r = (const void *)req;
-        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key,
-                 r->pod_label_value, out);
+        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
+                 out);
     } else if (id == RPC_METHOD_SET_POD_LABEL) {
         const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
-        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key,
-                 r->pod_label_value, out);
+        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
+                 out);
     }
     return out->pod[0] != '\0';
 }
@@ -389,8 +389,8 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, co
     }
     case RPC_METHOD_PROCLAIM: {
         const Kubelease__V1__ProclaimRequest *r = (const void *)req;
-        return engine_proclaim(e, r->namespace_, r->name, r->identity, r->term_token,
-                               r->value.data, r->value.len, done, ctx);
+        return engine_proclaim(e, r->namespace_, r->name, r->identity, r->term_token, r->value.data,
+                               r->value.len, done, ctx);
     }
     default:
         return -1;

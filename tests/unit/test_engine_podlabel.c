@@ -66,8 +66,8 @@ static void signed_record(const char *lease, const char *ns, const char *pod, co
         len += m;
     }
     unsigned mac_len = 0;
-    assert_non_null(HMAC(EVP_sha256(), harness_term_key, (int)sizeof harness_term_key - 1, msg,
-                         len, mac, &mac_len));
+    assert_non_null(HMAC(EVP_sha256(), harness_term_key, (int)sizeof harness_term_key - 1, msg, len,
+                         mac, &mac_len));
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     char b64[48];
     size_t o = 0;
@@ -673,10 +673,8 @@ static bool create_done_yet(void *arg)
  * on pod-a (key key, value leader). */
 static void leave_record(fixture *f, const char *lease, const char *label, const char *key)
 {
-    create_arg c = {.lease = {.ns = "default",
-                              .holder = "gone",
-                              .lease_duration_s = 1,
-                              .transitions = 4}};
+    create_arg c = {
+        .lease = {.ns = "default", .holder = "gone", .lease_duration_s = 1, .transitions = 4}};
     snprintf(c.lease.name, sizeof c.lease.name, "%s", lease);
     snprintf(c.lease.pod_label, sizeof c.lease.pod_label, "%s", label);
     run_on_loop(f, create_on_loop, &c);
@@ -777,8 +775,10 @@ static void test_engine_forged_pod_label_annotation_touches_no_pod(void **state)
     const struct {
         const char *lease, *key;
         char label[STORE_POD_LABEL_MAX];
-    } cases[] = {{"forged-mac", KEY, ""},   {"forged-old", KEY, "pod-a " KEY "=leader"},
-                 {"forged-lease", KEY, ""}, {"forged-key", "app", ""},
+    } cases[] = {{"forged-mac", KEY, ""},
+                 {"forged-old", KEY, "pod-a " KEY "=leader"},
+                 {"forged-lease", KEY, ""},
+                 {"forged-key", "app", ""},
                  {"forged-trunc", KEY, ""}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *lease = cases[i].lease;

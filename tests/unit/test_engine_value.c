@@ -34,8 +34,8 @@ static void assert_value(const uint8_t *got, size_t got_len, const char *want)
         fail_msg("value \"%.*s\", want \"%s\"", (int)got_len, (const char *)got, want);
 }
 
-static engine_reply proclaim(fixture *f, const char *lease, const char *identity,
-                             const char *token, const char *value)
+static engine_reply proclaim(fixture *f, const char *lease, const char *identity, const char *token,
+                             const char *value)
 {
     reply_box b = BOX_INIT;
     assert_int_equal(engine_proclaim(f->engine, "default", lease, identity, token,
