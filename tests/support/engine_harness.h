@@ -470,6 +470,42 @@ static inline void run_on_loop(fixture *f, void (*fn)(fixture *, void *), void *
     pthread_mutex_unlock(&o.mu);
 }
 
+static inline void harness_noop(fixture *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+}
+
+/* A store write made behind the engine's back, as another client would. */
+typedef struct harness_put {
+    store_lease lease;
+    store_result res;
+    atomic_bool done;
+} harness_put;
+
+static inline void harness_put_cb(void *ctx, const store_result *r)
+{
+    harness_put *p = ctx;
+    p->res = *r;
+    atomic_store(&p->done, true);
+}
+
+static inline void harness_create_on_loop(fixture *f, void *arg)
+{
+    harness_put *p = arg;
+    f->store->ops->create(f->store, &p->lease, 1000, harness_put_cb, p);
+}
+
+/* Creates lease in the store, as another client would, and waits for it. */
+static inline void harness_create(fixture *f, const store_lease *lease)
+{
+    harness_put p = {.lease = *lease};
+    run_on_loop(f, harness_create_on_loop, &p);
+    for (int spins = 0; !atomic_load(&p.done) && spins < 100; spins++)
+        run_on_loop(f, harness_noop, NULL);
+    assert_int_equal(p.res.status, STORE_OK);
+}
+
 static inline engine_campaign_req req_for_ns(const char *ns, const char *lease,
                                              const char *identity)
 {

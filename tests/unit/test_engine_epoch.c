@@ -9,31 +9,6 @@
 #include "http/http_ops.h"
 #include "store/memory.h"
 
-typedef struct put_arg {
-    store_lease lease;
-    store_result res;
-    atomic_bool done;
-} put_arg;
-
-static void put_cb(void *ctx, const store_result *r)
-{
-    put_arg *p = ctx;
-    p->res = *r;
-    atomic_store(&p->done, true);
-}
-
-static void create_on_loop(fixture *f, void *arg)
-{
-    put_arg *p = arg;
-    f->store->ops->create(f->store, &p->lease, 1000, put_cb, p);
-}
-
-static void noop_on_loop(fixture *f, void *arg)
-{
-    (void)f;
-    (void)arg;
-}
-
 static void events_on_loop(fixture *f, void *arg)
 {
     *(int64_t *)arg = store_memory_event_count(f->store);
@@ -68,15 +43,9 @@ static double gauge(const char *name)
 /* default/name, free, at epoch transitions, as another writer left it. */
 static void create_at(fixture *f, const char *name, int64_t transitions)
 {
-    put_arg p = {0};
-    snprintf(p.lease.ns, sizeof p.lease.ns, "default");
-    snprintf(p.lease.name, sizeof p.lease.name, "%s", name);
-    p.lease.lease_duration_s = 1;
-    p.lease.transitions = transitions;
-    run_on_loop(f, create_on_loop, &p);
-    for (int spins = 0; !atomic_load(&p.done) && spins < 100; spins++)
-        run_on_loop(f, noop_on_loop, NULL);
-    assert_int_equal(p.res.status, STORE_OK);
+    store_lease l = {.ns = "default", .lease_duration_s = 1, .transitions = transitions};
+    snprintf(l.name, sizeof l.name, "%s", name);
+    harness_create(f, &l);
 }
 
 /* The status page rendered from a ListLeases of the engine. */
@@ -127,7 +96,7 @@ static void test_engine_exhausted_epoch_refuses_campaigns_once_and_loudly(void *
     assert_int_equal(writes_of(f), writes); /* no acquisition tried */
     assert_true(gauge("kubelease_leases_epoch_exhausted") == 1);
     assert_int_equal(events_of(f), events + 1); /* said once */
-    run_on_loop(f, noop_on_loop, NULL);
+    run_on_loop(f, harness_noop, NULL);
     const store_lease_event *ev = store_memory_event(f->store, events);
     assert_true(ev->warning);
     assert_non_null(strstr(ev->message, "cannot be elected again"));

@@ -20,41 +20,12 @@ static int watches_of(fixture *f)
     return n;
 }
 
-typedef struct put_arg {
-    store_lease lease;
-    store_result res;
-    atomic_bool done;
-} put_arg;
-
-static void put_cb(void *ctx, const store_result *r)
-{
-    put_arg *p = ctx;
-    p->res = *r;
-    atomic_store(&p->done, true);
-}
-
-static void create_on_loop(fixture *f, void *arg)
-{
-    put_arg *p = arg;
-    f->store->ops->create(f->store, &p->lease, 1000, put_cb, p);
-}
-
-static void noop_on_loop(fixture *f, void *arg)
-{
-    (void)f;
-    (void)arg;
-}
-
 /* Creates default/name behind the engine's back, as another client would. */
 static void create_lease(fixture *f, const char *name)
 {
-    put_arg p = {0};
-    snprintf(p.lease.ns, sizeof p.lease.ns, "default");
-    snprintf(p.lease.name, sizeof p.lease.name, "%s", name);
-    run_on_loop(f, create_on_loop, &p);
-    for (int spins = 0; !atomic_load(&p.done) && spins < 100; spins++)
-        run_on_loop(f, noop_on_loop, NULL);
-    assert_int_equal(p.res.status, STORE_OK);
+    store_lease l = {.ns = "default"};
+    snprintf(l.name, sizeof l.name, "%s", name);
+    harness_create(f, &l);
 }
 
 static engine_campaign_req req_of(const char *caller, const char *ns, const char *lease,
