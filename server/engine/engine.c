@@ -267,6 +267,12 @@ int engine_list_candidates(engine *e, const char *ns, const char *name, engine_d
     return k ? cmd_post(k) : -1;
 }
 
+int engine_list_terms(engine *e, const char *ns, const char *name, engine_done done, void *ctx)
+{
+    cmd *k = unary_cmd(e, CMD_TERMS, ns, name, "", done, ctx);
+    return k ? cmd_post(k) : -1;
+}
+
 int engine_handoff(engine *e, const char *ns, const char *name, const char *identity,
                    const char *term_token, const char *to, engine_done done, void *ctx)
 {

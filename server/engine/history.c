@@ -155,15 +155,15 @@ static void leaderless_start(lease_state *ls, int64_t since, bool known)
 }
 
 /* A live holder again: the gap is counted to now and the gauge drops to 0.
- * Returns the gap (ms), -1 when its start is not known, 0 when there was
- * none. */
+ * Returns the gap (ms), -1 when its start is not known (no term seen
+ * before it), 0 when there was none. */
 static int64_t leaderless_stop(lease_state *ls)
 {
     int64_t now = engine_now_ms(ls->e);
     int64_t since = ls->hist.leaderless_since_ms;
     if (!since) {
         leaderless_refresh(ls, now); /* the samples, at 0, on first sight */
-        return 0;
+        return newest(ls) ? 0 : -1;  /* no term before: unknown */
     }
     leaderless_refresh(ls, now);
     ls->hist.leaderless_since_ms = 0;
@@ -328,4 +328,53 @@ void engine_history_free(lease_state *ls)
     free(ls->hist.recs);
     ls->hist.recs = NULL;
     ls->hist.n = ls->hist.cap = ls->hist.head = 0;
+}
+
+/* ---------- ListTerms ---------- */
+
+void engine_history_list(cmd *k)
+{
+    engine *e = k->e;
+    lease_state *ls = engine_lease_find(e, k->req.ns, k->req.name);
+    if (!ls) {
+        engine_reply nf = {.code = ENGINE_NOT_FOUND};
+        snprintf(nf.message, sizeof nf.message,
+                 "lease %s/%s is not followed by this replica (it knows the terms of Leases it "
+                 "follows: campaigned on, watched or read here)",
+                 k->req.ns, k->req.name);
+        k->done(k->ctx, &nf);
+        return;
+    }
+    engine_term_status *rows = ls->hist.n ? calloc(ls->hist.n, sizeof *rows) : NULL;
+    if (ls->hist.n && !rows) {
+        engine_reply oom = {.code = ENGINE_INTERNAL, .message = "out of memory"};
+        k->done(k->ctx, &oom);
+        return;
+    }
+    for (unsigned i = 0; i < ls->hist.n; i++) {
+        const engine_term_rec *r = rec_at(ls, i);
+        engine_term_status *row = &rows[i];
+        engine_copy_str(row->holder, sizeof row->holder, r->holder);
+        row->epoch = r->epoch;
+        row->start_unix_ms = r->start_unix_ms;
+        row->end_unix_ms = r->end_unix_ms;
+        row->end_reason = r->end_reason;
+        row->gap_before_ms = r->gap_before_ms;
+        engine_copy_str(row->replica, sizeof row->replica, r->here ? e->replica : "");
+    }
+    int64_t now = engine_now_ms(e);
+    engine_reply r = {.code = ENGINE_OK};
+    r.n_terms = ls->hist.n;
+    r.terms = rows;
+    r.now_unix_ms = wall_ms(e);
+    if (ls->hist.leaderless_since_ms)
+        r.leaderless_since_unix_ms = wall_of(e, ls->hist.leaderless_since_ms);
+    const term *t = ls->term;
+    if (t && !engine_term_over(t) && t->granted_until_ms > now)
+        r.valid_for_ms = t->granted_until_ms - now; /* as ListLeases says it */
+    r.lease_duration_s = ls->hist.duration_s;
+    r.epoch = ls->record.transitions;
+    engine_copy_str(r.replica, sizeof r.replica, e->replica);
+    k->done(k->ctx, &r);
+    free(rows);
 }

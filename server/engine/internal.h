@@ -404,6 +404,7 @@ typedef enum cmd_kind {
     CMD_GET,
     CMD_LIST,
     CMD_CANDIDATES,
+    CMD_TERMS,
     CMD_HANDOFF,
     CMD_SET_LABEL,
     CMD_PROCLAIM,
@@ -777,6 +778,8 @@ void engine_history_observe(lease_state *ls);
 void engine_history_forget(lease_state *ls);
 /* Frees ls's records (engine_lease_drop). */
 void engine_history_free(lease_state *ls);
+/* ListTerms, on the engine thread. */
+void engine_history_list(cmd *k);
 
 /* --- quota.c --- */
 
