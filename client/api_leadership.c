@@ -1,11 +1,13 @@
 /* Leadership that follows the application: kl_check_epoch (one CheckEpoch
  * call, for servers that fence a leader's writes by its epoch),
- * kl_list_candidates (one ListCandidates call) and kl_handoff. The calls
+ * kl_list_candidates (one ListCandidates call), kl_list_terms (one
+ * ListTerms call) and kl_handoff. The calls
  * run on the calling thread and take no lock for the request: they read
  * only the client's immutable transport fields; kl_handoff takes the
  * loop's mutex to find a leading election of this client first. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "client.h"
 #include "election.h"
@@ -104,6 +106,76 @@ int kl_list_candidates(kl_client *c, const char *ns, const char *lease, kl_candi
     *out = rows;
     *n = r->n_candidates;
     kubelease__v1__list_candidates_response__free_unpacked(r, NULL);
+    return KL_OK;
+}
+
+/* The name of a kubelease.v1.LostReason, as the service's metrics label it;
+ * "" for UNSPECIFIED (a term that goes on) and values this library does not
+ * know. */
+static const char *end_reason_name(int reason)
+{
+    static const char *const names[] = {"",           "resigned", "renew_failed",
+                                        "superseded", "deleted",  "resume_failed",
+                                        "shutdown",   "expired",  "handed_off"};
+    return reason > 0 && (size_t)reason < sizeof names / sizeof names[0] ? names[reason] : "";
+}
+
+int kl_list_terms(kl_client *c, const char *ns, const char *lease, kl_term_info **out, size_t *n,
+                  kl_terms_state *state, kl_error *err)
+{
+    Kubelease__V1__ListTermsRequest req = KUBELEASE__V1__LIST_TERMS_REQUEST__INIT;
+    struct kl__buf body = {0};
+
+    if (out)
+        *out = NULL;
+    if (n)
+        *n = 0;
+    if (state)
+        memset(state, 0, sizeof *state);
+    int rc = kl__check_call(c, ns, lease, err);
+    if (rc != KL_OK)
+        return rc;
+    if (!out || !n)
+        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "%s (an output pointer) is NULL",
+                          out ? "n" : "out");
+    req.namespace_ = (char *)ns;
+    req.name = (char *)lease;
+    rc = kl__unary_call(&c->loop.tr, "ListTerms", &req.base, c->loop.opts.request_timeout_ms,
+                        KL__MAX_LIST_BODY, &body, err);
+    if (rc != KL_OK)
+        return rc; /* KL_NOT_FOUND: not followed by that replica */
+    Kubelease__V1__ListTermsResponse *r =
+        kubelease__v1__list_terms_response__unpack(NULL, body.len, (uint8_t *)body.data);
+    kl__buf_free(&body);
+    if (!r)
+        return kl__seterr(err, KL_ERR_PROTOCOL,
+                          "kubelease service at %s sent an unreadable ListTerms answer",
+                          c->loop.tr.endpoint);
+    kl_term_info *rows = r->n_terms ? calloc(r->n_terms, sizeof *rows) : NULL;
+    if (r->n_terms && !rows) {
+        kubelease__v1__list_terms_response__free_unpacked(r, NULL);
+        return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory reading the terms");
+    }
+    for (size_t i = 0; i < r->n_terms; i++) {
+        const Kubelease__V1__Term *t = r->terms[i];
+        snprintf(rows[i].holder, sizeof rows[i].holder, "%s", t->holder ? t->holder : "");
+        rows[i].epoch = t->epoch;
+        rows[i].start_unix_ms = t->start_unix_ms;
+        rows[i].end_unix_ms = t->end_unix_ms;
+        snprintf(rows[i].end_reason, sizeof rows[i].end_reason, "%s",
+                 end_reason_name((int)t->end_reason));
+        rows[i].gap_before_ms = t->gap_before_ms;
+        snprintf(rows[i].replica, sizeof rows[i].replica, "%s", t->replica ? t->replica : "");
+    }
+    if (state) {
+        state->now_unix_ms = r->now_unix_ms;
+        state->leaderless_since_unix_ms = r->leaderless_since_unix_ms;
+        state->valid_for_ms = r->valid_for_ms;
+        state->lease_duration_seconds = r->lease_duration_seconds;
+    }
+    *out = rows;
+    *n = r->n_terms;
+    kubelease__v1__list_terms_response__free_unpacked(r, NULL);
     return KL_OK;
 }
 

@@ -55,6 +55,7 @@ int ctl_list(const struct ctl_command *cmd, int argc, char **argv, struct ctl_op
 int ctl_watch(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o);
 int ctl_candidates(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o);
 int ctl_handoff(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o);
+int ctl_history(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o);
 int ctl_elect(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o);
 
 /* --- common.c ------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /* kubeleasectl: the command line of kubelease, for operators and for
  * programs not written in C. The table of subcommands, the options that may
  * come before one, and the overview. Each subcommand lives in its own file
- * (cmd_lease.c, cmd_watch.c, elect.c). */
+ * (cmd_lease.c, cmd_leadership.c, cmd_history.c, cmd_watch.c, elect.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +52,24 @@ static const struct ctl_command commands[] = {
      "                        \"candidates\": [{\"identity\", \"leader\",\n"
      "                        \"campaigningForMs\", \"replica\" (null when elsewhere)}]}\n",
      ctl_candidates},
+    {"history", "NAMESPACE/NAME [-o json|table]", "Show the last terms of a Lease",
+     "Lists the last terms of the Lease (at most 32, oldest first) as the\n"
+     "kubeleased replica answering saw them: the holder, the epoch, when the term\n"
+     "started (UTC), how long it lasted (so far, while it goes on), why it ended\n"
+     "(END: resigned, expired, handed_off, superseded, renew_failed, deleted,\n"
+     "shutdown, resume_failed; (leading) while it goes on), the leaderless time\n"
+     "before it (GAP BEFORE; - when unknown) and the replica that served it (-\n"
+     "for a term only seen in the Lease: another replica's). Then how long the\n"
+     "Lease has been leaderless, or the validity left of the current grant.\n"
+     "Exits 1 when that replica does not follow the Lease.\n\n"
+     "Options:\n"
+     "  -o, --output FORMAT   table (default) or json: {\"namespace\", \"name\",\n"
+     "                        \"nowUnixMs\", \"leaderlessSinceUnixMs\" (0: a leader),\n"
+     "                        \"validForMs\", \"leaseDurationSeconds\", \"terms\":\n"
+     "                        [{\"holder\", \"epoch\", \"startUnixMs\", \"endUnixMs\" (0:\n"
+     "                        goes on), \"endReason\" (null: goes on), \"gapBeforeMs\"\n"
+     "                        (-1: unknown), \"replica\" (null: seen in the Lease)}]}\n",
+     ctl_history},
     {"handoff", "NAMESPACE/NAME [IDENTITY]", "Hand the leadership of a Lease to a candidate",
      "Ends the current term and has IDENTITY (a standby campaigning through the\n"
      "same kubeleased replica as the leader; without it, the next in line) elected\n"

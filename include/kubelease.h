@@ -425,6 +425,56 @@ typedef struct kl_candidate_info {
 KL_EXPORT int kl_list_candidates(kl_client *c, const char *ns, const char *lease,
                                  kl_candidate_info **out, size_t *n, kl_error *err);
 
+/* One term of kl_list_terms, as the service replica answering saw it.
+ * Plain data, as kl_lease_info; its size is part of the ABI.
+ *   holder         the holder's identity
+ *   epoch          its epoch (leaseTransitions)
+ *   start_unix_ms  when it started (the Lease's acquireTime when shown)
+ *   end_unix_ms    when it ended; 0 while it goes on
+ *   end_reason     why it ended: "resigned", "renew_failed", "superseded",
+ *                  "deleted", "resume_failed", "shutdown", "expired",
+ *                  "handed_off"; "" while it goes on
+ *   gap_before_ms  the leaderless time before it; -1 when unknown
+ *   replica        the kubeleased replica that served it; "" when it was
+ *                  only seen in the Lease (another replica's term) */
+typedef struct kl_term_info {
+    char holder[256];
+    int64_t epoch;
+    int64_t start_unix_ms;
+    int64_t end_unix_ms;
+    char end_reason[16];
+    int64_t gap_before_ms;
+    char replica[64];
+} kl_term_info;
+
+/* The state of the Lease beside its terms (kl_list_terms). Plain data.
+ *   now_unix_ms               the answering replica's clock
+ *   leaderless_since_unix_ms  since when nobody leads; 0 while a live
+ *                             holder exists
+ *   valid_for_ms              the validity left of the current term's
+ *                             grant when that replica serves it, else 0
+ *   lease_duration_seconds    the leaseDurationSeconds of the Lease's last
+ *                             term; 0 when unknown */
+typedef struct kl_terms_state {
+    int64_t now_unix_ms;
+    int64_t leaderless_since_unix_ms;
+    int64_t valid_for_ms;
+    int32_t lease_duration_seconds;
+} kl_terms_state;
+
+/* Lists the last terms of ns/lease (at most 32, oldest first) as the
+ * service replica answering saw them: those it served, and those of other
+ * replicas seen in the Lease. One ListTerms request on the calling thread,
+ * bounded by request_timeout_ms. Returns KL_OK with *out = a malloc'd array
+ * of *n entries that the caller frees with kl_free (NULL when *n is 0),
+ * and *state (may be NULL) filled; KL_NOT_FOUND (1) when that replica does
+ * not follow the Lease (nothing is read). Negative on error, with *out NULL
+ * and *n 0 (e.g. KL_ERR_PERMISSION_DENIED: the caller needs the verb get on
+ * the election). out and n must not be NULL. Allowed from a callback, with
+ * the same delay as kl_get_holder. */
+KL_EXPORT int kl_list_terms(kl_client *c, const char *ns, const char *lease, kl_term_info **out,
+                            size_t *n, kl_terms_state *state, kl_error *err);
+
 /* Planned handoff: ends the term of ns/lease and has to_identity (a
  * standby; NULL or "": the next in line of the service replica asked)
  * elected next, in milliseconds and without a race.
@@ -554,7 +604,8 @@ KL_EXPORT int kl_cancel_watch(kl_client *c, const char *ns, const char *lease, k
 KL_EXPORT void kl_health_ok(kl_client *c);
 
 /* Frees memory returned by the library (the holder of kl_get_holder, the
- * arrays of kl_list_leases and kl_list_candidates). NULL is a no-op. */
+ * arrays of kl_list_leases, kl_list_candidates and kl_list_terms). NULL is a
+ * no-op. */
 KL_EXPORT void kl_free(void *p);
 
 #ifdef __cplusplus
