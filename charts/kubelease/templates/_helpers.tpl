@@ -124,3 +124,11 @@ The TLS Secret's name (tls.secretName, required when TLS is enabled).
 {{- define "kubelease.tlsSecret" -}}
 {{- required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
 {{- end }}
+
+{{/*
+The job label of kubeleased's scrape targets, which the alerts select on:
+prometheusRule.job, else the ServiceMonitor's (the Service's name).
+*/}}
+{{- define "kubelease.metricsJob" -}}
+{{- .Values.prometheusRule.job | default (include "kubelease.fullname" .) }}
+{{- end }}
