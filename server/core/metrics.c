@@ -1,5 +1,7 @@
 /* A small Prometheus registry: families in declaration order, samples in
- * first-use order, all under one mutex (updates are a few per request). */
+ * first-use order, all under one mutex (updates are a few per request).
+ * Samples are also indexed by family and labels in one hash table, so that
+ * an update costs the same with thousands of per-lease samples as with one. */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,13 +12,17 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "core/hash.h"
 #include "core/metrics.h"
 
 #define MAX_FAMILIES 64
 #define MAX_BUCKETS  16
+#define INDEX_SIZE   4096 /* buckets of the sample index */
 
 typedef struct sample {
-    struct sample *next;
+    struct sample *next;       /* in its family, in first-use order */
+    struct sample *index_next; /* in its bucket of the index */
+    const struct family *fam;
     char *labels;
     double value; /* counter, gauge; histogram: sum */
     unsigned long long count;
@@ -36,6 +42,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static family families[MAX_FAMILIES];
 static size_t n_families;
 static double start_time;
+static sample *index_[INDEX_SIZE];
 
 static family *find_family(const char *name)
 {
@@ -63,11 +70,18 @@ void metrics_declare(const char *name, metrics_type type, const char *help, cons
     pthread_mutex_unlock(&mu);
 }
 
+static unsigned index_bucket(const family *f, const char *labels)
+{
+    size_t fi = (size_t)(f - families);
+    return hash_fnv1a_str(hash_fnv1a(HASH_FNV1A_INIT, &fi, sizeof fi), labels) % INDEX_SIZE;
+}
+
 /* Finds or adds the sample; NULL when the family is unknown or out of memory. */
 static sample *find_sample(family *f, const char *labels, int create)
 {
-    for (sample *s = f->samples; s; s = s->next)
-        if (strcmp(s->labels, labels) == 0)
+    unsigned b = index_bucket(f, labels);
+    for (sample *s = index_[b]; s; s = s->index_next)
+        if (s->fam == f && strcmp(s->labels, labels) == 0)
             return s;
     if (!create)
         return NULL;
@@ -79,6 +93,9 @@ static sample *find_sample(family *f, const char *labels, int create)
         free(s);
         return NULL;
     }
+    s->fam = f;
+    s->index_next = index_[b];
+    index_[b] = s;
     *f->tail = s;
     f->tail = &s->next;
     return s;
@@ -129,18 +146,19 @@ void metrics_remove(const char *name, const char *labels)
 {
     pthread_mutex_lock(&mu);
     family *f = find_family(name);
-    if (f) {
-        for (sample **p = &f->samples; *p; p = &(*p)->next) {
-            if (strcmp((*p)->labels, labels) == 0) {
-                sample *s = *p;
-                *p = s->next;
-                if (f->tail == &s->next)
-                    f->tail = p;
-                free(s->labels);
-                free(s);
-                break;
-            }
-        }
+    sample *s = f ? find_sample(f, labels, 0) : NULL;
+    if (s) {
+        sample **p = &index_[index_bucket(f, labels)];
+        while (*p != s)
+            p = &(*p)->index_next;
+        *p = s->index_next;
+        for (p = &f->samples; *p != s; p = &(*p)->next)
+            ;
+        *p = s->next;
+        if (f->tail == &s->next)
+            f->tail = p;
+        free(s->labels);
+        free(s);
     }
     pthread_mutex_unlock(&mu);
 }
@@ -283,6 +301,7 @@ void metrics_free_all(void)
         }
     }
     n_families = 0;
+    memset(index_, 0, sizeof index_);
     pthread_mutex_unlock(&mu);
 }
 
@@ -302,6 +321,27 @@ static void declare_pod_label_metrics(void)
     metrics_declare("kubelease_pod_label_refused_total", METRICS_COUNTER,
                     "Leader labels refused at a campaign's start (a key not allowed, a Pod not the "
                     "caller's); the campaigns went on without them.",
+                    NULL, 0);
+}
+
+/* Per followed Lease, for alerts (docs/design.md, "Metrics"): leaderless
+ * time and the state of its last term; removed with the Lease. */
+static void declare_lease_metrics(void)
+{
+    metrics_declare("kubelease_lease_leaderless_seconds", METRICS_GAUGE,
+                    "How long the Lease has had no live holder, as this replica sees it; 0 while "
+                    "one exists. Refreshed every second while the gap lasts.",
+                    NULL, 0);
+    metrics_declare("kubelease_lease_leaderless_seconds_total", METRICS_COUNTER,
+                    "Total time the Lease had no live holder while this replica followed it.", NULL,
+                    0);
+    metrics_declare("kubelease_lease_last_renewal_timestamp_seconds", METRICS_GAUGE,
+                    "Unix time of the last successful renewal (or acquisition) of the Lease by a "
+                    "term served by this replica.",
+                    NULL, 0);
+    metrics_declare("kubelease_lease_duration_seconds", METRICS_GAUGE,
+                    "The leaseDurationSeconds of the Lease's last term (a release's 1 is not "
+                    "counted).",
                     NULL, 0);
 }
 
@@ -352,6 +392,7 @@ void metrics_init(void)
         "last sign of life (its last confirmation or its resignation; for a holder on "
         "another replica, its last renewal observed) to the new term's start.",
         failover, sizeof failover / sizeof failover[0]);
+    declare_lease_metrics();
     metrics_declare("kubelease_apiserver_requests_total", METRICS_COUNTER,
                     "Requests to the Kubernetes API server, by verb and HTTP code.", NULL, 0);
     metrics_declare("kubelease_apiserver_request_duration_seconds", METRICS_HISTOGRAM,

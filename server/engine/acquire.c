@@ -150,6 +150,7 @@ static void expiry_fire(void *arg)
     /* A foreign holder's last sign of life is its last renewal we saw. */
     if (!ls->vacant_ms)
         ls->vacant_ms = ls->observed_ms;
+    engine_history_observe(ls);
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);
     engine_try_acquire(ls);

@@ -138,6 +138,7 @@ engine *engine_new(const engine_config *cfg)
         e->replica[0] = '\0';
     e->replica[sizeof e->replica - 1] = '\0';
     loop_timer_init(e->loop, &e->sweep_timer);
+    loop_timer_init(e->loop, &e->leaderless_timer);
     e->started_ms = engine_now_ms(e);
     atomic_init(&e->next_id, 1);
     atomic_init(&e->reachable, true);
@@ -173,6 +174,7 @@ void engine_free(engine *e)
         free(engine_get_of(link));
     engine_podlabel_checks_free(e);
     loop_timer_stop(&e->sweep_timer);
+    loop_timer_stop(&e->leaderless_timer);
     for (unsigned b = 0; b < ENGINE_BUCKETS; b++) {
         for (lease_state *ls = e->leases[b], *next; ls; ls = next) {
             next = ls->hash_next;
@@ -262,6 +264,12 @@ int engine_list(engine *e, engine_done done, void *ctx)
 int engine_list_candidates(engine *e, const char *ns, const char *name, engine_done done, void *ctx)
 {
     cmd *k = unary_cmd(e, CMD_CANDIDATES, ns, name, "", done, ctx);
+    return k ? cmd_post(k) : -1;
+}
+
+int engine_list_terms(engine *e, const char *ns, const char *name, engine_done done, void *ctx)
+{
+    cmd *k = unary_cmd(e, CMD_TERMS, ns, name, "", done, ctx);
     return k ? cmd_post(k) : -1;
 }
 

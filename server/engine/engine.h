@@ -255,6 +255,17 @@ typedef struct engine_candidate_status {
     char replica[ENGINE_REPLICA_MAX]; /* "": campaigns through another replica */
 } engine_candidate_status;
 
+/* One term of ListTerms (history.c), as this replica saw it. */
+typedef struct engine_term_status {
+    char holder[STORE_HOLDER_MAX];
+    int64_t epoch;
+    int64_t start_unix_ms;
+    int64_t end_unix_ms;              /* 0: it goes on */
+    engine_lost_reason end_reason;    /* UNSPECIFIED while it goes on */
+    int64_t gap_before_ms;            /* leaderless time before it; -1: unknown */
+    char replica[ENGINE_REPLICA_MAX]; /* "": only seen in the Lease */
+} engine_term_status;
+
 /* The answer to a unary request; valid only during the callback. */
 typedef struct engine_reply {
     engine_code code;
@@ -271,8 +282,17 @@ typedef struct engine_reply {
     size_t n_candidates; /* ListCandidates, in line order */
     const engine_candidate_status *candidates;
     char replica[ENGINE_REPLICA_MAX]; /* ListCandidates: this replica's name */
-    engine_label_state label_state;   /* SetPodLabel */
-    uint16_t value_len;               /* GetHolder: the live holder's leader value */
+    /* ListTerms: the terms oldest first, the engine's wall clock now, since
+     * when nobody leads (0: a live holder), the current grant's validity
+     * (valid_for_ms, 0 unless served here) and the last term's
+     * leaseDurationSeconds (0: unknown). */
+    size_t n_terms;
+    const engine_term_status *terms;
+    int64_t now_unix_ms;
+    int64_t leaderless_since_unix_ms;
+    int32_t lease_duration_s;
+    engine_label_state label_state; /* SetPodLabel */
+    uint16_t value_len;             /* GetHolder: the live holder's leader value */
     uint8_t value[STORE_VALUE_MAX];
 } engine_reply;
 
@@ -355,6 +375,10 @@ int engine_list(engine *e, engine_done done, void *ctx);
  * followed is not read: the answer is empty. */
 int engine_list_candidates(engine *e, const char *ns, const char *name, engine_done done,
                            void *ctx);
+/* ListTerms (history.c): the last terms of ns/name as this replica saw
+ * them, oldest first, and its leaderless time now. ENGINE_NOT_FOUND when
+ * the Lease is not followed here (nothing is read). */
+int engine_list_terms(engine *e, const char *ns, const char *name, engine_done done, void *ctx);
 /* Handoff (handoff.c): ends ns/name's term, held through this replica,
  * with ENGINE_LOST_HANDED_OFF and elects to (a standby campaigning here;
  * "" or NULL: the next in line) in one compare-and-swap write. A term

@@ -26,6 +26,8 @@
  *               caller's address) and SetPodLabel
  *   events.c    Kubernetes Events on the Lease at each term's start and
  *               end (--events), rate-limited
+ *   history.c   the last terms of each Lease (ListTerms) and its
+ *               leaderless time (the kubelease_lease_* gauges)
  *   validate.c  request validation (pure)
  *
  * Threads: every function here runs on the engine's loop thread, and only
@@ -62,6 +64,21 @@ typedef struct watcher watcher;
 typedef struct term term;
 typedef struct pending_get pending_get;
 typedef struct engine_tally engine_tally; /* quota.c: a count per caller or namespace */
+
+/* The terms history.c keeps per Lease, oldest dropped first. */
+#define ENGINE_TERMS_MAX 32
+
+/* One term of a Lease's history (history.c). Times are unix ms by the
+ * engine's wall clock, taken when the engine saw them. */
+typedef struct engine_term_rec {
+    char *holder; /* malloc'd */
+    int64_t epoch;
+    int64_t start_unix_ms;
+    int64_t end_unix_ms;           /* 0: it goes on */
+    int64_t gap_before_ms;         /* leaderless time before it; -1: unknown */
+    engine_lost_reason end_reason; /* UNSPECIFIED while it goes on */
+    bool here;                     /* served by this replica, else seen in the Lease */
+} engine_term_rec;
 
 /* A token bucket (events.c): tokens, and when the last one was added. */
 typedef struct engine_bucket {
@@ -295,6 +312,20 @@ struct lease_state {
      * start (acquire.c); reported once, counted in
      * kubelease_leases_epoch_exhausted while it lasts. */
     bool epoch_exhausted;
+    /* Its terms and leaderless time (history.c). */
+    struct {
+        /* A ring of cap records, grown on demand up to ENGINE_TERMS_MAX;
+         * once full, head is the oldest. NULL until a term is seen. */
+        engine_term_rec *recs;
+        uint8_t n, cap, head;
+        bool seen; /* looked at since synced: its samples exist */
+        /* Since when (loop time) it has had no live holder; 0: it has one,
+         * or it is not synced yet. The counter has the gap up to counted_ms. */
+        int64_t leaderless_since_ms;
+        int64_t counted_ms;
+        bool gap_known;     /* the gap began at the end of a term seen here */
+        int32_t duration_s; /* kubelease_lease_duration_seconds as last set */
+    } hist;
 };
 
 struct engine {
@@ -310,6 +341,10 @@ struct engine {
     uint8_t *term_key; /* term tokens derive from it (token.c); read-only */
     size_t term_key_len;
     loop_timer sweep_timer; /* runs while any lease is followed */
+    /* Refreshes the leaderless gauges (history.c) while any lease has no
+     * live holder, n_leaderless of them. */
+    loop_timer leaderless_timer;
+    int n_leaderless;
     int64_t started_ms;
     lease_state *leases[ENGINE_BUCKETS];
     candidate *campaigns[ENGINE_BUCKETS];
@@ -369,6 +404,7 @@ typedef enum cmd_kind {
     CMD_GET,
     CMD_LIST,
     CMD_CANDIDATES,
+    CMD_TERMS,
     CMD_HANDOFF,
     CMD_SET_LABEL,
     CMD_PROCLAIM,
@@ -723,6 +759,27 @@ void engine_events_term_released(lease_state *ls, term *t);
 /* Records a Warning that ls's epoch cannot grow (acquire.c), when --events
  * is on and the rate limits allow. */
 void engine_events_epoch_exhausted(lease_state *ls, const char *message);
+
+/* --- history.c --- */
+
+/* A term served here started, or resumed (from a record it has just
+ * written, adopted already). */
+void engine_history_term_started(lease_state *ls, const term *t);
+/* A term served here ended, for reason. */
+void engine_history_term_ended(lease_state *ls, const term *t, engine_lost_reason reason);
+/* A write of ls's term here landed with renewTime renew_time_us. */
+void engine_history_renewed(lease_state *ls, int64_t renew_time_us);
+/* Brings the history and the gauges up to what ls's record (as the engine
+ * judges it: observed time, rule 1) and its term show: a holder seen in the
+ * Lease starts a term, its expiry, release, deletion or replacement ends
+ * one. Call after anything that may change the live holder. */
+void engine_history_observe(lease_state *ls);
+/* ls is forgotten: its series go. */
+void engine_history_forget(lease_state *ls);
+/* Frees ls's records (engine_lease_drop). */
+void engine_history_free(lease_state *ls);
+/* ListTerms, on the engine thread. */
+void engine_history_list(cmd *k);
 
 /* --- quota.c --- */
 

@@ -104,6 +104,7 @@ void engine_lease_drop(lease_state *ls)
     loop_timer_stop(&ls->tick_timer);
     loop_timer_stop(&ls->retry_timer);
     engine_podlabel_drop(ls);
+    engine_history_free(ls);
     e->store->ops->unwatch(e->store, ls->watch);
     free(ls);
 }
@@ -128,6 +129,7 @@ void engine_lease_forget(lease_state *ls)
         engine_lost_labels(labels, (engine_lost_reason)r, with_reason, sizeof with_reason);
         metrics_remove("kubelease_terms_lost_total", with_reason);
     }
+    engine_history_forget(ls);
     metrics_set("kubelease_leases_followed", "", --e->n_leases);
     engine_quota_forget(ls);
     engine_epoch_forget(ls);

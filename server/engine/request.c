@@ -532,6 +532,7 @@ static void refuse(cmd *k)
     case CMD_GET:
     case CMD_LIST:
     case CMD_CANDIDATES:
+    case CMD_TERMS:
     case CMD_HANDOFF:
     case CMD_SET_LABEL:
     case CMD_PROCLAIM:
@@ -580,6 +581,9 @@ void engine_cmd_run(void *arg)
         break;
     case CMD_CANDIDATES:
         engine_candidates_list(k);
+        break;
+    case CMD_TERMS:
+        engine_history_list(k);
         break;
     case CMD_HANDOFF:
         engine_handoff_run(k);

@@ -255,6 +255,7 @@ static void renew_done(void *ctx, const store_result *r)
     term_set(ls, t, TERM_LEADING);
     if (r->status == STORE_OK) {
         metrics_add("kubelease_renewals_total", "", 1);
+        engine_history_renewed(ls, r->lease.renew_time_us);
         engine_copy_str(t->rv, sizeof t->rv, r->lease.resource_version);
         t->renewed_sent_ms = sent;
         engine_adopt_record(ls, &r->lease, now);
@@ -343,6 +344,8 @@ static void term_started(lease_state *ls, int64_t valid_for_ms, bool resumed, in
         metrics_observe("kubelease_failover_seconds", "", (double)(now - ls->vacant_ms) / 1000.0);
     ls->vacant_ms = 0;
     t->started = true;
+    engine_history_term_started(ls, t);
+    engine_history_renewed(ls, ls->record.renew_time_us);
     if (!resumed) /* a resume goes on with a term already announced */
         engine_events_term_started(ls, t);
 }
@@ -404,8 +407,8 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     /* the holder may change it */
     engine_podlabel_format(ls, &c->req.label, t->label, sizeof t->label);
     t->grant_ms = engine_term_grant_of(ls->e, &c->req);
-    bool revalue = t->value_len != c->req.value_len ||
-                   memcmp(t->value, c->req.value, c->req.value_len) != 0;
+    bool revalue =
+        t->value_len != c->req.value_len || memcmp(t->value, c->req.value, c->req.value_len) != 0;
     if (revalue) { /* the holder's current value: written by the next renewal, at once */
         t->value_len = c->req.value_len;
         memcpy(t->value, c->req.value, c->req.value_len);
@@ -503,6 +506,7 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
     engine_lost_labels(labels, reason, with_reason, sizeof with_reason);
     metrics_add("kubelease_terms_lost_total", with_reason, 1);
     metrics_set("kubelease_leader", labels, 0);
+    engine_history_term_ended(ls, t, reason);
     engine_events_term_ended(ls, t, reason);
     engine_term_answer_proclaim(ls, ENGINE_FAILED_PRECONDITION,
                                 "the term ended before its value was written");
@@ -608,6 +612,7 @@ static void release_done(void *ctx, const store_result *r)
     if (r->status != STORE_OK && release_retry(ls, r, now))
         return;
     engine_term_free(ls);
+    engine_history_observe(ls);
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);
     engine_try_acquire(ls);
@@ -626,6 +631,7 @@ void engine_term_finish(lease_state *ls)
         engine_handoff_drop(ls); /* a handoff of this term, if any, goes with it */
         engine_term_answer_resign(ls, false);
         engine_term_free(ls);
+        engine_history_observe(ls);
         engine_try_acquire(ls);
         return;
     }

@@ -18,6 +18,7 @@ static void on_synced(lease_state *ls)
         engine_notify_watchers(ls, true);
         engine_notify_standbys(ls);
     }
+    engine_history_observe(ls);
     engine_process_resumes(ls);
     engine_try_acquire(ls);
 }
@@ -39,6 +40,7 @@ static void on_delete(lease_state *ls, const store_lease *lease, int64_t now)
         engine_notify_watchers(ls, false);
         engine_notify_standbys(ls);
     }
+    engine_history_observe(ls);
     engine_try_acquire(ls);
 }
 
@@ -61,6 +63,7 @@ static void on_put(lease_state *ls, const store_lease *lease, int64_t now)
     if (!ls->term)
         engine_notify_standbys(ls);
     engine_schedule_expiry(ls);
+    engine_history_observe(ls);
     engine_process_resumes(ls);
     engine_try_acquire(ls);
 }

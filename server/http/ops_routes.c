@@ -1,11 +1,12 @@
 /* The operator endpoints, routed and answered: GET (or HEAD) /livez,
- * /readyz, /metrics, / (the status page) and /leases (the status page's
- * data: a ListLeases as JSON), the last two calls to the engine (call.c).
+ * /readyz, /metrics, / (the status page), /leases (the status page's
+ * data: a ListLeases as JSON) and /terms (a ListTerms as JSON), the last
+ * three calls to the engine (call.c).
  * They are answered on both listeners, even on connections over the
  * limits. /livez and /readyz are never authenticated; /metrics is with
  * --metrics-auth kubernetes (a token allowed get on the non-resource URL
  * /metrics, the Kubernetes convention); /leases is, as ListLeases is
- * (auth.c); / is when the request carries credentials, and without them it
+ * (auth.c), /terms as ListTerms is; / is when the request carries credentials, and without them it
  * is the page without rows, whose script reads /leases with the token the
  * viewer gives it.
  *
@@ -18,6 +19,8 @@
 #include "http/auth.h"
 #include "http/http_ops.h"
 #include "http/internal.h"
+#include "kubelease/v1/kubelease.pb-c.h"
+#include "rpc/lease_service.h"
 
 #define NOT_FOUND "not found\n"
 
@@ -136,6 +139,82 @@ static enum MHD_Result leases(http_server *s, struct MHD_Connection *conn, http_
     return http_call_start(s, conn, q, NULL);
 }
 
+/* The query parameters of /terms: each of namespace and name at most once,
+ * without a NUL (MHD decodes %00 into one, which would cut the value);
+ * others are ignored. */
+typedef struct terms_query {
+    const char *ns, *name;
+    int n_ns, n_name;
+    bool nul_ns, nul_name;
+} terms_query;
+
+static enum MHD_Result terms_arg(void *ctx, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    (void)key_size;
+    terms_query *t = ctx;
+    bool nul = value && strlen(value) != value_size;
+    if (strcmp(key, "namespace") == 0) {
+        t->ns = value;
+        t->n_ns++;
+        t->nul_ns |= nul;
+    } else if (strcmp(key, "name") == 0) {
+        t->name = value;
+        t->n_name++;
+        t->nul_name |= nul;
+    }
+    return MHD_YES;
+}
+
+/* "/terms?namespace=NS&name=NAME": a ListTerms in Connect's JSON (a
+ * reply, or an error with its HTTP status: 400 naming the bad parameter,
+ * 401 and 403 as /leases, 404 when the Lease is not followed here),
+ * authorized as the RPC (verb get on the election) and counted as one. It
+ * reads the engine's history of one Lease and nothing else; a body is
+ * ignored. The handler may run twice (auth.c). */
+static enum MHD_Result terms(http_server *s, struct MHD_Connection *conn, http_req *q)
+{
+    q->method = rpc_method_get(RPC_METHOD_LIST_TERMS);
+    q->codec = RPC_CODEC_JSON;
+    terms_query t = {0};
+    MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, terms_arg, &t);
+    const char *dup = t.n_ns > 1 ? "namespace" : t.n_name > 1 ? "name" : NULL;
+    const char *nul = t.nul_ns ? "namespace" : t.nul_name ? "name" : NULL;
+    char msg[512];
+    if (dup || nul) {
+        snprintf(msg, sizeof msg, "%s: %s", dup ? dup : nul,
+                 dup ? "given more than once" : "holds a NUL byte");
+        return http_respond_unary_error(conn, q, RPC_INVALID_ARGUMENT, 0, msg);
+    }
+    Kubelease__V1__ListTermsRequest req = KUBELEASE__V1__LIST_TERMS_REQUEST__INIT;
+    req.namespace_ = (char *)(t.ns ? t.ns : "");
+    req.name = (char *)(t.name ? t.name : "");
+    if (rpc_validate_request(RPC_METHOD_LIST_TERMS, &req.base, msg, sizeof msg) != 0)
+        return http_respond_unary_error(conn, q, RPC_INVALID_ARGUMENT, 0, msg);
+    if (s->auth) {
+        http_auth_action act = {.verb = "get", .ns = req.namespace_, .name = req.name};
+        http_auth_denial d;
+        switch (http_auth_authorize(s, conn, q, &act, &d)) {
+        case HTTP_AUTH_WAIT:
+            return MHD_YES;
+        case HTTP_AUTH_DENIED:
+            return http_respond_unary_error(conn, q, d.code, 0, d.message);
+        case HTTP_AUTH_ALLOWED:
+            break;
+        }
+    }
+    bool served = !s->namespaces; /* --namespaces, as for the RPC */
+    for (char **p = s->namespaces; p && *p && !served; p++)
+        served = strcmp(*p, req.namespace_) == 0;
+    if (!served) {
+        snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased",
+                 req.namespace_);
+        return http_respond_unary_error(conn, q, RPC_PERMISSION_DENIED, 0, msg);
+    }
+    return http_call_start(s, conn, q, &req.base);
+}
+
 enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,
                                const char *url, const char *method)
 {
@@ -143,7 +222,7 @@ enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http
         strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     bool known = strcmp(url, "/livez") == 0 || strcmp(url, "/readyz") == 0 ||
                  strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0 ||
-                 strcmp(url, "/leases") == 0;
+                 strcmp(url, "/leases") == 0 || strcmp(url, "/terms") == 0;
     /* 404 before 405: an unknown path is unknown whatever the method. */
     if (!known)
         return http_respond_text(conn, q, MHD_HTTP_NOT_FOUND, NOT_FOUND);
@@ -158,5 +237,7 @@ enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http
         return metrics(s, conn, q);
     if (strcmp(url, "/leases") == 0)
         return leases(s, conn, q);
+    if (strcmp(url, "/terms") == 0)
+        return terms(s, conn, q);
     return status_page(s, conn, q);
 }

@@ -203,7 +203,7 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
         [RPC_METHOD_WATCH_HOLDER] = "watch",  [RPC_METHOD_LIST_LEASES] = "list",
         [RPC_METHOD_HANDOFF] = "handoff",     [RPC_METHOD_CHECK_EPOCH] = "get",
         [RPC_METHOD_LIST_CANDIDATES] = "get", [RPC_METHOD_SET_POD_LABEL] = "campaign",
-        [RPC_METHOD_PROCLAIM] = "campaign",
+        [RPC_METHOD_PROCLAIM] = "campaign",   [RPC_METHOD_LIST_TERMS] = "get",
     };
     if (!s->auth)
         return HTTP_AUTH_ALLOWED;

@@ -217,6 +217,10 @@ int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *ms
         const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
         return lease_ref(r->namespace_, r->name, msg, msg_len);
     }
+    case RPC_METHOD_LIST_TERMS: {
+        const Kubelease__V1__ListTermsRequest *r = (const void *)req;
+        return lease_ref(r->namespace_, r->name, msg, msg_len);
+    }
     case RPC_METHOD_HANDOFF:
         return validate_handoff((const void *)req, msg, msg_len);
     case RPC_METHOD_SET_POD_LABEL: {
@@ -270,6 +274,8 @@ const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__CheckEpochRequest *)req)->namespace_;
     case RPC_METHOD_LIST_CANDIDATES:
         return ((const Kubelease__V1__ListCandidatesRequest *)req)->namespace_;
+    case RPC_METHOD_LIST_TERMS:
+        return ((const Kubelease__V1__ListTermsRequest *)req)->namespace_;
     case RPC_METHOD_HANDOFF:
         return ((const Kubelease__V1__HandoffRequest *)req)->namespace_;
     case RPC_METHOD_SET_POD_LABEL:
@@ -298,6 +304,8 @@ const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
         return ((const Kubelease__V1__CheckEpochRequest *)req)->name;
     case RPC_METHOD_LIST_CANDIDATES:
         return ((const Kubelease__V1__ListCandidatesRequest *)req)->name;
+    case RPC_METHOD_LIST_TERMS:
+        return ((const Kubelease__V1__ListTermsRequest *)req)->name;
     case RPC_METHOD_HANDOFF:
         return ((const Kubelease__V1__HandoffRequest *)req)->name;
     case RPC_METHOD_SET_POD_LABEL:
@@ -374,6 +382,10 @@ int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, co
     case RPC_METHOD_LIST_CANDIDATES: {
         const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
         return engine_list_candidates(e, r->namespace_, r->name, done, ctx);
+    }
+    case RPC_METHOD_LIST_TERMS: {
+        const Kubelease__V1__ListTermsRequest *r = (const void *)req;
+        return engine_list_terms(e, r->namespace_, r->name, done, ctx);
     }
     case RPC_METHOD_HANDOFF: {
         const Kubelease__V1__HandoffRequest *r = (const void *)req;
@@ -468,6 +480,44 @@ static uint8_t *list_candidates_encode(rpc_codec codec, const engine_reply *r, s
     return out;
 }
 
+static uint8_t *list_terms_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__ListTermsResponse m = KUBELEASE__V1__LIST_TERMS_RESPONSE__INIT;
+    Kubelease__V1__Term *rows = NULL, **ptrs = NULL;
+    if (r->n_terms) {
+        rows = calloc(r->n_terms, sizeof *rows);
+        ptrs = calloc(r->n_terms, sizeof *ptrs);
+        if (!rows || !ptrs) {
+            free(rows);
+            free(ptrs);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < r->n_terms; i++) {
+        const engine_term_status *t = &r->terms[i];
+        kubelease__v1__term__init(&rows[i]);
+        rows[i].holder = (char *)t->holder;
+        rows[i].epoch = t->epoch;
+        rows[i].start_unix_ms = t->start_unix_ms;
+        rows[i].end_unix_ms = t->end_unix_ms;
+        /* engine_lost_reason has the values of kubelease.v1.LostReason. */
+        rows[i].end_reason = (Kubelease__V1__LostReason)t->end_reason;
+        rows[i].gap_before_ms = t->gap_before_ms;
+        rows[i].replica = (char *)t->replica;
+        ptrs[i] = &rows[i];
+    }
+    m.n_terms = r->n_terms;
+    m.terms = ptrs;
+    m.now_unix_ms = r->now_unix_ms;
+    m.leaderless_since_unix_ms = r->leaderless_since_unix_ms;
+    m.valid_for_ms = r->valid_for_ms;
+    m.lease_duration_seconds = r->lease_duration_s;
+    uint8_t *out = rpc_message_encode(codec, &m.base, len);
+    free(rows);
+    free(ptrs);
+    return out;
+}
+
 uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len)
 {
     switch (id) {
@@ -501,6 +551,8 @@ uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply 
     }
     case RPC_METHOD_LIST_CANDIDATES:
         return list_candidates_encode(codec, r, len);
+    case RPC_METHOD_LIST_TERMS:
+        return list_terms_encode(codec, r, len);
     case RPC_METHOD_HANDOFF: {
         Kubelease__V1__HandoffResponse m = KUBELEASE__V1__HANDOFF_RESPONSE__INIT;
         m.epoch = r->epoch;

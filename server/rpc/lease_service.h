@@ -45,8 +45,8 @@ bool rpc_request_label(rpc_method_id id, const ProtobufCMessage *req, engine_pod
 rpc_code rpc_code_of_engine(engine_code c);
 
 /* Sends a validated unary request (Confirm, Resign, GetHolder, ListLeases,
- * CheckEpoch, ListCandidates, Handoff, SetPodLabel) to the engine; done
- * runs once on the engine thread with its reply. peer_ip, when not NULL,
+ * CheckEpoch, ListCandidates, ListTerms, Handoff, SetPodLabel, Proclaim) to
+ * the engine; done runs once on the engine thread with its reply. peer_ip, when not NULL,
  * is the caller's address, which the Pod of a SetPodLabel must have
  * (docs/design.md, rule 9). caller: who asks, for the engine's quotas
  * (engine_campaign_req.caller; NULL: unknown).

@@ -29,9 +29,10 @@ static const rpc_method methods[RPC_METHOD_COUNT] = {
     METHOD(RPC_METHOD_LIST_CANDIDATES, "ListCandidates", list_candidates_request,
            list_candidates_response, false),
     METHOD(RPC_METHOD_HANDOFF, "Handoff", handoff_request, handoff_response, false),
-    METHOD(RPC_METHOD_SET_POD_LABEL, "SetPodLabel", set_pod_label_request,
-           set_pod_label_response, false),
+    METHOD(RPC_METHOD_SET_POD_LABEL, "SetPodLabel", set_pod_label_request, set_pod_label_response,
+           false),
     METHOD(RPC_METHOD_PROCLAIM, "Proclaim", proclaim_request, proclaim_response, false),
+    METHOD(RPC_METHOD_LIST_TERMS, "ListTerms", list_terms_request, list_terms_response, false),
 };
 
 const rpc_method *rpc_method_find(const char *path)

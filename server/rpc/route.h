@@ -23,6 +23,7 @@ typedef enum rpc_method_id {
     RPC_METHOD_HANDOFF,
     RPC_METHOD_SET_POD_LABEL,
     RPC_METHOD_PROCLAIM,
+    RPC_METHOD_LIST_TERMS,
     RPC_METHOD_COUNT
 } rpc_method_id;
 

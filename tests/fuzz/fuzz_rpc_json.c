@@ -37,6 +37,9 @@ static const ProtobufCMessageDescriptor *types[] = {
     &kubelease__v1__pod_label__descriptor,
     &kubelease__v1__proclaim_request__descriptor,
     &kubelease__v1__proclaim_response__descriptor,
+    &kubelease__v1__list_terms_request__descriptor,
+    &kubelease__v1__list_terms_response__descriptor,
+    &kubelease__v1__term__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

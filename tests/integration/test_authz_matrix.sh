@@ -191,24 +191,24 @@ request() { # METHOD IDENTITY (the leader's: a Campaign resumes its term)
         GetHolder | WatchHolder) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\"}" ;;
         ListLeases) echo "{\"namespace\":\"$ns\"}" ;;
         Handoff) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"toIdentity\":\"$2\"}" ;;
-        ListCandidates) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\"}" ;;
+        ListCandidates | ListTerms) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\"}" ;;
         CheckEpoch) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"epoch\":\"$epoch\"}" ;;
         SetPodLabel) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"identity\":\"$2\"}" ;;
         Proclaim) echo "{\"namespace\":\"$ns\",\"name\":\"$lease\",\"identity\":\"$2\",\"termToken\":\"not-the-token\",\"value\":\"Zm9yZ2Vk\"}" ;;
     esac
 }
-methods=(Campaign Confirm Resign GetHolder WatchHolder ListLeases CheckEpoch ListCandidates Handoff SetPodLabel Proclaim)
+methods=(Campaign Confirm Resign GetHolder WatchHolder ListLeases CheckEpoch ListCandidates Handoff SetPodLabel Proclaim ListTerms)
 # expect WHO: the code of each method, in the order of $methods ("stream" for
 # a stream that was answered and kept open; "done" for a call that got past
 # authorization, whatever the engine said).
 declare -A EXPECT=(
-    [campaigner]="stream done ok ok stream permission_denied ok ok permission_denied done done"
-    [reader]="permission_denied permission_denied permission_denied ok permission_denied permission_denied ok ok permission_denied permission_denied permission_denied"
-    [nobody]="permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied"
-    [wrongaud]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [expired]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [gone]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
-    [none]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [campaigner]="stream done ok ok stream permission_denied ok ok permission_denied done done ok"
+    [reader]="permission_denied permission_denied permission_denied ok permission_denied permission_denied ok ok permission_denied permission_denied permission_denied ok"
+    [nobody]="permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied permission_denied"
+    [wrongaud]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [expired]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [gone]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
+    [none]="unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated unauthenticated"
 )
 declare -A WORDS=([wrongaud]="audience is" [expired]="the token expired at" [gone]="the token is invalid"
     [none]="no credentials" [nobody]="cannot" [reader]="cannot" [campaigner]="cannot")

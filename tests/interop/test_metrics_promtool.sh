@@ -88,6 +88,14 @@ expect_eq 'kubelease_rpc_streams_open{method="WatchHolder"}' 1
 expect_ge 'kubelease_rpc_requests_total{method="Confirm",code="ok"}' 1
 expect_ge 'kubelease_rpc_duration_seconds_count{method="Confirm"}' 1
 expect_ge "kubelease_renewals_total" 1
+# The per-lease series alerts read (a live holder: no gap now).
+expect_eq "kubelease_lease_leaderless_seconds{$L}" 0
+expect_ge "kubelease_lease_leaderless_seconds_total{$L}" 0
+expect_eq "kubelease_lease_duration_seconds{$L}" 4
+renewed=$(ops_metric "$M" "kubelease_lease_last_renewal_timestamp_seconds{$L}")
+awk -v r="$renewed" -v now="$(date +%s)" 'BEGIN { exit !(r > now - 10 && r <= now + 1) }' ||
+    fail "kubelease_lease_last_renewal_timestamp_seconds ${renewed:-absent} is not the last seconds"
+pass "kubelease_lease_last_renewal_timestamp_seconds = $renewed"
 expect_ge "process_cpu_seconds_total" 0
 expect_ge "process_resident_memory_bytes" 1000000
 expect_ge "process_open_fds" 3
@@ -110,6 +118,12 @@ fo=$(ops_metric "$M" kubelease_failover_seconds_sum)
 awk -v f="$fo" 'BEGIN { exit !(f >= 0 && f < 10) }' || fail "failover of $fo s is implausible"
 pass "kubelease_failover_seconds_sum = $fo (from the end of the term to the next leader)"
 expect_eq "kubelease_candidates" 1
+# The gap between a's term and b's (a release and an acquisition: some
+# milliseconds) was counted, and is over.
+expect_eq "kubelease_lease_leaderless_seconds{$L}" 0
+lt=$(ops_metric "$M" "kubelease_lease_leaderless_seconds_total{$L}")
+awk -v t="$lt" 'BEGIN { exit !(t >= 0 && t < 10) }' || fail "leaderless total of ${lt:-absent} s"
+pass "kubelease_lease_leaderless_seconds_total = $lt"
 # The dead replica's stream is noticed (keepalive frames fail) and counted.
 ops_wait 10 bash -c "curl -sf '$OPS_URL/metrics' | grep -q '^kubelease_rpc_streams_open{method=\"Campaign\"} 1\$'" ||
     fail "the dead replica's Campaign stream is still counted as open"

@@ -44,6 +44,9 @@ static const ProtobufCMessageDescriptor *all_messages[] = {
     &kubelease__v1__set_pod_label_response__descriptor,
     &kubelease__v1__proclaim_request__descriptor,
     &kubelease__v1__proclaim_response__descriptor,
+    &kubelease__v1__list_terms_request__descriptor,
+    &kubelease__v1__list_terms_response__descriptor,
+    &kubelease__v1__term__descriptor,
 };
 #define N_MESSAGES (sizeof all_messages / sizeof all_messages[0])
 

@@ -136,6 +136,9 @@ static const struct {
     {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
     {RPC_METHOD_LIST_CANDIDATES, "{\"name\":\"db\"}", "namespace: must not be empty"},
     {RPC_METHOD_LIST_CANDIDATES, "{\"namespace\":\"ns\",\"name\":\"-db\"}", "name: \"-db\""},
+    {RPC_METHOD_LIST_TERMS, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
+    {RPC_METHOD_LIST_TERMS, "{\"name\":\"db\"}", "namespace: must not be empty"},
+    {RPC_METHOD_LIST_TERMS, "{\"namespace\":\"ns\",\"name\":\"-db\"}", "name: \"-db\""},
     {RPC_METHOD_HANDOFF, "{\"namespace\":\"ns\",\"name\":\"db\"}", ""},
     {RPC_METHOD_HANDOFF,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"toIdentity\":\"b\",\"identity\":\"a\",\"termToken\":"
