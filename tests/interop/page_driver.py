@@ -14,7 +14,12 @@ what the page shows (its state line and message) on stderr.
   token=FILE     pastes the content of FILE into the page's token field and
                  submits its form, as a viewer would (the token is read from
                  a file so that it never appears in a command line)
+  viewport=W,H   emulates a W x H CSS pixel viewport (a phone at 390,844), with
+                 touch and a device scale factor of 2 below 600 px
+  scheme=light|dark  emulates prefers-color-scheme
+  shot=FILE      saves a PNG screenshot of the whole page into FILE
 """
+import base64
 import fcntl
 import json
 import os
@@ -138,6 +143,20 @@ def main(argv):
                     tok = f.read().strip()
                 b.eval("(function(t){document.getElementById('token').value=t;"
                        "document.getElementById('auth').requestSubmit();})(%s)" % json.dumps(tok))
+            elif kind == "viewport":
+                w, h = (int(v) for v in arg.split(","))
+                phone = w < 600
+                b.call("Emulation.setDeviceMetricsOverride",
+                       {"width": w, "height": h, "deviceScaleFactor": 2 if phone else 1,
+                        "mobile": phone})
+            elif kind == "scheme":
+                b.call("Emulation.setEmulatedMedia",
+                       {"features": [{"name": "prefers-color-scheme", "value": arg}]})
+            elif kind == "shot":
+                png = b.call("Page.captureScreenshot",
+                             {"format": "png", "captureBeyondViewport": True})["data"]
+                with open(arg, "wb") as f:
+                    f.write(base64.b64decode(png))
             else:
                 raise RuntimeError("unknown step " + step)
         return 0
