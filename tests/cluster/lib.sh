@@ -8,10 +8,12 @@ LABEL_KEY=example.com/store-role
 
 # begin_test NAME: a work directory ($WORK), the node's env (node_setup) and,
 # at exit, the helm releases in $RELEASES uninstalled in order ("NAME/NS"
-# words), the namespaces in $NAMESPACES deleted, the work directory removed.
+# words), the namespaces in $NAMESPACES deleted, the background processes in
+# $BG_PIDS (the test's own, such as a watch) killed, the work directory
+# removed.
 begin_test() {
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubelease-$1.XXXXXX")
-  RELEASES= NAMESPACES=
+  RELEASES= NAMESPACES= BG_PIDS=
   trap end_test EXIT
   node_setup "$WORK"
 }
@@ -32,7 +34,8 @@ begin_chart_test() {
 
 end_test() {
   set +e
-  local r ns
+  local r ns p
+  for p in $BG_PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   for r in $RELEASES; do
     helm_admin uninstall "${r%/*}" -n "${r#*/}" --wait --timeout 60s >/dev/null 2>&1
   done
