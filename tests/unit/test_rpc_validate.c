@@ -94,7 +94,8 @@ static const struct {
     {RPC_METHOD_CAMPAIGN,
      POD_CAMPAIGN("\"podNamespace\":\"Team\",\"podName\":\"kv-0\",\"podLabelKey\":\"role\""),
      "pod_namespace: \"Team\" is not a DNS-1123 label"},
-    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"podNamespace\":\"team-a\""), "pod_name: must not be empty"},
+    {RPC_METHOD_CAMPAIGN, POD_CAMPAIGN("\"podNamespace\":\"team-a\""),
+     "pod_name: must not be empty"},
     {RPC_METHOD_SET_POD_LABEL,
      "{\"namespace\":\"ns\",\"name\":\"db\",\"identity\":\"a\",\"podName\":\"kv-0\","
      "\"podLabelKey\":\"role\",\"podLabelValue\":\"leader\"}",
