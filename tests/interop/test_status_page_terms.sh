@@ -191,8 +191,9 @@ mapfile -t rest <&"${DRIVER[0]}"
 wait "$driver" || fail "the browser run failed"
 read -r n_loaded rebuilds n_leases n_terms last <<<"$line"
 # Rows on screen are read once, then once per 10 s while unchanged: in the
-# first 5 s or so, one request per loaded strip.
-((n_loaded >= 1 && n_loaded <= 6 && on_screen == n_loaded && n_terms == 0)) && [[ $last == not ]] ||
+# first 5 s or so, about one request per row on screen (a row's answer may be
+# counted before its strip is drawn), never one per Lease of the table.
+((n_loaded >= 1 && n_loaded <= 6 && on_screen >= n_loaded && on_screen <= 6 && n_terms == 0)) && [[ $last == not ]] ||
     fail "31 Leases on a phone: $n_loaded strips loaded, $on_screen ListTerms answered ($n_terms in the last 5 s), $lease $last (want only the rows on screen, each once)"
 ((rebuilds <= 4)) || fail "31 Leases: $rebuilds rebuilds in 5 s"
 pass "31 Leases on a phone: $on_screen /terms requests for the $n_loaded rows on screen, none more in 5 s; $lease read once scrolled to (then ${rest[0]} loaded)"
