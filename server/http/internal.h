@@ -163,6 +163,11 @@ enum MHD_Result http_rpc_begin(http_server *s, struct MHD_Connection *conn, http
                                const char *url, const char *method);
 /* The whole body is in: decodes, validates, dispatches. */
 enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, http_req *q);
+/* A decoded request of q->method (the body's, or one an ops route built):
+ * validated, authorized (rule 7), its namespace checked against
+ * --namespaces, then started. m stays the caller's. */
+enum MHD_Result http_rpc_dispatch(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                  const ProtobufCMessage *m);
 /* The caller's address as a Pod's status.podIP spells it (an IPv4 peer on
  * an IPv6 socket without its ::ffff: prefix); "" when unknown. */
 void http_peer_ip(struct MHD_Connection *conn, char *out, size_t n);

@@ -169,8 +169,10 @@ static enum MHD_Result terms_arg(void *ctx, enum MHD_ValueKind kind, const char 
 
 /* "/terms?namespace=NS&name=NAME": a ListTerms in Connect's JSON (a
  * reply, or an error with its HTTP status: 400 naming the bad parameter,
- * 401 and 403 as /leases, 404 when the Lease is not followed here),
- * authorized as the RPC (verb get on the election) and counted as one. It
+ * 401 and 403 as /leases, 404 when the Lease is not followed here): the
+ * parameters make the request, which goes the RPC's way from there
+ * (http_rpc_dispatch: validated, authorized with verb get on the election,
+ * the served namespaces) and is counted as one. It
  * reads the engine's history of one Lease and nothing else; a body is
  * ignored. The handler may run twice (auth.c). */
 static enum MHD_Result terms(http_server *s, struct MHD_Connection *conn, http_req *q)
@@ -190,29 +192,7 @@ static enum MHD_Result terms(http_server *s, struct MHD_Connection *conn, http_r
     Kubelease__V1__ListTermsRequest req = KUBELEASE__V1__LIST_TERMS_REQUEST__INIT;
     req.namespace_ = (char *)(t.ns ? t.ns : "");
     req.name = (char *)(t.name ? t.name : "");
-    if (rpc_validate_request(RPC_METHOD_LIST_TERMS, &req.base, msg, sizeof msg) != 0)
-        return http_respond_unary_error(conn, q, RPC_INVALID_ARGUMENT, 0, msg);
-    if (s->auth) {
-        http_auth_action act = {.verb = "get", .ns = req.namespace_, .name = req.name};
-        http_auth_denial d;
-        switch (http_auth_authorize(s, conn, q, &act, &d)) {
-        case HTTP_AUTH_WAIT:
-            return MHD_YES;
-        case HTTP_AUTH_DENIED:
-            return http_respond_unary_error(conn, q, d.code, 0, d.message);
-        case HTTP_AUTH_ALLOWED:
-            break;
-        }
-    }
-    bool served = !s->namespaces; /* --namespaces, as for the RPC */
-    for (char **p = s->namespaces; p && *p && !served; p++)
-        served = strcmp(*p, req.namespace_) == 0;
-    if (!served) {
-        snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased",
-                 req.namespace_);
-        return http_respond_unary_error(conn, q, RPC_PERMISSION_DENIED, 0, msg);
-    }
-    return http_call_start(s, conn, q, &req.base);
+    return http_rpc_dispatch(s, conn, q, &req.base);
 }
 
 enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,

@@ -227,9 +227,8 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
     return http_auth_authorize(s, conn, q, &act, d);
 }
 
-/* A decoded request: validated, authorized, then started. */
-static enum MHD_Result dispatch(http_server *s, struct MHD_Connection *conn, http_req *q,
-                                const ProtobufCMessage *m)
+enum MHD_Result http_rpc_dispatch(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                  const ProtobufCMessage *m)
 {
     char msg[512];
     if (rpc_validate_request(q->method->id, m, msg, sizeof msg) != 0)
@@ -288,7 +287,7 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
     free(env);
     if (!m)
         return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
-    enum MHD_Result ret = dispatch(s, conn, q, m);
+    enum MHD_Result ret = http_rpc_dispatch(s, conn, q, m);
     protobuf_c_message_free_unpacked(m, NULL);
     if (q->stream) /* a stream lives for minutes or hours: its body is done with */
         kl__buf_free(&q->body);
