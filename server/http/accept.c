@@ -5,15 +5,16 @@
  * (Campaign, WatchHolder) and the calls' (every other request); on
  * --ops-listen one.
  *
- * Why: a connection storm (10,000 holder watches at once, bench/scale.sh)
- * must not delay the Confirms that keep leaders in office (docs/design.md,
- * section 2), neither must the streams once they are up, and connections
- * that send nothing must not hold the slots of those that do.
+ * Why: a burst of new connections (bench/scale.sh opens 10,000 holder
+ * watches at once) must not delay the Confirms that keep leaders in office
+ * (docs/design.md, section 2), neither must the streams once they are up,
+ * and connections that send nothing must not hold the slots of those that
+ * do (the figures behind each point: bench/README.md, "The acceptor").
  * - libmicrohttpd accepts at most 10 connections per pass of a worker's
- *   loop: under a storm the kernel's accept queue (somaxconn) filled and
- *   the kernel dropped handshakes, which clients retry only after 1 s, then
- *   3 s. So the listening socket is drained here at once (accepting costs
- *   microseconds), and it is never left unwatched.
+ *   loop, and a full kernel accept queue (somaxconn) drops handshakes,
+ *   which clients retry only after seconds. So the listening socket is
+ *   drained here at once (accepting costs microseconds), and it is never
+ *   left unwatched.
  * - A connection is handed over only once its whole head is in. Until
  *   then it waits here, watched (epoll, edge-triggered), at most the
  *   first-request timeout (--first-request-timeout-s), and costs a
@@ -28,18 +29,17 @@
  *   Content-Length with Transfer-Encoding) is answered 400 and closed: the
  *   bytes libmicrohttpd would take are seen only here (framing.h).
  * - A worker serves new connections in the same passes as its kept-alive
- *   ones, and handing the whole storm over at once made every pass serve
- *   thousands of them. So the workers get one batch at a time: the next
- *   when every connection of the last has started
+ *   ones, so a pass over a whole burst handed over at once would serve all
+ *   of it before the next Confirm. The workers get one batch at a time:
+ *   the next when every connection of the last has started
  *   (MHD_CONNECTION_NOTIFY_STARTED, at the head of a worker's pass), or
  *   after BATCH_WAIT_MS, so that one that never reports cannot stall the
  *   rest. A connection whose request is a Confirm or a Resign (urgent)
  *   skips the batches.
  * - A stream stays suspended in libmicrohttpd between its events, and
  *   every pass that resumes any connection walks all the suspended ones of
- *   that worker: with 10,000 streams, each Confirm answered cost a walk of
- *   thousands. On daemons of their own, a Confirm's walk is over the calls
- *   in flight.
+ *   that worker. Streams and calls are on daemons of their own, so a
+ *   Confirm's walk is over the calls in flight, not over the open streams.
  * A kept-alive connection stays on its daemon: a stream's answer closes
  *   its connection (stream.c), and libkubelease opens a fresh one for each
  *   stream; a stream another client asks for on a calls' connection is

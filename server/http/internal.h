@@ -96,11 +96,10 @@ struct http_server {
     struct kl__list streams;      /* http_stream: open (stream.c) */
     int n_streams;
     /* The earliest Connect-Timeout-Ms of an open stream, INT64_MAX for
-     * none, so that the timer thread walks the streams only when one is
-     * due, not at every call's wake-up: with 10,000 watches, a walk per
-     * Confirm held s->mu most of the time. Lowered when a stream with a
-     * deadline opens, recomputed by the walk; a stream that ended early
-     * leaves it early, which costs one walk. */
+     * none, so that the timer thread walks the streams (under s->mu) only
+     * when one is due, not at every call's wake-up. Lowered when a stream
+     * with a deadline opens, recomputed by the walk; a stream that ended
+     * early leaves it early, which costs one walk. */
     int64_t streams_due_ms;
     pthread_cond_t drained; /* a stream's request ended */
     pthread_cond_t wake;    /* the timer thread: a new deadline, or quit */

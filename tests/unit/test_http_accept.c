@@ -220,10 +220,9 @@ static void test_http_confirm_is_served_before_a_storm_of_new_streams(void **sta
     int n = streams_possible();
     if (n < 100)
         skip();
-    /* Without the acceptor's priority, the Confirm waits for every stream
-     * opened before it (libmicrohttpd took them in order, at most 10 per
-     * pass of its loop). With it, only the batches handed over before the
-     * Confirm arrived go first. */
+    /* Only the batches handed over before the Confirm arrived go first;
+     * served in arrival order (libmicrohttpd's own accept), the Confirm
+     * would wait for every stream opened before it. */
     int before = storm(*state, n, false);
     if (before >= n / 2)
         fail_msg("%d of %d streams opened before the Confirm were answered before it", before, n);
@@ -239,9 +238,8 @@ static void test_http_confirm_written_late_is_served_before_the_queue(void **sta
     if (n < 100)
         skip();
     /* Only the batches handed over while the requests were written go
-     * first. Were the Confirm's connection served in its turn (or, once
-     * the acceptor watched at most 1,024 for their first bytes, behind
-     * those queued past that), most would. */
+     * first; were the Confirm's connection served in its turn, or watched
+     * for its first bytes only after those queued ahead of it, most would. */
     int before = storm(*state, n, true);
     if (before >= n / 4)
         fail_msg("%d of %d streams opened before the Confirm were answered before it", before, n);
