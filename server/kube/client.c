@@ -124,11 +124,6 @@ kube_client *kube_client_new(loop *l, kube_config *cfg, char *err, size_t err_le
     return c;
 }
 
-const kube_config *kube_client_config(const kube_client *c)
-{
-    return &c->cfg;
-}
-
 void kube_client_token_stale(kube_client *c)
 {
     c->token_stale = true;

@@ -62,7 +62,6 @@ kube_client *kube_client_new(loop *l, kube_config *cfg, char *err, size_t err_le
  * inside a callback, the client is freed when that callback returns; no other
  * callback runs and kube_client_start returns NULL meanwhile. */
 void kube_client_free(kube_client *c);
-const kube_config *kube_client_config(const kube_client *c);
 
 /* Starts a request; returns NULL when it cannot be started (out of memory,
  * libcurl refused, the client is being freed), without calling any callback. */

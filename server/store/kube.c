@@ -12,7 +12,7 @@
 #include "kube/incluster.h"
 #include "kube/kubeconfig.h"
 #include "store/kube_map.h"
-#include "store/kube_store.h"
+#include "store/kube_internal.h"
 
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS  5000

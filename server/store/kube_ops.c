@@ -19,7 +19,7 @@
 #include "kube/event_json.h"
 #include "kube/lease_json.h"
 #include "store/kube_map.h"
-#include "store/kube_store.h"
+#include "store/kube_internal.h"
 
 struct kube_op {
     struct kl__list link; /* in kube_store.ops */

@@ -21,7 +21,7 @@
 #include "common/list.h"
 #include "kube/lease_json.h"
 #include "kube/watch_stream.h"
-#include "store/kube_store.h"
+#include "store/kube_internal.h"
 
 /* One Lease name of a namespace: its last state and its named consumers. */
 typedef struct ns_entry {

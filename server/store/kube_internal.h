@@ -1,9 +1,10 @@
 /* What the Kubernetes store's files share: the store object and its
  * helpers (store/kube.c), single operations (store/kube_ops.c) and watches
  * (store/kube_watch.c). Everything runs on the loop thread that the store
- * was made for; no locks. Private to those files. */
-#ifndef KL_STORE_KUBE_STORE_H
-#define KL_STORE_KUBE_STORE_H
+ * was made for; no locks. Private to store/kube*.c: the store's public
+ * face is store/kube.h. */
+#ifndef KL_STORE_KUBE_INTERNAL_H
+#define KL_STORE_KUBE_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
