@@ -1,5 +1,7 @@
 /* common/secret.h: a wipe zeroes exactly the bytes it is given; freeing a
- * secret takes NULL and any string (ASan and valgrind check the free). */
+ * secret zeroes the whole string before its memory goes back to the
+ * allocator, and takes NULL. The test wraps free (-Wl,--wrap=free, see
+ * tests/CMakeLists.txt) to look at the bytes as they are handed back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,19 +26,52 @@ static void test_secret_wipe_zeroes_exactly_its_range(void **state)
     assert_int_equal(b[0], 'x');
 }
 
-static void test_secret_free_takes_null_and_strings(void **state)
+/* What __wrap_free saw of the block it watches: freed, and every byte of
+ * its string zero at that moment. */
+static struct {
+    const char *watch;
+    size_t len;
+    int freed;
+    int zeroed;
+} seen;
+
+void __real_free(void *p);
+void __wrap_free(void *p);
+void __wrap_free(void *p)
+{
+    if (p && p == seen.watch) {
+        seen.freed++;
+        seen.zeroed = 1;
+        for (size_t i = 0; i < seen.len; i++)
+            if (seen.watch[i] != 0)
+                seen.zeroed = 0;
+    }
+    __real_free(p);
+}
+
+static void test_secret_free_zeroes_the_string_before_freeing_it(void **state)
 {
     (void)state;
-    kl__secret_free(NULL);
-    kl__secret_free(strdup(""));
-    kl__secret_free(strdup("eyJhbGciOiJSUzI1NiJ9.a-token.sig"));
+    static const char token[] = "eyJhbGciOiJSUzI1NiJ9.a-token.sig";
+    char *s = strdup(token);
+    assert_non_null(s);
+    seen.watch = s;
+    seen.len = sizeof token - 1;
+    kl__secret_free(s);
+    seen.watch = NULL;
+    assert_int_equal(seen.freed, 1);
+    assert_int_equal(seen.zeroed, 1);
+
+    seen.freed = 0;
+    kl__secret_free(NULL); /* nothing to free */
+    assert_int_equal(seen.freed, 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_secret_wipe_zeroes_exactly_its_range),
-        cmocka_unit_test(test_secret_free_takes_null_and_strings),
+        cmocka_unit_test(test_secret_free_zeroes_the_string_before_freeing_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
