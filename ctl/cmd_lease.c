@@ -23,13 +23,9 @@ int ctl_get(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opt
     kl_lease_info info;
     kl_error err;
     char ns[sizeof(info.ns)], name[sizeof(info.name)];
-    int rc = ctl_parse_common(cmd, argc, argv, o);
+    int rc = ctl_parse_one_ref(cmd, argc, argv, o, ns, sizeof(ns), name, sizeof(name));
     if (rc >= 0)
         return rc;
-    if (argc - optind != 1)
-        return ctl_usage_error(cmd, "expects one NAMESPACE/NAME");
-    if (ctl_parse_ref(cmd, argv[optind], ns, sizeof(ns), name, sizeof(name)) != 0)
-        return CTL_EXIT_USAGE;
     kl_client *c = ctl_client_new(o, &rc);
     if (!c)
         return rc;

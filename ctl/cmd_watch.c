@@ -63,13 +63,9 @@ int ctl_watch(const struct ctl_command *cmd, int argc, char **argv, struct ctl_o
     char ns[64], name[254];
     kl_error err;
     sigset_t set;
-    int sig, rc = ctl_parse_common(cmd, argc, argv, o);
+    int sig, rc = ctl_parse_one_ref(cmd, argc, argv, o, ns, sizeof(ns), name, sizeof(name));
     if (rc >= 0)
         return rc;
-    if (argc - optind != 1)
-        return ctl_usage_error(cmd, "expects one NAMESPACE/NAME");
-    if (ctl_parse_ref(cmd, argv[optind], ns, sizeof(ns), name, sizeof(name)) != 0)
-        return CTL_EXIT_USAGE;
     w.ns = ns;
     w.name = name;
     w.output = o->output;

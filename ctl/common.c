@@ -99,6 +99,19 @@ int ctl_parse_ref(const struct ctl_command *cmd, const char *ref, char *ns, size
     return 0;
 }
 
+int ctl_parse_one_ref(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o,
+                      char *ns, size_t ns_size, char *name, size_t name_size)
+{
+    int rc = ctl_parse_common(cmd, argc, argv, o);
+    if (rc >= 0)
+        return rc;
+    if (argc - optind != 1)
+        return ctl_usage_error(cmd, "expects one NAMESPACE/NAME");
+    if (ctl_parse_ref(cmd, argv[optind], ns, ns_size, name, name_size) != 0)
+        return CTL_EXIT_USAGE;
+    return -1;
+}
+
 int ctl_parse_duration(const struct ctl_command *cmd, const char *option, const char *s,
                        int seconds_ok, int64_t *ms)
 {

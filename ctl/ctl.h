@@ -93,6 +93,12 @@ int ctl_parse_common(const struct ctl_command *cmd, int argc, char **argv, struc
  * Returns 0, or -1 after printing a usage error. */
 int ctl_parse_ref(const struct ctl_command *cmd, const char *ref, char *ns, size_t ns_size,
                   char *name, size_t name_size);
+/* The preamble of a command of one NAMESPACE/NAME operand: the common
+ * options (ctl_parse_common), then exactly one operand, split into ns and
+ * name (ctl_parse_ref). Returns -1 to go on, or an exit code (CTL_EXIT_OK
+ * after --help, CTL_EXIT_USAGE after printing a usage error). */
+int ctl_parse_one_ref(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o,
+                      char *ns, size_t ns_size, char *name, size_t name_size);
 /* Parses a duration "Nms" or "Ns" (a unit is required) into *ms; plain
  * integers are seconds when seconds_ok. Returns 0, or -1 after printing a
  * usage error naming the option. */
