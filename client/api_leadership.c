@@ -59,12 +59,19 @@ int kl_check_epoch(kl_client *c, const char *ns, const char *lease, int64_t epoc
     return KL_OK;
 }
 
-int kl_list_candidates(kl_client *c, const char *ns, const char *lease, kl_candidate_info **out,
-                       size_t *n, kl_error *err)
+/* What kl_list_candidates and kl_list_terms share: their outputs cleared,
+ * the arguments checked, the request (namespace and name set here) sent as
+ * one call of method, and the answer unpacked as a desc message into
+ * *answer (the caller frees it). Returns KL_OK, KL_NOT_FOUND (the replica
+ * follows no such Lease), or an error with err filled. */
+static int list_call(kl_client *c, const char *method, const char *ns, const char *lease,
+                     ProtobufCMessage *req, char **req_ns, char **req_name,
+                     const ProtobufCMessageDescriptor *desc, void **out, size_t *n,
+                     ProtobufCMessage **answer, kl_error *err)
 {
-    Kubelease__V1__ListCandidatesRequest req = KUBELEASE__V1__LIST_CANDIDATES_REQUEST__INIT;
     struct kl__buf body = {0};
 
+    *answer = NULL;
     if (out)
         *out = NULL;
     if (n)
@@ -75,25 +82,39 @@ int kl_list_candidates(kl_client *c, const char *ns, const char *lease, kl_candi
     if (!out || !n)
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "%s (an output pointer) is NULL",
                           out ? "n" : "out");
-    req.namespace_ = (char *)ns;
-    req.name = (char *)lease;
-    rc = kl__unary_call(&c->loop.tr, "ListCandidates", &req.base, c->loop.opts.request_timeout_ms,
+    *req_ns = (char *)ns;
+    *req_name = (char *)lease;
+    rc = kl__unary_call(&c->loop.tr, method, req, c->loop.opts.request_timeout_ms,
                         KL__MAX_LIST_BODY, &body, err);
     if (rc != KL_OK)
-        return rc < 0 ? rc
-                      : kl__seterr(err, KL_ERR_PROTOCOL,
-                                   "kubelease service at %s answered ListCandidates with not_found",
-                                   c->loop.tr.endpoint);
-    Kubelease__V1__ListCandidatesResponse *r =
-        kubelease__v1__list_candidates_response__unpack(NULL, body.len, (uint8_t *)body.data);
+        return rc;
+    *answer = protobuf_c_message_unpack(desc, NULL, body.len, (uint8_t *)body.data);
     kl__buf_free(&body);
-    if (!r)
+    if (!*answer)
         return kl__seterr(err, KL_ERR_PROTOCOL,
-                          "kubelease service at %s sent an unreadable ListCandidates answer",
+                          "kubelease service at %s sent an unreadable %s answer",
+                          c->loop.tr.endpoint, method);
+    return KL_OK;
+}
+
+int kl_list_candidates(kl_client *c, const char *ns, const char *lease, kl_candidate_info **out,
+                       size_t *n, kl_error *err)
+{
+    Kubelease__V1__ListCandidatesRequest req = KUBELEASE__V1__LIST_CANDIDATES_REQUEST__INIT;
+    ProtobufCMessage *answer = NULL;
+    int rc = list_call(c, "ListCandidates", ns, lease, &req.base, &req.namespace_, &req.name,
+                       &kubelease__v1__list_candidates_response__descriptor, (void **)out, n,
+                       &answer, err);
+    if (rc > 0)
+        return kl__seterr(err, KL_ERR_PROTOCOL,
+                          "kubelease service at %s answered ListCandidates with not_found",
                           c->loop.tr.endpoint);
+    if (rc != KL_OK)
+        return rc;
+    Kubelease__V1__ListCandidatesResponse *r = (Kubelease__V1__ListCandidatesResponse *)answer;
     kl_candidate_info *rows = r->n_candidates ? calloc(r->n_candidates, sizeof *rows) : NULL;
     if (r->n_candidates && !rows) {
-        kubelease__v1__list_candidates_response__free_unpacked(r, NULL);
+        protobuf_c_message_free_unpacked(answer, NULL);
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory reading the candidates");
     }
     for (size_t i = 0; i < r->n_candidates; i++) {
@@ -105,55 +126,27 @@ int kl_list_candidates(kl_client *c, const char *ns, const char *lease, kl_candi
     }
     *out = rows;
     *n = r->n_candidates;
-    kubelease__v1__list_candidates_response__free_unpacked(r, NULL);
+    protobuf_c_message_free_unpacked(answer, NULL);
     return KL_OK;
-}
-
-/* The name of a kubelease.v1.LostReason, as the service's metrics label it;
- * "" for UNSPECIFIED (a term that goes on) and values this library does not
- * know. */
-static const char *end_reason_name(int reason)
-{
-    static const char *const names[] = {"",           "resigned", "renew_failed",
-                                        "superseded", "deleted",  "resume_failed",
-                                        "shutdown",   "expired",  "handed_off"};
-    return reason > 0 && (size_t)reason < sizeof names / sizeof names[0] ? names[reason] : "";
 }
 
 int kl_list_terms(kl_client *c, const char *ns, const char *lease, kl_term_info **out, size_t *n,
                   kl_terms_state *state, kl_error *err)
 {
     Kubelease__V1__ListTermsRequest req = KUBELEASE__V1__LIST_TERMS_REQUEST__INIT;
-    struct kl__buf body = {0};
+    ProtobufCMessage *answer = NULL;
 
-    if (out)
-        *out = NULL;
-    if (n)
-        *n = 0;
     if (state)
         memset(state, 0, sizeof *state);
-    int rc = kl__check_call(c, ns, lease, err);
-    if (rc != KL_OK)
-        return rc;
-    if (!out || !n)
-        return kl__seterr(err, KL_ERR_INVALID_ARGUMENT, "%s (an output pointer) is NULL",
-                          out ? "n" : "out");
-    req.namespace_ = (char *)ns;
-    req.name = (char *)lease;
-    rc = kl__unary_call(&c->loop.tr, "ListTerms", &req.base, c->loop.opts.request_timeout_ms,
-                        KL__MAX_LIST_BODY, &body, err);
+    int rc =
+        list_call(c, "ListTerms", ns, lease, &req.base, &req.namespace_, &req.name,
+                  &kubelease__v1__list_terms_response__descriptor, (void **)out, n, &answer, err);
     if (rc != KL_OK)
         return rc; /* KL_NOT_FOUND: not followed by that replica */
-    Kubelease__V1__ListTermsResponse *r =
-        kubelease__v1__list_terms_response__unpack(NULL, body.len, (uint8_t *)body.data);
-    kl__buf_free(&body);
-    if (!r)
-        return kl__seterr(err, KL_ERR_PROTOCOL,
-                          "kubelease service at %s sent an unreadable ListTerms answer",
-                          c->loop.tr.endpoint);
+    Kubelease__V1__ListTermsResponse *r = (Kubelease__V1__ListTermsResponse *)answer;
     kl_term_info *rows = r->n_terms ? calloc(r->n_terms, sizeof *rows) : NULL;
     if (r->n_terms && !rows) {
-        kubelease__v1__list_terms_response__free_unpacked(r, NULL);
+        protobuf_c_message_free_unpacked(answer, NULL);
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory reading the terms");
     }
     for (size_t i = 0; i < r->n_terms; i++) {
@@ -163,7 +156,7 @@ int kl_list_terms(kl_client *c, const char *ns, const char *lease, kl_term_info 
         rows[i].start_unix_ms = t->start_unix_ms;
         rows[i].end_unix_ms = t->end_unix_ms;
         snprintf(rows[i].end_reason, sizeof rows[i].end_reason, "%s",
-                 end_reason_name((int)t->end_reason));
+                 kl__lost_reason_label((int)t->end_reason));
         rows[i].gap_before_ms = t->gap_before_ms;
         snprintf(rows[i].replica, sizeof rows[i].replica, "%s", t->replica ? t->replica : "");
     }
@@ -175,7 +168,7 @@ int kl_list_terms(kl_client *c, const char *ns, const char *lease, kl_term_info 
     }
     *out = rows;
     *n = r->n_terms;
-    kubelease__v1__list_terms_response__free_unpacked(r, NULL);
+    protobuf_c_message_free_unpacked(answer, NULL);
     return KL_OK;
 }
 

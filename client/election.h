@@ -174,8 +174,5 @@ int64_t kl__next_confirm_at(int64_t sent_ms, int64_t valid_for_ms);
 int64_t kl__confirm_retry_at(int64_t sent_ms, int64_t deadline_ms);
 /* Remaining validity at now_ms (0 when passed). */
 int64_t kl__remaining_ms(int64_t deadline_ms, int64_t now_ms);
-/* What a Lost reason (kubelease.v1.LostReason) says, for messages; a
- * static string. */
-const char *kl__lost_reason_name(int reason);
 
 #endif

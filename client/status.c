@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kubelease/v1/kubelease.pb-c.h"
+
 /* Connect error code -> status: the one table for it. A code not listed
  * (none is missing today) is a protocol error. */
 static const struct {
@@ -99,4 +101,45 @@ int kl__status_from_http(long http)
         if (http_statuses[i].http == http)
             return http_statuses[i].status;
     return http >= 500 ? KL_ERR_INTERNAL : KL_ERR_PROTOCOL;
+}
+
+/* kubelease.v1.LostReason -> its label (as the service's metrics and
+ * kl_term_info.end_reason spell it) and what it says in a message: the one
+ * table for it, indexed by the enum's value. */
+static const struct {
+    int reason;
+    const char *label, *text;
+} lost_reasons[] = {
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_UNSPECIFIED, "", "unspecified reason"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_RESIGNED, "resigned", "resigned"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_RENEW_FAILED, "renew_failed",
+     "the service could not renew the Lease"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_SUPERSEDED, "superseded",
+     "another writer changed the Lease"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_DELETED, "deleted", "the Lease was deleted"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_RESUME_FAILED, "resume_failed",
+     "the term could not be resumed"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_SHUTDOWN, "shutdown", "the service is shutting down"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_EXPIRED, "expired",
+     "the campaign expired or was replaced"},
+    {KUBELEASE__V1__LOST_REASON__LOST_REASON_HANDED_OFF, "handed_off", "handed off"},
+};
+
+/* The row of reason; row 0 (UNSPECIFIED) for values this library does not know. */
+static size_t lost_reason_row(int reason)
+{
+    for (size_t i = 0; i < sizeof lost_reasons / sizeof lost_reasons[0]; i++)
+        if (lost_reasons[i].reason == reason)
+            return i;
+    return 0;
+}
+
+const char *kl__lost_reason_label(int reason)
+{
+    return lost_reasons[lost_reason_row(reason)].label;
+}
+
+const char *kl__lost_reason_name(int reason)
+{
+    return lost_reasons[lost_reason_row(reason)].text;
 }

@@ -16,5 +16,13 @@ void kl__clearerr(kl_error *err);
 int kl__status_from_connect(const char *code);
 /* The status for an HTTP answer that carries no Connect error body. */
 int kl__status_from_http(long http);
+/* A kubelease.v1.LostReason as the service's metrics label it
+ * ("renew_failed"), the label of kl_term_info.end_reason; "" for
+ * UNSPECIFIED (a term that goes on) and values this library does not know.
+ * A static string. */
+const char *kl__lost_reason_label(int reason);
+/* What a LostReason says, for messages ("the Lease was deleted"); a static
+ * string. */
+const char *kl__lost_reason_name(int reason);
 
 #endif
