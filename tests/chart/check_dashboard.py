@@ -23,6 +23,8 @@ import sys
 
 import yaml
 
+from checks import Fail, expect, run
+
 # Grafana's built-in variables the queries may use, and what stands in for them.
 BUILTINS = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
 # Series Prometheus records for every target itself.
@@ -31,15 +33,6 @@ PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped",
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
             "unless", "bool", "offset", "atan2", "inf", "nan"}
 VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
-
-
-class Fail(Exception):
-    pass
-
-
-def expect(cond, msg):
-    if not cond:
-        raise Fail(msg)
 
 
 def load(path):
@@ -201,7 +194,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv)
-    except Fail as e:
-        sys.exit(f"FAIL: {e}")
+    run(lambda: main(sys.argv))

@@ -9,21 +9,14 @@ import sys
 
 import yaml
 
+from checks import Fail, expect, run
+
 LEASE_VERBS = {"get", "list", "watch", "create", "patch"}
 # auth.mode kubernetes: kubeleased reviews tokens and access, nothing more.
 AUTH_RULES = [
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
 ]
-
-
-class Fail(Exception):
-    pass
-
-
-def expect(cond, msg):
-    if not cond:
-        raise Fail(msg)
 
 
 def load(path):
@@ -432,8 +425,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Fail as e:
-        print(f"FAIL [{sys.argv[1]}]: {e}", file=sys.stderr)
-        sys.exit(1)
+    run(main, f"FAIL [{sys.argv[1] if len(sys.argv) > 1 else ''}]")

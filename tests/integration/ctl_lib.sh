@@ -76,5 +76,15 @@ ctl_elect() {
     KL_PIDS+=("$CTL_PID")
 }
 
+# ctl_expect_one_ref_usage SUB: SUB --help prints SUB's usage, and SUB
+# without its one NAMESPACE/NAME or with one operand more is a usage error
+# (exit 2): the preamble of the commands of one NAMESPACE/NAME.
+ctl_expect_one_ref_usage() {
+    expect_rc 0 "$KUBELEASECTL" "$1" --help
+    grep -q "^Usage: kubeleasectl $1 " "$KL_TMP/out" || fail "$1 --help: $(head -1 "$KL_TMP/out")"
+    expect_rc 2 "$KUBELEASECTL" "$1"
+    expect_rc 2 "$KUBELEASECTL" "$1" default/x extra
+}
+
 # ctl_holder LEASE: prints the holder of KL_NS/LEASE ("None" when nobody).
 ctl_holder() { ctl get "$KL_NS/$1" -o json 2>/dev/null | ctl_json 'd["holder"]' 2>/dev/null; }

@@ -11,10 +11,7 @@ source "$here/client_lib.sh"
 source "$here/ctl_lib.sh"
 ctl_require
 
-expect_rc 0 "$KUBELEASECTL" history --help
-grep -q "^Usage: kubeleasectl history " "$KL_TMP/out" || fail "history --help: $(head -1 "$KL_TMP/out")"
-expect_rc 2 "$KUBELEASECTL" history
-expect_rc 2 "$KUBELEASECTL" history default/x extra
+ctl_expect_one_ref_usage history
 echo "ok: history usage errors"
 
 ops_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

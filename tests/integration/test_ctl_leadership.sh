@@ -11,10 +11,7 @@ source "$here/client_lib.sh"
 source "$here/ctl_lib.sh"
 ctl_require
 
-expect_rc 0 "$KUBELEASECTL" candidates --help
-grep -q "^Usage: kubeleasectl candidates " "$KL_TMP/out" || fail "candidates --help: $(head -1 "$KL_TMP/out")"
-expect_rc 2 "$KUBELEASECTL" candidates
-expect_rc 2 "$KUBELEASECTL" candidates default/x extra
+ctl_expect_one_ref_usage candidates
 expect_rc 12 "$KUBELEASECTL" --endpoint http://127.0.0.1:1 candidates default/x
 expect_rc 0 "$KUBELEASECTL" handoff --help
 expect_rc 2 "$KUBELEASECTL" handoff
