@@ -14,6 +14,7 @@
 #include "kube/client.h"
 #include "kube/incluster.h"
 #include "kube/kubeconfig.h"
+#include "ops/ops.h"
 #include "store/memory.h"
 #include "store/store.h"
 
@@ -128,6 +129,7 @@ service_status service_start(const service_config *cfg, service **out, char *err
     hc.engine = svc->engine;
     hc.auth.loop = svc->loop;
     hc.auth.kube = svc->reviews;
+    hc.ops = ops_http_hooks(); /* http/ serves the operator pages through ops/ */
     svc->http = http_server_start(&hc, err, err_len);
     if (!svc->http) {
         st = SERVICE_FAILED;

@@ -75,8 +75,8 @@
 
 #include "core/log.h"
 #include "http/framing.h"
-#include "http/http_ops.h"
 #include "http/internal.h"
+#include "http/metrics.h"
 #include "rpc/route.h"
 
 /* After accept fails for want of descriptors or memory, the pause before
@@ -294,7 +294,7 @@ static void peers_free(http_acceptor *a)
 static void drop(http_acceptor *a, int fd, const char *reason)
 {
     if (reason)
-        http_ops_connection_dropped(a->cfg.name, reason);
+        http_metrics_connection_dropped(a->cfg.name, reason);
     close(fd);
     atomic_fetch_sub(&a->open, 1);
 }

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "http/auth.h"
-#include "http/http_ops.h"
 #include "http/internal.h"
 #include "rpc/lease_service.h"
 
@@ -131,7 +130,7 @@ static void call_answer(void *ctx, const engine_reply *r)
     rpc_code code = rpc_code_of_engine(r->code);
     if (!k->method) {
         char *html = NULL;
-        if (http_ops_status_page(r, &html, &len, &ct) == 0)
+        if (s->ops->render_page(r, &html, &len, &ct) == 0)
             body = (uint8_t *)html;
     } else if (code == RPC_OK) {
         body = rpc_reply_encode(k->method->id, k->codec, r, &len);

@@ -51,8 +51,8 @@
 
 #include "core/hash.h"
 #include "core/log.h"
-#include "http/http_ops.h"
 #include "http/internal.h"
+#include "http/metrics.h"
 
 #define PEER_BUCKETS 256
 #define POLL_MS      1000 /* how often connections between requests are looked at */
@@ -378,7 +378,7 @@ static int64_t conn_check_locked(http_limits *l, conn_state *cs, int64_t now)
         return deadline;
     log_event(LOG_DEBUG, "slow_request", "waited_ms=%lld timeout_ms=%lld first=%s",
               (long long)(now - cs->since_ms), (long long)timeout, cs->first ? "true" : "false");
-    http_ops_slow_request();
+    http_metrics_slow_request();
     cs->phase = PHASE_SHUT;
     cs->since_ms = now;
     shutdown(cs->fd, SHUT_RDWR);

@@ -2,8 +2,9 @@
  * the functions the files of the HTTP server call across files.
  *
  * Who runs where:
- * - router.c, rpc.c, ops_routes.c and respond.c run on MHD threads, inside
- *   the access handler of one connection. MHD runs one connection on one
+ * - router.c, rpc.c, respond.c and the operator routes (http_ops_hooks,
+ *   served by server/ops/) run on MHD threads, inside the access handler
+ *   of one connection. MHD runs one connection on one
  *   thread at a time, so an http_req needs no lock.
  * - call.c and stream.c hold what MHD threads, the engine thread (its
  *   callbacks), the timer thread (timer.c) and the owner share: calls
@@ -75,6 +76,7 @@ struct http_server {
     struct MHD_Daemon *stream_daemon; /* without TLS, the streams' (accept.c) */
     struct MHD_Daemon *ops_daemon;    /* --ops-listen; NULL without */
     engine *engine;
+    const http_ops_hooks *ops; /* the operator endpoints; NULL: none */
     size_t max_body;
     unsigned user_timeout_ms;
     char **namespaces; /* NULL-terminated; NULL: all */
@@ -134,6 +136,9 @@ typedef struct http_req {
      * (auth.c), or the peer's address without authentication (rpc.c). */
     char caller[ENGINE_CALLER_MAX];
     http_list_scope scope; /* ListLeases and the status page: what they may show */
+    /* The Content-Security-Policy of an HTML answer: the page's
+     * (http_ops_hooks.page_csp) on an operator route; NULL: none allowed. */
+    const char *csp;
 } http_req;
 
 int64_t http_now_ms(void);
@@ -170,11 +175,6 @@ enum MHD_Result http_rpc_dispatch(http_server *s, struct MHD_Connection *conn, h
 /* The caller's address as a Pod's status.podIP spells it (an IPv4 peer on
  * an IPv6 socket without its ::ffff: prefix); "" when unknown. */
 void http_peer_ip(struct MHD_Connection *conn, char *out, size_t n);
-
-/* --- ops_routes.c: GET /livez, /readyz, /metrics, / and /leases -------- */
-
-enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,
-                               const char *url, const char *method);
 
 /* --- respond.c: answers (create -> queue -> destroy); each sets
  * q->responded and honours q->close. Bodies are malloc'd and taken. ------ */

@@ -10,15 +10,15 @@
 
 #include "common/envelope.h"
 #include "core/log.h"
-#include "http/http_ops.h"
 #include "http/internal.h"
+#include "http/metrics.h"
 
 void http_req_account(const http_req *q, rpc_code code)
 {
     if (!q->method)
         return;
     int64_t us = mono_us() - q->start_us;
-    http_ops_rpc_done(q->method->name, rpc_code_name(code), (double)us / 1e6);
+    http_metrics_rpc_done(q->method->name, rpc_code_name(code), (double)us / 1e6);
     if (log_enabled(LOG_DEBUG))
         log_event(LOG_DEBUG, "rpc", "method=%s code=%s us=%lld", q->method->name,
                   rpc_code_name(code), (long long)us);
@@ -35,9 +35,11 @@ static enum MHD_Result queue(struct MHD_Connection *conn, http_req *q, int statu
     }
     if (content_type)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    /* The only HTML served is the status page. */
+    /* HTML runs only what its route's policy allows (q->csp: the status
+     * page's script and style), nothing without one. */
     if (content_type && strncmp(content_type, "text/html", 9) == 0) {
-        MHD_add_response_header(r, "Content-Security-Policy", http_ops_page_csp());
+        MHD_add_response_header(r, "Content-Security-Policy",
+                                q->csp ? q->csp : "default-src 'none'");
         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     }
     if (allow)

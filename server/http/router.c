@@ -1,7 +1,8 @@
 /* Routing: libmicrohttpd's access handlers and completion callback. A
  * request under RPC_SERVICE_PREFIX is a Connect RPC (rpc.c); any other path
- * is an operator endpoint (ops_routes.c). The --ops-listen daemon serves
- * only the latter. The body is collected here, up to --max-body-bytes; a
+ * is an operator endpoint, answered by the hooks of the layer above
+ * (http_ops_hooks, server/ops/). The --ops-listen daemon serves only the
+ * latter. The body is collected here, up to --max-body-bytes; a
  * call resumed by the engine comes back here to be answered (call.c). Each
  * request's phases (head in, body in, over) go to conn_limit.c for the
  * read deadline.
@@ -15,6 +16,16 @@
 
 #include "http/auth.h"
 #include "http/internal.h"
+
+/* An operator endpoint: the hooks' route, 404 without hooks. */
+static enum MHD_Result ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,
+                                 const char *url, const char *method)
+{
+    if (!s->ops)
+        return http_respond_text(conn, q, MHD_HTTP_NOT_FOUND, "not found\n");
+    q->csp = s->ops->page_csp();
+    return s->ops->route(s, conn, q, url, method);
+}
 
 /* Appends upload data to the request body; past --max-body-bytes the body
  * is dropped and the request marked too large (out of memory too: it is
@@ -108,7 +119,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
         return MHD_YES;
     if (q->kind == HTTP_REQ_RPC)
         return http_rpc_finish(s, conn, q);
-    return http_ops_route(s, conn, q, url, method);
+    return ops_route(s, conn, q, url, method);
 }
 
 enum MHD_Result http_on_ops_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -140,7 +151,7 @@ enum MHD_Result http_on_ops_request(void *cls, struct MHD_Connection *conn, cons
         return http_call_resumed(s, conn, q);
     if (q->responded)
         return MHD_YES;
-    return http_ops_route(s, conn, q, url, method);
+    return ops_route(s, conn, q, url, method);
 }
 
 void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,

@@ -1,6 +1,8 @@
 /* The HTTP side of kubeleased: libmicrohttpd (epoll, a small thread pool,
- * suspend/resume) serving the Connect API of kubelease.v1.LeaseService plus
- * /livez, /readyz, /metrics and the status page.
+ * suspend/resume) serving the Connect API of kubelease.v1.LeaseService,
+ * and every other path through the operator hooks a layer above hands it
+ * (http_ops_hooks: server/ops/ serves /livez, /readyz, /metrics and the
+ * status page).
  *
  * No MHD thread ever waits for the engine: a request that needs it is
  * suspended and resumed from the engine's callback. Streams are resumed at
@@ -13,11 +15,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <microhttpd.h>
+
 #include "core/loop.h"
 #include "engine/engine.h"
 #include "kube/client.h"
 
 typedef struct http_server http_server;
+struct http_req; /* one request (internal.h) */
+
+/* What serves the paths outside the Connect API (the operator endpoints),
+ * given by the layer above at wiring time (server/ops/, from
+ * server/service.c), so that http/ calls up into no layer. Every member
+ * must be set; with no hooks at all (http_config.ops NULL), such paths are
+ * answered 404. */
+typedef struct http_ops_hooks {
+    /* Answers a request for url (any path not under the RPC prefix, after
+     * its head and body are in) with method ("GET"...); MHD threads, inside
+     * the request's access handler. It may answer (http_respond...), start
+     * a call to the engine (http_call_start, whose reply comes back
+     * through render_page when q->method is NULL) or dispatch an RPC
+     * (http_rpc_dispatch). The handler may run twice (auth.c). */
+    enum MHD_Result (*route)(http_server *s, struct MHD_Connection *conn, struct http_req *q,
+                             const char *url, const char *method);
+    /* Renders the reply of a call started without a method (a ListLeases)
+     * as the page: 0 with *body malloc'd and *content_type (static) set,
+     * or -1. The engine thread. */
+    int (*render_page)(const engine_reply *list, char **body, size_t *len,
+                       const char **content_type);
+    /* The Content-Security-Policy of the page (HTML answers). Static. */
+    const char *(*page_csp)(void);
+} http_ops_hooks;
 
 /* Who may call (docs/design.md, rule 7). */
 typedef enum http_auth_mode {
@@ -87,7 +115,8 @@ typedef struct http_config {
      * Both listeners serve it. */
     const char *tls_cert_file;
     const char *tls_key_file;
-    http_auth_config auth; /* mode NONE (zeroed): no authorization */
+    http_auth_config auth;     /* mode NONE (zeroed): no authorization */
+    const http_ops_hooks *ops; /* the operator endpoints; NULL: none (404) */
 } http_config;
 
 /* Checks an "ADDR:PORT" listen address. Returns 0, or -1 with a reason. */

@@ -25,8 +25,8 @@
 
 #include "common/envelope.h"
 #include "core/log.h"
-#include "http/http_ops.h"
 #include "http/internal.h"
+#include "http/metrics.h"
 #include "rpc/lease_service.h"
 
 #define STREAM_QUEUE_MAX      (256 * 1024) /* bytes a stream may have unsent */
@@ -379,7 +379,7 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
     }
     stream_open_locked(s, st, m, q);
     pthread_mutex_unlock(&s->mu);
-    http_ops_stream(q->method->name, +1);
+    http_metrics_stream(q->method->name, +1);
     q->stream = st;
     q->responded = true;
     enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
@@ -403,7 +403,7 @@ void http_stream_request_done(http_server *s, http_req *q, enum MHD_RequestTermi
     stream_unref(st); /* the request's */
     pthread_mutex_unlock(&s->mu);
     q->stream = NULL;
-    http_ops_stream(q->method->name, -1);
+    http_metrics_stream(q->method->name, -1);
     http_req_account(q, code);
     if (log_enabled(LOG_DEBUG))
         log_event(LOG_DEBUG, "stream_end", "method=%s toe=%d", q->method->name, (int)toe);

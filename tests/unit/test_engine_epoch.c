@@ -6,7 +6,7 @@
  * manual clock over the memory store (engine_harness.h). */
 #include "support/engine_harness.h"
 #include "core/metrics.h"
-#include "http/http_ops.h"
+#include "ops/ops.h"
 #include "store/memory.h"
 
 static void events_on_loop(fixture *f, void *arg)
@@ -59,7 +59,7 @@ static void page_done(void *ctx, const engine_reply *r)
     page *p = ctx;
     size_t len;
     const char *ct;
-    assert_int_equal(http_ops_status_page(r, &p->html, &len, &ct), 0);
+    assert_int_equal(ops_status_page(r, &p->html, &len, &ct), 0);
     p->done = true;
 }
 

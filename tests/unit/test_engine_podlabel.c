@@ -9,7 +9,7 @@
 #include <openssl/hmac.h>
 
 #include "support/engine_harness.h"
-#include "http/http_ops.h"
+#include "ops/ops.h"
 #include "store/memory.h"
 
 #define KEY "example.com/role"
@@ -556,7 +556,7 @@ static void page_done(void *ctx, const engine_reply *r)
     const char *ct;
     assert_int_equal(r->n_leases, 1);
     snprintf(p->label, sizeof p->label, "%s", r->leases[0].pod_label);
-    assert_int_equal(http_ops_status_page(r, &p->html, &len, &ct), 0);
+    assert_int_equal(ops_status_page(r, &p->html, &len, &ct), 0);
     p->done = true;
 }
 

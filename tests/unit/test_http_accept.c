@@ -28,6 +28,7 @@
 #include "core/loop.h"
 #include "engine/engine.h"
 #include "http/internal.h"
+#include "ops/ops.h"
 #include "http/server.h"
 #include "store/memory.h"
 #include "store/store.h"
@@ -45,7 +46,8 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     server_backend_start(&f->b);
     char err[256];
-    http_config hc = {.listen = "127.0.0.1:0",
+    http_config hc = {.ops = ops_http_hooks(),
+                      .listen = "127.0.0.1:0",
                       .engine = f->b.e,
                       .threads = 1,
                       .max_connections = STREAMS_MAX + 64};
@@ -258,7 +260,8 @@ static int setup_room(void **state)
     char err[256];
     /* The silent connections wait past the test: no first-request deadline
      * closes them before the room is full. */
-    http_config hc = {.listen = "127.0.0.1:0",
+    http_config hc = {.ops = ops_http_hooks(),
+                      .listen = "127.0.0.1:0",
                       .engine = f->b.e,
                       .threads = 1,
                       .max_connections = 64,
@@ -313,7 +316,8 @@ static int setup_per_ip(void **state)
     fixture *f = calloc(1, sizeof *f);
     server_backend_start(&f->b);
     char err[256];
-    http_config hc = {.listen = "127.0.0.1:0",
+    http_config hc = {.ops = ops_http_hooks(),
+                      .listen = "127.0.0.1:0",
                       .engine = f->b.e,
                       .threads = 1,
                       .max_connections = 64,
@@ -417,8 +421,11 @@ static int setup_full(void **state)
     fixture *f = calloc(1, sizeof *f);
     server_backend_start(&f->b);
     char err[256];
-    http_config hc = {
-        .listen = "127.0.0.1:0", .engine = f->b.e, .threads = 1, .max_connections = FULL_MAX};
+    http_config hc = {.ops = ops_http_hooks(),
+                      .listen = "127.0.0.1:0",
+                      .engine = f->b.e,
+                      .threads = 1,
+                      .max_connections = FULL_MAX};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);

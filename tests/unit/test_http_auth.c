@@ -32,6 +32,7 @@
 #include "core/metrics.h"
 #include "engine/engine.h"
 #include "http/server.h"
+#include "ops/ops.h"
 #include "kube/client.h"
 #include "rpc/connect.h"
 #include "store/memory.h"
@@ -82,7 +83,8 @@ static int setup_policy(void **state, http_identity_policy policy)
     engine_config ec = {.loop = f->l, .store = f->st, .pod_label_keys = label_keys};
     f->e = engine_new(&ec);
     pthread_create(&f->tid, NULL, run_engine, f->e);
-    http_config hc = {.listen = "127.0.0.1:0",
+    http_config hc = {.ops = ops_http_hooks(),
+                      .listen = "127.0.0.1:0",
                       .ops_listen = metrics_auth ? "127.0.0.1:0" : NULL,
                       .engine = f->e,
                       .auth = {.mode = HTTP_AUTH_KUBERNETES,

@@ -21,6 +21,7 @@
 
 #include "http/framing.h"
 #include "http/server.h"
+#include "ops/ops.h"
 #include "support/server_backend.h"
 
 #define GET_HOLDER "POST /kubelease.v1.LeaseService/GetHolder HTTP/1.1\r\nHost: x\r\n"
@@ -116,7 +117,10 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     server_backend_start(&f->b);
     char err[256];
-    http_config hc = {.listen = "127.0.0.1:0", .ops_listen = "127.0.0.1:0", .engine = f->b.e};
+    http_config hc = {.ops = ops_http_hooks(),
+                      .listen = "127.0.0.1:0",
+                      .ops_listen = "127.0.0.1:0",
+                      .engine = f->b.e};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);

@@ -20,6 +20,7 @@
 #include "core/loop.h"
 #include "engine/engine.h"
 #include "http/server.h"
+#include "ops/ops.h"
 #include "store/memory.h"
 #include "store/store.h"
 #include "support/http_call.h"
@@ -49,8 +50,10 @@ static fixture *start(size_t max_header_bytes)
     fixture *f = calloc(1, sizeof *f);
     server_backend_start(&f->b);
     char err[256];
-    http_config hc = {
-        .listen = "127.0.0.1:0", .engine = f->b.e, .max_header_bytes = max_header_bytes};
+    http_config hc = {.ops = ops_http_hooks(),
+                      .listen = "127.0.0.1:0",
+                      .engine = f->b.e,
+                      .max_header_bytes = max_header_bytes};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);

@@ -1,14 +1,20 @@
 /* The operator endpoints, routed and answered: GET (or HEAD) /livez,
- * /readyz, /metrics, / (the status page), /leases (the status page's
- * data: a ListLeases as JSON) and /terms (a ListTerms as JSON), the last
- * three calls to the engine (call.c).
+ * /readyz, /metrics (the registry of core/metrics.c), / (the status page,
+ * page.c), /leases (the status page's data: a ListLeases as JSON) and
+ * /terms (a ListTerms as JSON), the last three calls to the engine through
+ * http/ (http_call_start, http_rpc_dispatch). http/ calls them through the
+ * hooks of ops_http_hooks (http/server.h), handed to it by
+ * server/service.c.
  * They are answered on both listeners, even on connections over the
  * limits. /livez and /readyz are never authenticated; /metrics is with
  * --metrics-auth kubernetes (a token allowed get on the non-resource URL
  * /metrics, the Kubernetes convention); /leases is, as ListLeases is
- * (auth.c), /terms as ListTerms is; / is when the request carries credentials, and without them it
- * is the page without rows, whose script reads /leases with the token the
- * viewer gives it.
+ * (auth.c), /terms as ListTerms is; / is when the request carries
+ * credentials, and without them it is the page without rows, whose script
+ * reads /leases with the token the viewer gives it.
+ *
+ * This file reads the request and the server through http/internal.h, as
+ * http/'s own routes do.
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. /readyz takes s->mu to read s->stopping and ask the engine
@@ -16,10 +22,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/metrics.h"
 #include "http/auth.h"
-#include "http/http_ops.h"
 #include "http/internal.h"
 #include "kubelease/v1/kubelease.pb-c.h"
+#include "ops/ops.h"
 #include "rpc/lease_service.h"
 
 #define NOT_FOUND "not found\n"
@@ -64,12 +71,12 @@ static enum MHD_Result metrics(http_server *s, struct MHD_Connection *conn, http
             break;
         }
     }
-    char *body = NULL;
     size_t len = 0;
-    const char *ct = NULL;
-    if (http_ops_metrics(&body, &len, &ct) != 0)
+    char *body = metrics_render(&len);
+    if (!body)
         return http_respond_text(conn, q, MHD_HTTP_NOT_FOUND, NOT_FOUND);
-    return http_respond(conn, q, MHD_HTTP_OK, ct, body, len);
+    return http_respond(conn, q, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body,
+                        len);
 }
 
 /* The page without rows: what a browser gets under authentication, since
@@ -79,7 +86,7 @@ static enum MHD_Result page_shell(struct MHD_Connection *conn, http_req *q)
     char *body = NULL;
     size_t len = 0;
     const char *ct = NULL;
-    if (http_ops_status_page(NULL, &body, &len, &ct) != 0)
+    if (ops_status_page(NULL, &body, &len, &ct) != 0)
         return MHD_NO;
     return http_respond(conn, q, MHD_HTTP_OK, ct, body, len);
 }
@@ -195,8 +202,8 @@ static enum MHD_Result terms(http_server *s, struct MHD_Connection *conn, http_r
     return http_rpc_dispatch(s, conn, q, &req.base);
 }
 
-enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http_req *q,
-                               const char *url, const char *method)
+static enum MHD_Result route(http_server *s, struct MHD_Connection *conn, http_req *q,
+                             const char *url, const char *method)
 {
     bool get =
         strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
@@ -220,4 +227,15 @@ enum MHD_Result http_ops_route(http_server *s, struct MHD_Connection *conn, http
     if (strcmp(url, "/terms") == 0)
         return terms(s, conn, q);
     return status_page(s, conn, q);
+}
+
+static const http_ops_hooks hooks = {
+    .route = route,
+    .render_page = ops_status_page,
+    .page_csp = ops_page_csp,
+};
+
+const http_ops_hooks *ops_http_hooks(void)
+{
+    return &hooks;
 }

@@ -1,21 +1,18 @@
-/* Operator endpoints: /metrics (the registry of core/metrics.c plus RPC
- * accounting) and the status page at /.
+/* The status page at / (ops.h): one self-contained HTML document (inline
+ * CSS and JS, no external assets, both named by hash in its
+ * Content-Security-Policy). The server renders the current leases into it
+ * when it has them (no authentication, or a request with credentials), so
+ * it is useful without JS; the script then refreshes the table every 2 s
+ * from GET /leases (a ListLeases in JSON, on both listeners) with the
+ * viewer's token, counts the times down between refreshes, and draws each
+ * Lease's last hour of terms from GET /terms (a ListTerms), with a detail
+ * view per Lease. Every value is HTML-escaped on the server and set with
+ * textContent in the browser.
  *
- * The status page is one self-contained HTML document (inline CSS and JS, no
- * external assets, both named by hash in its Content-Security-Policy). The
- * server renders the current leases into it when it has them (no
- * authentication, or a request with credentials), so it is useful without
- * JS; the script then refreshes the table every 2 s from GET /leases (a
- * ListLeases in JSON, on both listeners) with the viewer's token, counts
- * the times down between refreshes, and draws each Lease's last hour of
- * terms from GET /terms (a ListTerms), with a detail view per Lease. Every
- * value is HTML-escaped on the server and set with textContent in the
- * browser.
- *
- * Threads: the metrics hooks run on any thread (the open-stream gauges
- * behind their own mutex); the status page is rendered on the engine thread.
- * Nothing here touches libmicrohttpd. */
-#include "http/http_ops.h"
+ * Threads: the page is rendered on the engine thread (a ListLeases' reply)
+ * or an MHD thread (the page without rows); the CSP is made once. Nothing
+ * here touches libmicrohttpd. */
+#include "ops/ops.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -26,62 +23,6 @@
 
 #include "common/buf.h"
 #include "core/base64.h"
-#include "core/metrics.h"
-
-int http_ops_metrics(char **body, size_t *len, const char **content_type)
-{
-    size_t n = 0;
-    char *text = metrics_render(&n);
-    if (!text)
-        return -1;
-    *body = text;
-    *len = n;
-    *content_type = "text/plain; version=0.0.4; charset=utf-8";
-    return 0;
-}
-
-void http_ops_rpc_done(const char *method, const char *code, double seconds)
-{
-    char m[64], c[64], labels[160];
-    metrics_label_escape(method, m, sizeof m);
-    metrics_label_escape(code, c, sizeof c);
-    snprintf(labels, sizeof labels, "method=\"%s\",code=\"%s\"", m, c);
-    metrics_add("kubelease_rpc_requests_total", labels, 1);
-    /* Streams last as long as their clients: their duration says nothing
-     * about the service's latency. */
-    if (strcmp(method, "Campaign") != 0 && strcmp(method, "WatchHolder") != 0) {
-        snprintf(labels, sizeof labels, "method=\"%s\"", m);
-        metrics_observe("kubelease_rpc_duration_seconds", labels, seconds);
-    }
-}
-
-void http_ops_stream(const char *method, int delta)
-{
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static long campaign, watch;
-    char m[64], labels[96];
-    metrics_label_escape(method, m, sizeof m);
-    snprintf(labels, sizeof labels, "method=\"%s\"", m);
-    pthread_mutex_lock(&mu);
-    long *n = strcmp(method, "Campaign") == 0 ? &campaign : &watch;
-    *n += delta;
-    metrics_set("kubelease_rpc_streams_open", labels, (double)*n);
-    pthread_mutex_unlock(&mu);
-}
-
-void http_ops_slow_request(void)
-{
-    metrics_add("kubelease_http_slow_requests_total", "", 1);
-}
-
-void http_ops_connection_dropped(const char *listener, const char *reason)
-{
-    char labels[96];
-    snprintf(labels, sizeof labels, "listener=\"%s\",reason=\"%s\"", listener, reason);
-    metrics_add("kubelease_http_connections_dropped_total", labels, 1);
-}
-
-/* ---- status page -------------------------------------------------------- */
 
 static void put_str(struct kl__buf *o, const char *s)
 {
@@ -663,8 +604,7 @@ static void row(struct kl__buf *o, const engine_lease_status *l)
     put_str(o, "</span></td></tr>\n");
 }
 
-int http_ops_status_page(const engine_reply *list, char **body, size_t *len,
-                         const char **content_type)
+int ops_status_page(const engine_reply *list, char **body, size_t *len, const char **content_type)
 {
     size_t n = list ? list->n_leases : 0;
     struct kl__buf o = {0};
@@ -729,7 +669,7 @@ static void csp_init(void)
              script, style);
 }
 
-const char *http_ops_page_csp(void)
+const char *ops_page_csp(void)
 {
     pthread_once(&csp_once, csp_init);
     return csp;
