@@ -66,6 +66,8 @@ upward server/engine/probe.h "kubelease/v1/kubelease.pb-c.h" "$up engine/ includ
 upward server/engine/probe.c "rpc/route.h" "$up engine/ includes rpc/" server/rpc/route.h
 upward server/rpc/probe.c "http/server.h" "$up rpc/ includes http/" server/http/server.h
 upward server/http/probe.c "service/main.h" "$up http/ includes service/" server/service/main.h
+upward server/http/probe.c "ops/ops.h" "$up http/ includes ops/" server/ops/ops.h
+upward server/ops/probe.c "service/main.h" "$up ops/ includes service/" server/service/main.h
 upward server/core/probe.c "../http/server.h" "$up core/ includes http/" server/http/server.h
 upward server/engine/probe.c "kubelease.h" "in no known layer"
 upward server/newdir/probe.c "core/log.h" "server/newdir/ is not a layer" server/core/log.h
