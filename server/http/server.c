@@ -515,6 +515,20 @@ uint16_t http_server_ops_port(const http_server *s)
     return s->ops_port;
 }
 
+bool http_server_ready(http_server *s, char *why, size_t why_len)
+{
+    bool ready;
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        ready = false;
+        snprintf(why, why_len, "shutting down");
+    } else {
+        ready = engine_ready(s->engine, why, why_len);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ready;
+}
+
 void http_server_quiesce(http_server *s)
 {
     pthread_mutex_lock(&s->mu);

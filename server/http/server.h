@@ -12,6 +12,7 @@
 #ifndef KL_HTTP_SERVER_H
 #define KL_HTTP_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -131,6 +132,10 @@ http_server *http_server_start(const http_config *cfg, char *err, size_t err_len
 uint16_t http_server_port(const http_server *s);
 /* The ops listener's bound port; 0 without one. */
 uint16_t http_server_ops_port(const http_server *s);
+/* Whether the server takes requests for the engine (/readyz): false while
+ * it shuts down, else what engine_ready says, with the reason in why.
+ * Takes the server's lock; any thread while the server runs. */
+bool http_server_ready(http_server *s, char *why, size_t why_len);
 
 /* Shutdown takes three steps around the engine's stop (the owner calls them
  * in this order; server/service.c says why):

@@ -13,12 +13,14 @@
  * credentials, and without them it is the page without rows, whose script
  * reads /leases with the token the viewer gives it.
  *
- * This file reads the request and the server through http/internal.h, as
- * http/'s own routes do.
+ * The routes read and set the request (http_req: its method, codec and
+ * scope) through http/internal.h, and authorize through http/auth.h
+ * (s->auth), as http/'s own Connect routes do; the rest of the server
+ * only through http/server.h (http_server_ready).
  *
  * Threads: MHD threads, inside the access handler of the request's
- * connection. /readyz takes s->mu to read s->stopping and ask the engine
- * (which cannot go away meanwhile); nothing else here locks. */
+ * connection. Nothing here locks (/readyz asks http_server_ready, which
+ * does). */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,15 +36,7 @@
 static enum MHD_Result readyz(http_server *s, struct MHD_Connection *conn, http_req *q)
 {
     char why[256];
-    bool ready;
-    pthread_mutex_lock(&s->mu);
-    if (s->stopping) {
-        ready = false;
-        snprintf(why, sizeof why, "shutting down");
-    } else {
-        ready = engine_ready(s->engine, why, sizeof why);
-    }
-    pthread_mutex_unlock(&s->mu);
+    bool ready = http_server_ready(s, why, sizeof why);
     char text[300];
     snprintf(text, sizeof text, "%s\n", ready ? "ok" : why);
     return http_respond_text(conn, q, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, text);
