@@ -49,10 +49,8 @@ int ctl_candidates(const struct ctl_command *cmd, int argc, char **argv, struct 
     size_t n = 0;
     kl_error err;
     char ns[64], name[254];
-    int rc = ctl_parse_one_ref(cmd, argc, argv, o, ns, sizeof(ns), name, sizeof(name));
-    if (rc >= 0)
-        return rc;
-    kl_client *c = ctl_client_new(o, &rc);
+    int rc;
+    kl_client *c = ctl_open_one_ref(cmd, argc, argv, o, ns, sizeof(ns), name, sizeof(name), &rc);
     if (!c)
         return rc;
     rc = kl_list_candidates(c, ns, name, &rows, &n, &err);

@@ -23,10 +23,8 @@ int ctl_get(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opt
     kl_lease_info info;
     kl_error err;
     char ns[sizeof(info.ns)], name[sizeof(info.name)];
-    int rc = ctl_parse_one_ref(cmd, argc, argv, o, ns, sizeof(ns), name, sizeof(name));
-    if (rc >= 0)
-        return rc;
-    kl_client *c = ctl_client_new(o, &rc);
+    int rc;
+    kl_client *c = ctl_open_one_ref(cmd, argc, argv, o, ns, sizeof(ns), name, sizeof(name), &rc);
     if (!c)
         return rc;
     rc = kl_get_lease(c, ns, name, &info, &err);

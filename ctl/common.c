@@ -112,6 +112,14 @@ int ctl_parse_one_ref(const struct ctl_command *cmd, int argc, char **argv, stru
     return -1;
 }
 
+kl_client *ctl_open_one_ref(const struct ctl_command *cmd, int argc, char **argv,
+                            struct ctl_opts *o, char *ns, size_t ns_size, char *name,
+                            size_t name_size, int *exit_code)
+{
+    *exit_code = ctl_parse_one_ref(cmd, argc, argv, o, ns, ns_size, name, name_size);
+    return *exit_code >= 0 ? NULL : ctl_client_new(o, exit_code);
+}
+
 int ctl_parse_duration(const struct ctl_command *cmd, const char *option, const char *s,
                        int seconds_ok, int64_t *ms)
 {

@@ -99,6 +99,11 @@ int ctl_parse_ref(const struct ctl_command *cmd, const char *ref, char *ns, size
  * after --help, CTL_EXIT_USAGE after printing a usage error). */
 int ctl_parse_one_ref(const struct ctl_command *cmd, int argc, char **argv, struct ctl_opts *o,
                       char *ns, size_t ns_size, char *name, size_t name_size);
+/* ctl_parse_one_ref, then the client (ctl_client_new): the client, or NULL
+ * with *exit_code the exit code (CTL_EXIT_OK after --help). */
+kl_client *ctl_open_one_ref(const struct ctl_command *cmd, int argc, char **argv,
+                            struct ctl_opts *o, char *ns, size_t ns_size, char *name,
+                            size_t name_size, int *exit_code);
 /* Parses a duration "Nms" or "Ns" (a unit is required) into *ms; plain
  * integers are seconds when seconds_ok. Returns 0, or -1 after printing a
  * usage error naming the option. */
