@@ -336,6 +336,42 @@ int engine_validate_term_token(const char *token, char *msg, size_t msg_len);
  * value (empty or Kubernetes syntax). */
 int engine_validate_pod_label(const engine_pod_label *l, char *msg, size_t msg_len);
 
+/* One check of a request (engine_validate_request). */
+typedef enum engine_check {
+    ENGINE_CHECK_END = 0,       /* ends a list */
+    ENGINE_CHECK_LEASE,         /* ns and name: engine_validate_lease_ref */
+    ENGINE_CHECK_NAMESPACE,     /* ns alone, when it is not empty (every namespace) */
+    ENGINE_CHECK_IDENTITY,      /* engine_validate_identity */
+    ENGINE_CHECK_TOKEN,         /* term_token's length */
+    ENGINE_CHECK_TOKEN_NEEDED,  /* term_token not empty: only the holder may */
+    ENGINE_CHECK_HOLDER,        /* identity and term_token both or neither (a handoff);
+                                   identity, when set, valid */
+    ENGINE_CHECK_TO_IDENTITY,   /* to_identity empty or a valid identity */
+    ENGINE_CHECK_LABEL_LENGTHS, /* the raw label fields fit the engine's buffers */
+    ENGINE_CHECK_VALUE,         /* value_len at most STORE_VALUE_MAX (rule 10) */
+    ENGINE_CHECK_EPOCH,         /* a positive epoch */
+    ENGINE_CHECK_CAMPAIGN,      /* campaign: engine_validate_campaign */
+    ENGINE_CHECK_LABEL,         /* label: engine_validate_pod_label */
+} engine_check;
+
+/* What a request says, as far as validation looks at it; a field a
+ * request does not have is NULL (0). The raw label strings are the
+ * request's own, before they are copied into label's fixed buffers. */
+typedef struct engine_request_view {
+    const char *ns, *name, *identity, *term_token, *to_identity;
+    int64_t epoch;
+    size_t value_len;
+    const char *pod_ns, *pod, *label_key, *label_value;
+    const engine_pod_label *label;       /* ENGINE_CHECK_LABEL */
+    const engine_campaign_req *campaign; /* ENGINE_CHECK_CAMPAIGN */
+} engine_request_view;
+
+/* Runs checks (ended by ENGINE_CHECK_END) on v in their order, in one pass,
+ * and stops at the first that fails. Returns 0, or -1 with a message naming
+ * the field in msg. Pure; any thread. */
+int engine_validate_request(const engine_check *checks, const engine_request_view *v, char *msg,
+                            size_t msg_len);
+
 /* Starts (or resumes) a campaign whose events go to listener. Returns a
  * campaign id > 0, or 0 when out of memory (listener untouched). A second
  * live campaign for the same lease and identity ends with

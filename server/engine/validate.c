@@ -166,3 +166,95 @@ int engine_validate_pod_label(const engine_pod_label *l, char *msg, size_t msg_l
                     value);
     return 0;
 }
+
+/* The lengths of the label fields, before they are copied. */
+static int label_lengths(const engine_request_view *v, char *msg, size_t msg_len)
+{
+    const struct {
+        const char *field, *value;
+        size_t max;
+    } f[] = {
+        {"pod_namespace", v->pod_ns, STORE_NS_MAX - 1},
+        {"pod_name", v->pod, STORE_NAME_MAX - 1},
+        {"pod_label_key", v->label_key, STORE_LABEL_KEY_MAX - 1},
+        {"pod_label_value", v->label_value, STORE_LABEL_VAL_MAX - 1},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].value && strlen(f[i].value) > f[i].max)
+            return fail(msg, msg_len, "%s: longer than %zu bytes", f[i].field, f[i].max);
+    }
+    return 0;
+}
+
+/* Handoff: by the holder (identity and term_token, both) or by someone
+ * else (neither). */
+static int holder_pair(const engine_request_view *v, char *msg, size_t msg_len)
+{
+    bool has_identity = v->identity && v->identity[0],
+         has_token = v->term_token && v->term_token[0];
+    if (has_identity != has_token)
+        return fail(msg, msg_len, "%s",
+                    has_identity ? "term_token: required with identity (the holder's handoff)"
+                                 : "identity: required with term_token (the holder's handoff)");
+    return has_identity ? engine_validate_identity(v->identity, msg, msg_len) : 0;
+}
+
+static int to_identity(const char *to, char *msg, size_t msg_len)
+{
+    if (!to || !to[0] || engine_validate_identity(to, msg, msg_len) == 0)
+        return 0;
+    char inner[256];
+    snprintf(inner, sizeof inner, "%s", msg);
+    return fail(msg, msg_len, "to_%s", inner); /* "identity: ..." -> "to_identity: ..." */
+}
+
+static int check_one(engine_check c, const engine_request_view *v, char *msg, size_t msg_len)
+{
+    switch (c) {
+    case ENGINE_CHECK_END:
+        return 0;
+    case ENGINE_CHECK_LEASE:
+        return engine_validate_lease_ref(v->ns, v->name, msg, msg_len);
+    case ENGINE_CHECK_NAMESPACE:
+        return v->ns && v->ns[0] ? engine_validate_lease_ref(v->ns, "x", msg, msg_len) : 0;
+    case ENGINE_CHECK_IDENTITY:
+        return engine_validate_identity(v->identity, msg, msg_len);
+    case ENGINE_CHECK_TOKEN:
+        return engine_validate_term_token(v->term_token, msg, msg_len);
+    case ENGINE_CHECK_TOKEN_NEEDED:
+        if (v->term_token && v->term_token[0])
+            return 0;
+        return fail(msg, msg_len, "term_token: required (only the holder proclaims)%s", "");
+    case ENGINE_CHECK_HOLDER:
+        return holder_pair(v, msg, msg_len);
+    case ENGINE_CHECK_TO_IDENTITY:
+        return to_identity(v->to_identity, msg, msg_len);
+    case ENGINE_CHECK_LABEL_LENGTHS:
+        return label_lengths(v, msg, msg_len);
+    case ENGINE_CHECK_VALUE:
+        if (v->value_len <= STORE_VALUE_MAX)
+            return 0;
+        return fail(msg, msg_len, "value: %zu bytes, more than the %d a leader value may have",
+                    v->value_len, STORE_VALUE_MAX);
+    case ENGINE_CHECK_EPOCH:
+        if (v->epoch > 0)
+            return 0;
+        return fail(msg, msg_len, "epoch: %lld, must be the positive epoch of a term",
+                    (long long)v->epoch);
+    case ENGINE_CHECK_CAMPAIGN:
+        return engine_validate_campaign(v->campaign, msg, msg_len);
+    case ENGINE_CHECK_LABEL:
+        return engine_validate_pod_label(v->label, msg, msg_len);
+    }
+    return fail(msg, msg_len, "internal: unknown check %d", (int)c);
+}
+
+int engine_validate_request(const engine_check *checks, const engine_request_view *v, char *msg,
+                            size_t msg_len)
+{
+    for (const engine_check *c = checks; *c != ENGINE_CHECK_END; c++) {
+        if (check_one(*c, v, msg, msg_len) != 0)
+            return -1;
+    }
+    return 0;
+}

@@ -6,10 +6,11 @@
  * Content-Type is one the method takes, the connection is within its limits,
  * Content-Length is within --max-body-bytes, no compression, a well-formed
  * Connect-Timeout-Ms. Body (http_rpc_finish): within the limit, exactly one
- * envelope for a stream, decodes, validates (rpc/lease_service.c), is
- * authorized (auth.c; the handler may run twice when the answer has to
- * wait for the apiserver: the body is decoded again), is in a served
- * namespace; then call.c or stream.c takes it.
+ * envelope for a stream, decodes; then rpc/admit.c decides, from the facts
+ * passed in (the authorizer auth.c, --namespaces, the caller's address),
+ * whether it starts (call.c or stream.c takes it), waits (authorization
+ * asks the apiserver: the handler runs again with the answer and the body
+ * is decoded again) or is answered with an error.
  *
  * Threads: MHD threads, inside the access handler of the request's
  * connection. No locks: only the request is touched. */
@@ -24,6 +25,7 @@
 #include "common/envelope.h"
 #include "http/auth.h"
 #include "http/internal.h"
+#include "rpc/admit.h"
 #include "rpc/lease_service.h"
 
 /* Parses Connect-Timeout-Ms: at most 10 digits. Returns 0 or -1. */
@@ -52,7 +54,7 @@ static enum MHD_Result check_headers(http_server *s, struct MHD_Connection *conn
 {
     char msg[512];
     bool is_stream = q->method->server_stream;
-    bool urgent = q->method->id == RPC_METHOD_CONFIRM || q->method->id == RPC_METHOD_RESIGN;
+    bool urgent = q->method->urgent;
     const char *over = http_limits_over(conn, urgent);
     if (over) {
         q->close = true;
@@ -180,85 +182,69 @@ void http_peer_ip(struct MHD_Connection *conn, char *out, size_t n)
     }
 }
 
-static bool namespace_served(const http_server *s, const char *ns)
-{
-    if (!s->namespaces || !ns)
-        return true;
-    for (char **p = s->namespaces; *p; p++)
-        if (strcmp(*p, ns) == 0)
-            return true;
-    return false;
-}
+/* The request an authorization is asked for. */
+typedef struct http_asker {
+    http_server *s;
+    struct MHD_Connection *conn;
+    http_req *q;
+} http_asker;
 
-/* Who may do what the request asks (docs/design.md, rule 7): the verb on
- * elections.kubelease.io of each method, in the Lease's namespace and name.
- * A ListLeases of every namespace by a caller who may not list them all is
- * narrowed to those it may. */
-static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, http_req *q,
-                                   const ProtobufCMessage *m, http_auth_denial *d)
+/* admit's authorizer: auth.c, from its caches or by suspending the request
+ * while the loop asks the apiserver (the handler then runs again with the
+ * answer: the body is decoded again). */
+static rpc_auth_verdict authorize(void *ctx, const rpc_auth_action *a, rpc_code *code, char *msg,
+                                  size_t msg_len)
 {
-    static const char *const verbs[RPC_METHOD_COUNT] = {
-        [RPC_METHOD_CAMPAIGN] = "campaign",   [RPC_METHOD_CONFIRM] = "campaign",
-        [RPC_METHOD_RESIGN] = "campaign",     [RPC_METHOD_GET_HOLDER] = "get",
-        [RPC_METHOD_WATCH_HOLDER] = "watch",  [RPC_METHOD_LIST_LEASES] = "list",
-        [RPC_METHOD_HANDOFF] = "handoff",     [RPC_METHOD_CHECK_EPOCH] = "get",
-        [RPC_METHOD_LIST_CANDIDATES] = "get", [RPC_METHOD_SET_POD_LABEL] = "campaign",
-        [RPC_METHOD_PROCLAIM] = "campaign",   [RPC_METHOD_LIST_TERMS] = "get",
-    };
-    if (!s->auth)
-        return HTTP_AUTH_ALLOWED;
-    rpc_method_id id = q->method->id;
-    const char *ns = rpc_request_namespace(id, m), *name = rpc_request_name(id, m);
-    const char *identity = rpc_request_identity(id, m), *verb = verbs[id];
-    /* The holder hands off its own term as it resigns it (its token decides,
-     * rule 8); anyone else needs the verb handoff. */
-    if (id == RPC_METHOD_HANDOFF)
-        verb = identity ? "campaign" : "handoff";
-    engine_pod_label label;
-    bool has_label = rpc_request_label(id, m, &label);
-    http_auth_action act = {.verb = verb,
-                            .ns = ns ? ns : "",
-                            .name = name ? name : "",
-                            .identity = identity,
-                            .narrow_on_deny = id == RPC_METHOD_LIST_LEASES,
-                            .pod_ns = label.ns,
-                            .pod = has_label ? label.pod : NULL,
-                            .pod_denies = id == RPC_METHOD_SET_POD_LABEL};
-    return http_auth_authorize(s, conn, q, &act, d);
+    const http_asker *w = ctx;
+    const http_auth_action act = {.verb = a->verb,
+                                  .ns = a->ns,
+                                  .name = a->name,
+                                  .identity = a->identity,
+                                  .narrow_on_deny = a->narrow_on_deny,
+                                  .pod_ns = a->pod_ns,
+                                  .pod = a->pod,
+                                  .pod_denies = a->pod_denies};
+    http_auth_denial d;
+    switch (http_auth_authorize(w->s, w->conn, w->q, &act, &d)) {
+    case HTTP_AUTH_ALLOWED:
+        return RPC_AUTH_ALLOWED;
+    case HTTP_AUTH_WAIT:
+        return RPC_AUTH_PENDING;
+    case HTTP_AUTH_DENIED:
+        break;
+    }
+    *code = d.code;
+    snprintf(msg, msg_len, "%s", d.message);
+    return RPC_AUTH_DENIED;
 }
 
 enum MHD_Result http_rpc_dispatch(http_server *s, struct MHD_Connection *conn, http_req *q,
                                   const ProtobufCMessage *m)
 {
-    char msg[512];
-    if (rpc_validate_request(q->method->id, m, msg, sizeof msg) != 0)
-        return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
-    http_auth_denial d;
-    switch (authorize(s, conn, q, m, &d)) {
-    case HTTP_AUTH_WAIT:
+    http_asker asker = {s, conn, q};
+    char peer_ip[48] = "";
+    if (!s->auth) /* the quotas' caller, and the label's Pod's address */
+        http_peer_ip(conn, peer_ip, sizeof peer_ip);
+    const rpc_admit_in in = {.authorize = s->auth ? authorize : NULL,
+                             .auth_ctx = &asker,
+                             .namespaces = s->namespaces,
+                             .pod_ip_check = s->pod_ip_check,
+                             .peer_ip = peer_ip};
+    rpc_admission adm;
+    switch (rpc_admit(q->method, m, &in, &adm)) {
+    case RPC_ADMIT_WAIT:
         return MHD_YES; /* suspended: this runs again with the answer */
-    case HTTP_AUTH_DENIED:
-        return http_respond_error(conn, q, d.code, d.message);
-    case HTTP_AUTH_ALLOWED:
+    case RPC_ADMIT_ERROR:
+        return http_respond_error(conn, q, adm.code, adm.message);
+    case RPC_ADMIT_OK:
         break;
     }
-    if (!s->auth) /* the quotas' caller; with authentication, auth.c names it */
-        http_peer_ip(conn, q->caller, sizeof q->caller);
+    if (!s->auth) /* with authentication, auth.c names the caller */
+        snprintf(q->caller, sizeof q->caller, "%s", peer_ip);
+    snprintf(q->peer, sizeof q->peer, "%s", adm.peer);
     const char *ns = rpc_request_namespace(q->method->id, m);
-    if (q->method->id == RPC_METHOD_LIST_LEASES && ns)
+    if (q->method->lists_namespaces && ns)
         snprintf(q->scope.ns, sizeof q->scope.ns, "%s", ns);
-    if (!namespace_served(s, ns)) {
-        snprintf(msg, sizeof msg, "namespace \"%s\" is not served by this kubeleased", ns);
-        return http_respond_error(conn, q, RPC_PERMISSION_DENIED, msg);
-    }
-    /* Without authentication, only the Pod's address says the caller is it
-     * (docs/design.md, rule 9): "?" (no address) matches no Pod. */
-    engine_pod_label label;
-    if (!s->auth && s->pod_ip_check && rpc_request_label(q->method->id, m, &label)) {
-        http_peer_ip(conn, q->peer, sizeof q->peer);
-        if (!q->peer[0])
-            snprintf(q->peer, sizeof q->peer, "?");
-    }
     if (q->method->server_stream)
         return http_stream_start(s, conn, q, m);
     if (q->timeout_ms == 0)

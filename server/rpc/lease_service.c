@@ -1,8 +1,11 @@
-/* kubelease.v1.LeaseService on the engine: requests validated and turned
- * into engine calls, replies and events turned into messages. No state, no
- * locks: every function works on its arguments only. */
+/* kubelease.v1.LeaseService on the engine: the method table, one row a
+ * method with every fact about it, and the readers that use a row: the
+ * request's facts, its validation, its engine call, its reply and events as
+ * messages. No state, no locks: every function works on its arguments
+ * only. */
 #include "rpc/lease_service.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,55 +35,7 @@ rpc_code rpc_code_of_engine(engine_code c)
     return engine_codes[c];
 }
 
-/* ---------- requests: validation ---------- */
-
-static int lease_ref(const char *ns, const char *name, char *msg, size_t msg_len)
-{
-    return engine_validate_lease_ref(ns, name, msg, msg_len);
-}
-
-static int lease_ref_identity(const char *ns, const char *name, const char *identity, char *msg,
-                              size_t msg_len)
-{
-    if (engine_validate_lease_ref(ns, name, msg, msg_len) != 0)
-        return -1;
-    return engine_validate_identity(identity, msg, msg_len);
-}
-
-static int positive_epoch(int64_t epoch, char *msg, size_t msg_len)
-{
-    if (epoch > 0)
-        return 0;
-    snprintf(msg, msg_len, "epoch: %lld, must be the positive epoch of a term", (long long)epoch);
-    return -1;
-}
-
-/* Handoff: by the holder (identity and term_token, both) or by someone
- * else (neither); to_identity empty or a valid identity. */
-static int validate_handoff(const Kubelease__V1__HandoffRequest *r, char *msg, size_t msg_len)
-{
-    if (lease_ref(r->namespace_, r->name, msg, msg_len) != 0 ||
-        engine_validate_term_token(r->term_token, msg, msg_len) != 0)
-        return -1;
-    bool has_identity = r->identity && r->identity[0],
-         has_token = r->term_token && r->term_token[0];
-    if (has_identity != has_token) {
-        snprintf(msg, msg_len, "%s",
-                 has_identity ? "term_token: required with identity (the holder's handoff)"
-                              : "identity: required with term_token (the holder's handoff)");
-        return -1;
-    }
-    if (has_identity && engine_validate_identity(r->identity, msg, msg_len) != 0)
-        return -1;
-    if (r->to_identity && r->to_identity[0] &&
-        engine_validate_identity(r->to_identity, msg, msg_len) != 0) {
-        char inner[256];
-        snprintf(inner, sizeof inner, "%s", msg);
-        snprintf(msg, msg_len, "to_%s", inner); /* "identity: ..." -> "to_identity: ..." */
-        return -1;
-    }
-    return 0;
-}
+/* ---------- the engine's form of a request ---------- */
 
 /* A leader label in the engine's form: the Pod's namespace is the Lease's
  * when left empty. Every field "" when pod is empty. */
@@ -105,8 +60,9 @@ static void label_of(const char *lease_ns, const char *pod_ns, const char *pod, 
 }
 
 /* A CampaignRequest in the engine's form. */
-static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaign_req *out)
+static void campaign_form(const ProtobufCMessage *req, engine_campaign_req *out)
 {
+    const Kubelease__V1__CampaignRequest *r = (const void *)req;
     memset(out, 0, sizeof *out);
     snprintf(out->ns, sizeof out->ns, "%s", r->namespace_ ? r->namespace_ : "");
     snprintf(out->name, sizeof out->name, "%s", r->name ? r->name : "");
@@ -126,288 +82,7 @@ static void campaign_req(const Kubelease__V1__CampaignRequest *r, engine_campaig
     }
 }
 
-/* A leader value (docs/design.md, rule 10): at most STORE_VALUE_MAX bytes. */
-static int value_length(const ProtobufCBinaryData *v, char *msg, size_t msg_len)
-{
-    if (v->len <= STORE_VALUE_MAX)
-        return 0;
-    snprintf(msg, msg_len, "value: %zu bytes, more than the %d a leader value may have", v->len,
-             STORE_VALUE_MAX);
-    return -1;
-}
-
-/* The lengths of the label fields, before they are copied. */
-static int pod_label_lengths(const char *pod_ns, const char *pod, const char *key,
-                             const char *value, char *msg, size_t msg_len)
-{
-    const struct {
-        const char *field, *value;
-        size_t max;
-    } f[] = {
-        {"pod_namespace", pod_ns, STORE_NS_MAX - 1},
-        {"pod_name", pod, STORE_NAME_MAX - 1},
-        {"pod_label_key", key, STORE_LABEL_KEY_MAX - 1},
-        {"pod_label_value", value, STORE_LABEL_VAL_MAX - 1},
-    };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        if (f[i].value && strlen(f[i].value) > f[i].max) {
-            snprintf(msg, msg_len, "%s: longer than %zu bytes", f[i].field, f[i].max);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len)
-{
-    const rpc_method *m = rpc_method_get(id);
-    if (!m || !req || req->descriptor != m->request) {
-        snprintf(msg, msg_len, "internal: request of the wrong type");
-        return -1;
-    }
-    switch (id) {
-    case RPC_METHOD_CAMPAIGN: {
-        const Kubelease__V1__CampaignRequest *r = (const void *)req;
-        /* The lengths first, on the request's own strings: the engine's
-         * form has fixed-size buffers. */
-        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
-            engine_validate_term_token(r->term_token, msg, msg_len) != 0 ||
-            pod_label_lengths(r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
-                              msg, msg_len) != 0 ||
-            value_length(&r->value, msg, msg_len) != 0)
-            return -1;
-        engine_campaign_req c;
-        campaign_req(r, &c);
-        return engine_validate_campaign(&c, msg, msg_len);
-    }
-    case RPC_METHOD_CONFIRM: {
-        const Kubelease__V1__ConfirmRequest *r = (const void *)req;
-        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
-            engine_validate_term_token(r->term_token, msg, msg_len) != 0)
-            return -1;
-        return positive_epoch(r->epoch, msg, msg_len);
-    }
-    case RPC_METHOD_RESIGN: {
-        const Kubelease__V1__ResignRequest *r = (const void *)req;
-        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0)
-            return -1;
-        return engine_validate_term_token(r->term_token, msg, msg_len);
-    }
-    case RPC_METHOD_GET_HOLDER: {
-        const Kubelease__V1__GetHolderRequest *r = (const void *)req;
-        return lease_ref(r->namespace_, r->name, msg, msg_len);
-    }
-    case RPC_METHOD_WATCH_HOLDER: {
-        const Kubelease__V1__WatchHolderRequest *r = (const void *)req;
-        return lease_ref(r->namespace_, r->name, msg, msg_len);
-    }
-    case RPC_METHOD_LIST_LEASES: {
-        const Kubelease__V1__ListLeasesRequest *r = (const void *)req;
-        if (!r->namespace_ || !r->namespace_[0])
-            return 0;
-        return lease_ref(r->namespace_, "x", msg, msg_len); /* the namespace alone */
-    }
-    case RPC_METHOD_CHECK_EPOCH: {
-        const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
-        if (lease_ref(r->namespace_, r->name, msg, msg_len) != 0)
-            return -1;
-        return positive_epoch(r->epoch, msg, msg_len);
-    }
-    case RPC_METHOD_LIST_CANDIDATES: {
-        const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
-        return lease_ref(r->namespace_, r->name, msg, msg_len);
-    }
-    case RPC_METHOD_LIST_TERMS: {
-        const Kubelease__V1__ListTermsRequest *r = (const void *)req;
-        return lease_ref(r->namespace_, r->name, msg, msg_len);
-    }
-    case RPC_METHOD_HANDOFF:
-        return validate_handoff((const void *)req, msg, msg_len);
-    case RPC_METHOD_SET_POD_LABEL: {
-        const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
-        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
-            engine_validate_term_token(r->term_token, msg, msg_len) != 0 ||
-            pod_label_lengths(r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
-                              msg, msg_len) != 0)
-            return -1;
-        engine_pod_label l;
-        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
-                 &l);
-        return engine_validate_pod_label(&l, msg, msg_len);
-    }
-    case RPC_METHOD_PROCLAIM: {
-        const Kubelease__V1__ProclaimRequest *r = (const void *)req;
-        if (lease_ref_identity(r->namespace_, r->name, r->identity, msg, msg_len) != 0 ||
-            engine_validate_term_token(r->term_token, msg, msg_len) != 0)
-            return -1;
-        if (!r->term_token || !r->term_token[0]) {
-            snprintf(msg, msg_len, "term_token: required (only the holder proclaims)");
-            return -1;
-        }
-        return value_length(&r->value, msg, msg_len);
-    }
-    case RPC_METHOD_COUNT:
-        break;
-    }
-    snprintf(msg, msg_len, "internal: unknown method");
-    return -1;
-}
-
-const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
-{
-    switch (id) {
-    case RPC_METHOD_CAMPAIGN:
-        return ((const Kubelease__V1__CampaignRequest *)req)->namespace_;
-    case RPC_METHOD_CONFIRM:
-        return ((const Kubelease__V1__ConfirmRequest *)req)->namespace_;
-    case RPC_METHOD_RESIGN:
-        return ((const Kubelease__V1__ResignRequest *)req)->namespace_;
-    case RPC_METHOD_GET_HOLDER:
-        return ((const Kubelease__V1__GetHolderRequest *)req)->namespace_;
-    case RPC_METHOD_WATCH_HOLDER:
-        return ((const Kubelease__V1__WatchHolderRequest *)req)->namespace_;
-    case RPC_METHOD_LIST_LEASES: {
-        const char *ns = ((const Kubelease__V1__ListLeasesRequest *)req)->namespace_;
-        return ns && ns[0] ? ns : NULL;
-    }
-    case RPC_METHOD_CHECK_EPOCH:
-        return ((const Kubelease__V1__CheckEpochRequest *)req)->namespace_;
-    case RPC_METHOD_LIST_CANDIDATES:
-        return ((const Kubelease__V1__ListCandidatesRequest *)req)->namespace_;
-    case RPC_METHOD_LIST_TERMS:
-        return ((const Kubelease__V1__ListTermsRequest *)req)->namespace_;
-    case RPC_METHOD_HANDOFF:
-        return ((const Kubelease__V1__HandoffRequest *)req)->namespace_;
-    case RPC_METHOD_SET_POD_LABEL:
-        return ((const Kubelease__V1__SetPodLabelRequest *)req)->namespace_;
-    case RPC_METHOD_PROCLAIM:
-        return ((const Kubelease__V1__ProclaimRequest *)req)->namespace_;
-    default:
-        return NULL;
-    }
-}
-
-const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
-{
-    switch (id) {
-    case RPC_METHOD_CAMPAIGN:
-        return ((const Kubelease__V1__CampaignRequest *)req)->name;
-    case RPC_METHOD_CONFIRM:
-        return ((const Kubelease__V1__ConfirmRequest *)req)->name;
-    case RPC_METHOD_RESIGN:
-        return ((const Kubelease__V1__ResignRequest *)req)->name;
-    case RPC_METHOD_GET_HOLDER:
-        return ((const Kubelease__V1__GetHolderRequest *)req)->name;
-    case RPC_METHOD_WATCH_HOLDER:
-        return ((const Kubelease__V1__WatchHolderRequest *)req)->name;
-    case RPC_METHOD_CHECK_EPOCH:
-        return ((const Kubelease__V1__CheckEpochRequest *)req)->name;
-    case RPC_METHOD_LIST_CANDIDATES:
-        return ((const Kubelease__V1__ListCandidatesRequest *)req)->name;
-    case RPC_METHOD_LIST_TERMS:
-        return ((const Kubelease__V1__ListTermsRequest *)req)->name;
-    case RPC_METHOD_HANDOFF:
-        return ((const Kubelease__V1__HandoffRequest *)req)->name;
-    case RPC_METHOD_SET_POD_LABEL:
-        return ((const Kubelease__V1__SetPodLabelRequest *)req)->name;
-    case RPC_METHOD_PROCLAIM:
-        return ((const Kubelease__V1__ProclaimRequest *)req)->name;
-    default:
-        return NULL;
-    }
-}
-
-bool rpc_request_label(rpc_method_id id, const ProtobufCMessage *req, engine_pod_label *out)
-{
-    memset(out, 0, sizeof *out);
-    if (id == RPC_METHOD_CAMPAIGN) {
-        const Kubelease__V1__CampaignRequest *r = (const void *)req;
-        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
-                 out);
-    } else if (id == RPC_METHOD_SET_POD_LABEL) {
-        const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
-        label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
-                 out);
-    }
-    return out->pod[0] != '\0';
-}
-
-const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
-{
-    switch (id) {
-    case RPC_METHOD_CAMPAIGN:
-        return ((const Kubelease__V1__CampaignRequest *)req)->identity;
-    case RPC_METHOD_CONFIRM:
-        return ((const Kubelease__V1__ConfirmRequest *)req)->identity;
-    case RPC_METHOD_RESIGN:
-        return ((const Kubelease__V1__ResignRequest *)req)->identity;
-    case RPC_METHOD_HANDOFF: {
-        const char *who = ((const Kubelease__V1__HandoffRequest *)req)->identity;
-        return who && who[0] ? who : NULL; /* the holder's own handoff */
-    }
-    case RPC_METHOD_SET_POD_LABEL:
-        return ((const Kubelease__V1__SetPodLabelRequest *)req)->identity;
-    case RPC_METHOD_PROCLAIM:
-        return ((const Kubelease__V1__ProclaimRequest *)req)->identity;
-    default:
-        return NULL;
-    }
-}
-
-/* ---------- unary calls ---------- */
-
-int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, const char *peer_ip,
-                    const char *caller, engine_done done, void *ctx)
-{
-    switch (id) {
-    case RPC_METHOD_CONFIRM: {
-        const Kubelease__V1__ConfirmRequest *r = (const void *)req;
-        return engine_confirm(e, r->namespace_, r->name, r->identity, r->epoch, r->term_token, done,
-                              ctx);
-    }
-    case RPC_METHOD_RESIGN: {
-        const Kubelease__V1__ResignRequest *r = (const void *)req;
-        return engine_resign(e, r->namespace_, r->name, r->identity, r->term_token, done, ctx);
-    }
-    case RPC_METHOD_GET_HOLDER: {
-        const Kubelease__V1__GetHolderRequest *r = (const void *)req;
-        return engine_get_holder(e, r->namespace_, r->name, caller, r->consistent, done, ctx);
-    }
-    case RPC_METHOD_LIST_LEASES:
-        return engine_list(e, done, ctx);
-    case RPC_METHOD_CHECK_EPOCH: {
-        const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
-        return engine_check_epoch(e, r->namespace_, r->name, caller, r->epoch, done, ctx);
-    }
-    case RPC_METHOD_LIST_CANDIDATES: {
-        const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
-        return engine_list_candidates(e, r->namespace_, r->name, done, ctx);
-    }
-    case RPC_METHOD_LIST_TERMS: {
-        const Kubelease__V1__ListTermsRequest *r = (const void *)req;
-        return engine_list_terms(e, r->namespace_, r->name, done, ctx);
-    }
-    case RPC_METHOD_HANDOFF: {
-        const Kubelease__V1__HandoffRequest *r = (const void *)req;
-        return engine_handoff(e, r->namespace_, r->name, r->identity, r->term_token, r->to_identity,
-                              done, ctx);
-    }
-    case RPC_METHOD_SET_POD_LABEL: {
-        const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
-        engine_pod_label l;
-        rpc_request_label(id, req, &l);
-        return engine_set_pod_label(e, r->namespace_, r->name, r->identity, r->term_token, &l,
-                                    peer_ip, done, ctx);
-    }
-    case RPC_METHOD_PROCLAIM: {
-        const Kubelease__V1__ProclaimRequest *r = (const void *)req;
-        return engine_proclaim(e, r->namespace_, r->name, r->identity, r->term_token, r->value.data,
-                               r->value.len, done, ctx);
-    }
-    default:
-        return -1;
-    }
-}
+/* ---------- replies with rows ---------- */
 
 static uint8_t *list_leases_encode(rpc_codec codec, const engine_reply *r, size_t *len)
 {
@@ -518,97 +193,403 @@ static uint8_t *list_terms_encode(rpc_codec codec, const engine_reply *r, size_t
     return out;
 }
 
-uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len)
+/* ---------- each method's engine call and reply ---------- */
+
+static int confirm_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                         engine_done done, void *ctx)
 {
-    switch (id) {
-    case RPC_METHOD_CONFIRM: {
-        Kubelease__V1__ConfirmResponse m = KUBELEASE__V1__CONFIRM_RESPONSE__INIT;
-        m.epoch = r->epoch;
-        m.valid_for_ms = r->valid_for_ms;
-        return rpc_message_encode(codec, &m.base, len);
-    }
-    case RPC_METHOD_RESIGN: {
-        Kubelease__V1__ResignResponse m = KUBELEASE__V1__RESIGN_RESPONSE__INIT;
-        m.released = r->released;
-        return rpc_message_encode(codec, &m.base, len);
-    }
-    case RPC_METHOD_GET_HOLDER: {
-        Kubelease__V1__GetHolderResponse m = KUBELEASE__V1__GET_HOLDER_RESPONSE__INIT;
-        m.holder = (char *)r->holder;
-        m.epoch = r->epoch;
-        m.since_transition_ms = r->since_transition_ms;
-        m.value.len = r->value_len;
-        m.value.data = (uint8_t *)r->value;
-        return rpc_message_encode(codec, &m.base, len);
-    }
-    case RPC_METHOD_LIST_LEASES:
-        return list_leases_encode(codec, r, len);
-    case RPC_METHOD_CHECK_EPOCH: {
-        Kubelease__V1__CheckEpochResponse m = KUBELEASE__V1__CHECK_EPOCH_RESPONSE__INIT;
-        m.current = r->current;
-        m.epoch = r->epoch;
-        return rpc_message_encode(codec, &m.base, len);
-    }
-    case RPC_METHOD_LIST_CANDIDATES:
-        return list_candidates_encode(codec, r, len);
-    case RPC_METHOD_LIST_TERMS:
-        return list_terms_encode(codec, r, len);
-    case RPC_METHOD_HANDOFF: {
-        Kubelease__V1__HandoffResponse m = KUBELEASE__V1__HANDOFF_RESPONSE__INIT;
-        m.epoch = r->epoch;
-        m.to_identity = (char *)r->holder;
-        return rpc_message_encode(codec, &m.base, len);
-    }
-    case RPC_METHOD_SET_POD_LABEL: {
-        Kubelease__V1__SetPodLabelResponse m = KUBELEASE__V1__SET_POD_LABEL_RESPONSE__INIT;
-        /* engine_label_state has the values of kubelease.v1.PodLabelState. */
-        m.state = (Kubelease__V1__PodLabelState)r->label_state;
-        m.message = (char *)r->message;
-        return rpc_message_encode(codec, &m.base, len);
-    }
-    case RPC_METHOD_PROCLAIM: {
-        Kubelease__V1__ProclaimResponse m = KUBELEASE__V1__PROCLAIM_RESPONSE__INIT;
-        m.epoch = r->epoch;
-        return rpc_message_encode(codec, &m.base, len);
-    }
-    default:
-        return NULL;
-    }
+    const Kubelease__V1__ConfirmRequest *r = (const void *)req;
+    (void)a;
+    return engine_confirm(e, r->namespace_, r->name, r->identity, r->epoch, r->term_token, done,
+                          ctx);
 }
 
-/* ---------- streams ---------- */
+static uint8_t *confirm_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__ConfirmResponse m = KUBELEASE__V1__CONFIRM_RESPONSE__INIT;
+    m.epoch = r->epoch;
+    m.valid_for_ms = r->valid_for_ms;
+    return rpc_message_encode(codec, &m.base, len);
+}
+
+static int resign_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                        engine_done done, void *ctx)
+{
+    const Kubelease__V1__ResignRequest *r = (const void *)req;
+    (void)a;
+    return engine_resign(e, r->namespace_, r->name, r->identity, r->term_token, done, ctx);
+}
+
+static uint8_t *resign_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__ResignResponse m = KUBELEASE__V1__RESIGN_RESPONSE__INIT;
+    m.released = r->released;
+    return rpc_message_encode(codec, &m.base, len);
+}
+
+static int get_holder_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                            engine_done done, void *ctx)
+{
+    const Kubelease__V1__GetHolderRequest *r = (const void *)req;
+    return engine_get_holder(e, r->namespace_, r->name, a->caller, r->consistent, done, ctx);
+}
+
+static uint8_t *get_holder_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__GetHolderResponse m = KUBELEASE__V1__GET_HOLDER_RESPONSE__INIT;
+    m.holder = (char *)r->holder;
+    m.epoch = r->epoch;
+    m.since_transition_ms = r->since_transition_ms;
+    m.value.len = r->value_len;
+    m.value.data = (uint8_t *)r->value;
+    return rpc_message_encode(codec, &m.base, len);
+}
+
+static int list_leases_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                             engine_done done, void *ctx)
+{
+    (void)req;
+    (void)a;
+    return engine_list(e, done, ctx);
+}
+
+static int check_epoch_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                             engine_done done, void *ctx)
+{
+    const Kubelease__V1__CheckEpochRequest *r = (const void *)req;
+    return engine_check_epoch(e, r->namespace_, r->name, a->caller, r->epoch, done, ctx);
+}
+
+static uint8_t *check_epoch_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__CheckEpochResponse m = KUBELEASE__V1__CHECK_EPOCH_RESPONSE__INIT;
+    m.current = r->current;
+    m.epoch = r->epoch;
+    return rpc_message_encode(codec, &m.base, len);
+}
+
+static int list_candidates_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                                 engine_done done, void *ctx)
+{
+    const Kubelease__V1__ListCandidatesRequest *r = (const void *)req;
+    (void)a;
+    return engine_list_candidates(e, r->namespace_, r->name, done, ctx);
+}
+
+static int list_terms_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                            engine_done done, void *ctx)
+{
+    const Kubelease__V1__ListTermsRequest *r = (const void *)req;
+    (void)a;
+    return engine_list_terms(e, r->namespace_, r->name, done, ctx);
+}
+
+static int handoff_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                         engine_done done, void *ctx)
+{
+    const Kubelease__V1__HandoffRequest *r = (const void *)req;
+    (void)a;
+    return engine_handoff(e, r->namespace_, r->name, r->identity, r->term_token, r->to_identity,
+                          done, ctx);
+}
+
+static uint8_t *handoff_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__HandoffResponse m = KUBELEASE__V1__HANDOFF_RESPONSE__INIT;
+    m.epoch = r->epoch;
+    m.to_identity = (char *)r->holder;
+    return rpc_message_encode(codec, &m.base, len);
+}
+
+static int set_pod_label_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                               engine_done done, void *ctx)
+{
+    const Kubelease__V1__SetPodLabelRequest *r = (const void *)req;
+    engine_pod_label l;
+    label_of(r->namespace_, r->pod_namespace, r->pod_name, r->pod_label_key, r->pod_label_value,
+             &l);
+    return engine_set_pod_label(e, r->namespace_, r->name, r->identity, r->term_token, &l,
+                                a->peer_ip, done, ctx);
+}
+
+static uint8_t *set_pod_label_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__SetPodLabelResponse m = KUBELEASE__V1__SET_POD_LABEL_RESPONSE__INIT;
+    /* engine_label_state has the values of kubelease.v1.PodLabelState. */
+    m.state = (Kubelease__V1__PodLabelState)r->label_state;
+    m.message = (char *)r->message;
+    return rpc_message_encode(codec, &m.base, len);
+}
+
+static int proclaim_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                          engine_done done, void *ctx)
+{
+    const Kubelease__V1__ProclaimRequest *r = (const void *)req;
+    (void)a;
+    return engine_proclaim(e, r->namespace_, r->name, r->identity, r->term_token, r->value.data,
+                           r->value.len, done, ctx);
+}
+
+static uint8_t *proclaim_encode(rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    Kubelease__V1__ProclaimResponse m = KUBELEASE__V1__PROCLAIM_RESPONSE__INIT;
+    m.epoch = r->epoch;
+    return rpc_message_encode(codec, &m.base, len);
+}
+
+static uint64_t campaign_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                               engine_listener listener)
+{
+    engine_campaign_req c;
+    campaign_form(req, &c);
+    if (a->peer_ip && c.label.pod[0])
+        snprintf(c.peer_ip, sizeof c.peer_ip, "%s", a->peer_ip);
+    if (a->label_refused && c.label.pod[0])
+        snprintf(c.label_refused, sizeof c.label_refused, "%s", a->label_refused);
+    snprintf(c.caller, sizeof c.caller, "%s", a->caller ? a->caller : "");
+    return engine_campaign(e, &c, listener);
+}
+
+static uint64_t watch_holder_start(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                                   engine_listener listener)
+{
+    const Kubelease__V1__WatchHolderRequest *r = (const void *)req;
+    return engine_watch(e, r->namespace_, r->name, a->caller, listener);
+}
+
+/* ---------- the method table ---------- */
+
+#define WIRE(id_, name_, req, resp, stream_)                                                       \
+    .id = id_, .name = name_, .path = RPC_SERVICE_PREFIX name_,                                    \
+    .request = &kubelease__v1__##req##__descriptor,                                                \
+    .response = &kubelease__v1__##resp##__descriptor, .server_stream = stream_
+/* Where the request struct T keeps field f. */
+#define AT(T, f) offsetof(Kubelease__V1__##T, f)
+/* The fields every request about one Lease has. */
+#define LEASE(T) .ns = AT(T, namespace_), .name = AT(T, name)
+/* A holder's request: the Lease, the identity and the term token. */
+#define HOLDER(T) LEASE(T), .identity = AT(T, identity), .term_token = AT(T, term_token)
+/* A leader label. */
+#define LABEL(T)                                                                                   \
+    .pod_ns = AT(T, pod_namespace), .pod = AT(T, pod_name), .label_key = AT(T, pod_label_key),     \
+    .label_value = AT(T, pod_label_value)
+
+static const rpc_method methods[RPC_METHOD_COUNT] = {
+    [RPC_METHOD_CAMPAIGN] = {WIRE(RPC_METHOD_CAMPAIGN, "Campaign", campaign_request, campaign_event,
+                                  true),
+                             .verb = "campaign",
+                             .at = {HOLDER(CampaignRequest), LABEL(CampaignRequest),
+                                    .value = AT(CampaignRequest, value)},
+                             /* The lengths first, on the request's own strings: the engine's
+                              * form has fixed-size buffers. */
+                             .checks = {ENGINE_CHECK_LEASE, ENGINE_CHECK_IDENTITY,
+                                        ENGINE_CHECK_TOKEN, ENGINE_CHECK_LABEL_LENGTHS,
+                                        ENGINE_CHECK_VALUE, ENGINE_CHECK_CAMPAIGN},
+                             .campaign_form = campaign_form, .stream = campaign_start,
+                             .detach = engine_campaign_detach},
+    [RPC_METHOD_CONFIRM] = {WIRE(RPC_METHOD_CONFIRM, "Confirm", confirm_request, confirm_response,
+                                 false),
+                            .urgent = true, .verb = "campaign",
+                            .at = {HOLDER(ConfirmRequest), .epoch = AT(ConfirmRequest, epoch)},
+                            .checks = {ENGINE_CHECK_LEASE, ENGINE_CHECK_IDENTITY,
+                                       ENGINE_CHECK_TOKEN, ENGINE_CHECK_EPOCH},
+                            .unary = confirm_start, .encode = confirm_encode},
+    [RPC_METHOD_RESIGN] = {WIRE(RPC_METHOD_RESIGN, "Resign", resign_request, resign_response,
+                                false),
+                           .urgent = true, .verb = "campaign", .at = {HOLDER(ResignRequest)},
+                           .checks = {ENGINE_CHECK_LEASE, ENGINE_CHECK_IDENTITY,
+                                      ENGINE_CHECK_TOKEN},
+                           .unary = resign_start, .encode = resign_encode},
+    [RPC_METHOD_GET_HOLDER] = {WIRE(RPC_METHOD_GET_HOLDER, "GetHolder", get_holder_request,
+                                    get_holder_response, false),
+                               .verb = "get", .at = {LEASE(GetHolderRequest)},
+                               .checks = {ENGINE_CHECK_LEASE}, .unary = get_holder_start,
+                               .encode = get_holder_encode},
+    [RPC_METHOD_WATCH_HOLDER] = {WIRE(RPC_METHOD_WATCH_HOLDER, "WatchHolder", watch_holder_request,
+                                      holder_event, true),
+                                 .verb = "watch", .at = {LEASE(WatchHolderRequest)},
+                                 .checks = {ENGINE_CHECK_LEASE}, .stream = watch_holder_start,
+                                 .detach = engine_unwatch},
+    [RPC_METHOD_LIST_LEASES] = {WIRE(RPC_METHOD_LIST_LEASES, "ListLeases", list_leases_request,
+                                     list_leases_response, false),
+                                .verb = "list", .lists_namespaces = true,
+                                .at = {.ns = AT(ListLeasesRequest, namespace_)},
+                                .checks = {ENGINE_CHECK_NAMESPACE}, .unary = list_leases_start,
+                                .encode = list_leases_encode},
+    [RPC_METHOD_CHECK_EPOCH] = {WIRE(RPC_METHOD_CHECK_EPOCH, "CheckEpoch", check_epoch_request,
+                                     check_epoch_response, false),
+                                .verb = "get",
+                                .at = {LEASE(CheckEpochRequest),
+                                       .epoch = AT(CheckEpochRequest, epoch)},
+                                .checks = {ENGINE_CHECK_LEASE, ENGINE_CHECK_EPOCH},
+                                .unary = check_epoch_start, .encode = check_epoch_encode},
+    [RPC_METHOD_LIST_CANDIDATES] = {WIRE(RPC_METHOD_LIST_CANDIDATES, "ListCandidates",
+                                         list_candidates_request, list_candidates_response, false),
+                                    .verb = "get", .at = {LEASE(ListCandidatesRequest)},
+                                    .checks = {ENGINE_CHECK_LEASE}, .unary = list_candidates_start,
+                                    .encode = list_candidates_encode},
+    [RPC_METHOD_HANDOFF] = {WIRE(RPC_METHOD_HANDOFF, "Handoff", handoff_request, handoff_response,
+                                 false),
+                            /* The holder hands off its own term as it resigns it (its token
+                             * decides, rule 8); anyone else needs the verb handoff. */
+                            .verb = "handoff", .holder_verb = "campaign",
+                            .at = {HOLDER(HandoffRequest),
+                                   .to_identity = AT(HandoffRequest, to_identity)},
+                            .checks = {ENGINE_CHECK_LEASE, ENGINE_CHECK_TOKEN, ENGINE_CHECK_HOLDER,
+                                       ENGINE_CHECK_TO_IDENTITY},
+                            .unary = handoff_start, .encode = handoff_encode},
+    [RPC_METHOD_SET_POD_LABEL] = {WIRE(RPC_METHOD_SET_POD_LABEL, "SetPodLabel",
+                                       set_pod_label_request, set_pod_label_response, false),
+                                  .verb = "campaign", .pod_denies = true,
+                                  .at = {HOLDER(SetPodLabelRequest), LABEL(SetPodLabelRequest)},
+                                  .checks = {ENGINE_CHECK_LEASE, ENGINE_CHECK_IDENTITY,
+                                             ENGINE_CHECK_TOKEN, ENGINE_CHECK_LABEL_LENGTHS,
+                                             ENGINE_CHECK_LABEL},
+                                  .unary = set_pod_label_start, .encode = set_pod_label_encode},
+    [RPC_METHOD_PROCLAIM] = {WIRE(RPC_METHOD_PROCLAIM, "Proclaim", proclaim_request,
+                                  proclaim_response, false),
+                             .verb = "campaign",
+                             .at = {HOLDER(ProclaimRequest), .value = AT(ProclaimRequest, value)},
+                             .checks = {ENGINE_CHECK_LEASE, ENGINE_CHECK_IDENTITY,
+                                        ENGINE_CHECK_TOKEN, ENGINE_CHECK_TOKEN_NEEDED,
+                                        ENGINE_CHECK_VALUE},
+                             .unary = proclaim_start, .encode = proclaim_encode},
+    [RPC_METHOD_LIST_TERMS] = {WIRE(RPC_METHOD_LIST_TERMS, "ListTerms", list_terms_request,
+                                    list_terms_response, false),
+                               .verb = "get", .at = {LEASE(ListTermsRequest)},
+                               .checks = {ENGINE_CHECK_LEASE}, .unary = list_terms_start,
+                               .encode = list_terms_encode},
+};
+
+const rpc_method *rpc_method_find(const char *path)
+{
+    for (int i = 0; i < RPC_METHOD_COUNT; i++) {
+        if (strcmp(methods[i].path, path) == 0)
+            return &methods[i];
+    }
+    return NULL;
+}
+
+const rpc_method *rpc_method_get(rpc_method_id id)
+{
+    if ((int)id < 0 || id >= RPC_METHOD_COUNT)
+        return NULL;
+    return &methods[id];
+}
+
+/* ---------- a request's facts, read by its row ---------- */
+
+/* The string field at off of req; NULL when the request has none. */
+static const char *str_at(const ProtobufCMessage *req, size_t off)
+{
+    return off ? *(char *const *)(const void *)((const char *)req + off) : NULL;
+}
+
+const char *rpc_request_namespace(rpc_method_id id, const ProtobufCMessage *req)
+{
+    const rpc_method *m = rpc_method_get(id);
+    const char *ns = m ? str_at(req, m->at.ns) : NULL;
+    if (m && m->lists_namespaces && ns && !ns[0])
+        return NULL; /* every namespace */
+    return ns;
+}
+
+const char *rpc_request_name(rpc_method_id id, const ProtobufCMessage *req)
+{
+    const rpc_method *m = rpc_method_get(id);
+    return m ? str_at(req, m->at.name) : NULL;
+}
+
+const char *rpc_request_identity(rpc_method_id id, const ProtobufCMessage *req)
+{
+    const rpc_method *m = rpc_method_get(id);
+    const char *who = m ? str_at(req, m->at.identity) : NULL;
+    if (m && m->holder_verb && who && !who[0])
+        return NULL; /* not the holder's own request */
+    return who;
+}
+
+bool rpc_request_label(rpc_method_id id, const ProtobufCMessage *req, engine_pod_label *out)
+{
+    memset(out, 0, sizeof *out);
+    const rpc_method *m = rpc_method_get(id);
+    if (m && m->at.pod)
+        label_of(str_at(req, m->at.ns), str_at(req, m->at.pod_ns), str_at(req, m->at.pod),
+                 str_at(req, m->at.label_key), str_at(req, m->at.label_value), out);
+    return out->pod[0] != '\0';
+}
+
+int rpc_validate_request(rpc_method_id id, const ProtobufCMessage *req, char *msg, size_t msg_len)
+{
+    const rpc_method *m = rpc_method_get(id);
+    if (!m || !req || req->descriptor != m->request) {
+        snprintf(msg, msg_len, "internal: request of the wrong type");
+        return -1;
+    }
+    const rpc_fields *at = &m->at;
+    engine_pod_label label;
+    engine_campaign_req campaign;
+    rpc_request_label(id, req, &label);
+    if (m->campaign_form)
+        m->campaign_form(req, &campaign);
+    engine_request_view v = {
+        .ns = str_at(req, at->ns),
+        .name = str_at(req, at->name),
+        .identity = str_at(req, at->identity),
+        .term_token = str_at(req, at->term_token),
+        .to_identity = str_at(req, at->to_identity),
+        .epoch = at->epoch ? *(const int64_t *)(const void *)((const char *)req + at->epoch) : 0,
+        .value_len =
+            at->value
+                ? ((const ProtobufCBinaryData *)(const void *)((const char *)req + at->value))->len
+                : 0,
+        .pod_ns = str_at(req, at->pod_ns),
+        .pod = str_at(req, at->pod),
+        .label_key = str_at(req, at->label_key),
+        .label_value = str_at(req, at->label_value),
+        .label = &label,
+        .campaign = m->campaign_form ? &campaign : NULL,
+    };
+    return engine_validate_request(m->checks, &v, msg, msg_len);
+}
+
+/* ---------- engine calls ---------- */
+
+int rpc_unary_start(engine *e, rpc_method_id id, const ProtobufCMessage *req, const char *peer_ip,
+                    const char *caller, engine_done done, void *ctx)
+{
+    const rpc_method *m = rpc_method_get(id);
+    if (!m || !m->unary)
+        return -1;
+    const rpc_start_args a = {.peer_ip = peer_ip, .caller = caller};
+    return m->unary(e, req, &a, done, ctx);
+}
+
+uint8_t *rpc_reply_encode(rpc_method_id id, rpc_codec codec, const engine_reply *r, size_t *len)
+{
+    const rpc_method *m = rpc_method_get(id);
+    return m && m->encode ? m->encode(codec, r, len) : NULL;
+}
 
 uint64_t rpc_stream_start(engine *e, rpc_method_id id, const ProtobufCMessage *req,
                           const char *peer_ip, const char *label_refused, const char *caller,
                           engine_listener listener)
 {
-    switch (id) {
-    case RPC_METHOD_CAMPAIGN: {
-        engine_campaign_req c;
-        campaign_req((const Kubelease__V1__CampaignRequest *)req, &c);
-        if (peer_ip && c.label.pod[0])
-            snprintf(c.peer_ip, sizeof c.peer_ip, "%s", peer_ip);
-        if (label_refused && c.label.pod[0])
-            snprintf(c.label_refused, sizeof c.label_refused, "%s", label_refused);
-        snprintf(c.caller, sizeof c.caller, "%s", caller ? caller : "");
-        return engine_campaign(e, &c, listener);
-    }
-    case RPC_METHOD_WATCH_HOLDER: {
-        const Kubelease__V1__WatchHolderRequest *r = (const void *)req;
-        return engine_watch(e, r->namespace_, r->name, caller, listener);
-    }
-    default:
+    const rpc_method *m = rpc_method_get(id);
+    if (!m || !m->stream)
         return 0;
-    }
+    const rpc_start_args a = {.peer_ip = peer_ip, .label_refused = label_refused, .caller = caller};
+    return m->stream(e, req, &a, listener);
 }
 
 void rpc_stream_detach(engine *e, rpc_method_id id, uint64_t engine_id)
 {
-    if (id == RPC_METHOD_CAMPAIGN)
-        engine_campaign_detach(e, engine_id);
-    else
-        engine_unwatch(e, engine_id);
+    const rpc_method *m = rpc_method_get(id);
+    if (m && m->detach)
+        m->detach(e, engine_id);
 }
+
+/* ---------- stream events ---------- */
 
 /* Storage for the message of one event: the oneof member of a
  * CampaignEvent, or a HolderEvent. */

@@ -2,11 +2,14 @@
  * protobuf messages and the engine's calls, replies and events, in both
  * directions, and the engine's status codes as Connect codes.
  *
- * Requests: validated here before anything reaches the engine (the engine's
- * validators applied to each request type, plus the checks that only concern
- * the wire, such as Confirm's epoch), then turned into engine calls.
- * Replies and events: turned into the method's response message and encoded
- * with the call's codec.
+ * Each function here reads the method's row (rpc_method, route.h; the
+ * table is in lease_service.c): where its request keeps each fact, its
+ * checks, its engine call and its encoding. Requests are validated in one
+ * pass (engine_validate_request with the row's checks: the engine's rules
+ * plus those that only concern the wire, such as Confirm's epoch) before
+ * anything reaches the engine, then turned into engine calls. Replies and
+ * events are turned into the method's response message and encoded with
+ * the call's codec.
  *
  * Nothing here knows HTTP. Pure apart from the engine calls, which post to
  * the engine thread and return at once; any thread. */

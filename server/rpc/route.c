@@ -1,6 +1,5 @@
-/* The method table of kubelease.v1.LeaseService and the Connect codecs:
- * Content-Types, and request and response bodies in protobuf or JSON. No
- * state, no locks; any thread. */
+/* The Connect codecs: Content-Types, and request and response bodies in
+ * protobuf or JSON. No state, no locks; any thread. */
 #include "rpc/route.h"
 
 #include <stdio.h>
@@ -8,48 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "kubelease/v1/kubelease.pb-c.h"
 #include "rpc/json.h"
 #include "rpc/proto_wire.h"
-
-#define METHOD(id, name, req, resp, stream)                                                        \
-    {                                                                                              \
-        id, name, RPC_SERVICE_PREFIX name, &kubelease__v1__##req##__descriptor,                    \
-            &kubelease__v1__##resp##__descriptor, stream                                           \
-    }
-
-static const rpc_method methods[RPC_METHOD_COUNT] = {
-    METHOD(RPC_METHOD_CAMPAIGN, "Campaign", campaign_request, campaign_event, true),
-    METHOD(RPC_METHOD_CONFIRM, "Confirm", confirm_request, confirm_response, false),
-    METHOD(RPC_METHOD_RESIGN, "Resign", resign_request, resign_response, false),
-    METHOD(RPC_METHOD_GET_HOLDER, "GetHolder", get_holder_request, get_holder_response, false),
-    METHOD(RPC_METHOD_WATCH_HOLDER, "WatchHolder", watch_holder_request, holder_event, true),
-    METHOD(RPC_METHOD_LIST_LEASES, "ListLeases", list_leases_request, list_leases_response, false),
-    METHOD(RPC_METHOD_CHECK_EPOCH, "CheckEpoch", check_epoch_request, check_epoch_response, false),
-    METHOD(RPC_METHOD_LIST_CANDIDATES, "ListCandidates", list_candidates_request,
-           list_candidates_response, false),
-    METHOD(RPC_METHOD_HANDOFF, "Handoff", handoff_request, handoff_response, false),
-    METHOD(RPC_METHOD_SET_POD_LABEL, "SetPodLabel", set_pod_label_request, set_pod_label_response,
-           false),
-    METHOD(RPC_METHOD_PROCLAIM, "Proclaim", proclaim_request, proclaim_response, false),
-    METHOD(RPC_METHOD_LIST_TERMS, "ListTerms", list_terms_request, list_terms_response, false),
-};
-
-const rpc_method *rpc_method_find(const char *path)
-{
-    for (int i = 0; i < RPC_METHOD_COUNT; i++) {
-        if (strcmp(methods[i].path, path) == 0)
-            return &methods[i];
-    }
-    return NULL;
-}
-
-const rpc_method *rpc_method_get(rpc_method_id id)
-{
-    if ((int)id < 0 || id >= RPC_METHOD_COUNT)
-        return NULL;
-    return &methods[id];
-}
 
 int rpc_content_type_parse(const char *ct, bool stream, rpc_codec *out)
 {

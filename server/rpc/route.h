@@ -1,5 +1,6 @@
-/* The methods of kubelease.v1.LeaseService, their message types, and the
- * codecs (Content-Types) of the Connect protocol. Pure; any thread. */
+/* The methods of kubelease.v1.LeaseService, one row each with every fact
+ * about it, and the codecs (Content-Types) of the Connect protocol. Pure;
+ * any thread. */
 #ifndef KL_RPC_ROUTE_H
 #define KL_RPC_ROUTE_H
 
@@ -8,6 +9,8 @@
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
+
+#include "engine/engine.h"
 
 #define RPC_SERVICE_PREFIX "/kubelease.v1.LeaseService/"
 
@@ -27,6 +30,27 @@ typedef enum rpc_method_id {
     RPC_METHOD_COUNT
 } rpc_method_id;
 
+typedef enum rpc_codec { RPC_CODEC_PROTO, RPC_CODEC_JSON } rpc_codec;
+
+/* What a start carries beside the request: the caller's address, which the
+ * Pod of a leader label must have (docs/design.md, rule 9; NULL: no
+ * check), why that Pod is not the caller's (a Campaign goes on without the
+ * label; NULL: it is), and who asks, for the engine's quotas
+ * (engine_campaign_req.caller; NULL: unknown). */
+typedef struct rpc_start_args {
+    const char *peer_ip, *label_refused, *caller;
+} rpc_start_args;
+
+/* Where a request message keeps a fact: offsetof into the method's request
+ * struct; 0 (the message's header, never a field): the request has none. */
+typedef struct rpc_fields {
+    size_t ns, name, identity, term_token, to_identity, epoch, value;
+    size_t pod_ns, pod, label_key, label_value; /* a leader label */
+} rpc_fields;
+
+/* One method of the service and every fact about it: its wire, its
+ * authorization, where its request keeps each fact, its validation, its
+ * engine call and its encoding. The table is in rpc/lease_service.c. */
 typedef struct rpc_method {
     rpc_method_id id;
     const char *name; /* "Campaign" */
@@ -34,13 +58,41 @@ typedef struct rpc_method {
     const ProtobufCMessageDescriptor *request;
     const ProtobufCMessageDescriptor *response; /* of each stream message for streams */
     bool server_stream;
+    /* Served past the connection limits (Confirm, Resign): a holder's
+     * renewal must not wait behind readers. */
+    bool urgent;
+    /* Authorization (docs/design.md, rule 7): the verb on
+     * elections.kubelease.io; holder_verb, when not NULL, the verb of a
+     * request that names its identity (the holder's own Handoff, rule 8),
+     * where an empty identity is none. */
+    const char *verb, *holder_verb;
+    /* The request lists over namespaces: an empty namespace is every one,
+     * and a denial at the cluster scope is narrowed, not the end. */
+    bool lists_namespaces;
+    /* A leader label whose Pod is not the caller's is denied (SetPodLabel);
+     * otherwise the call goes on without the label (Campaign). */
+    bool pod_denies;
+    rpc_fields at;
+    /* Validation, in order (engine_validate_request). */
+    engine_check checks[8];
+    /* The engine's form of a Campaign (NULL for the others). */
+    void (*campaign_form)(const ProtobufCMessage *req, engine_campaign_req *out);
+    /* Unary: the engine call, and the response of its successful reply,
+     * encoded with codec (malloc'd, *len bytes; NULL when out of memory). */
+    int (*unary)(engine *e, const ProtobufCMessage *req, const rpc_start_args *a, engine_done done,
+                 void *ctx);
+    uint8_t *(*encode)(rpc_codec codec, const engine_reply *r, size_t *len);
+    /* Stream: the engine call (its id, 0 when out of memory), and what
+     * ends it when the peer leaves. */
+    uint64_t (*stream)(engine *e, const ProtobufCMessage *req, const rpc_start_args *a,
+                       engine_listener listener);
+    void (*detach)(engine *e, uint64_t engine_id);
 } rpc_method;
 
-/* The method served at an URL path, NULL when there is none. */
+/* The method served at an URL path, NULL when there is none (the table:
+ * rpc/lease_service.c). */
 const rpc_method *rpc_method_find(const char *path);
 const rpc_method *rpc_method_get(rpc_method_id id);
-
-typedef enum rpc_codec { RPC_CODEC_PROTO, RPC_CODEC_JSON } rpc_codec;
 
 /* Parses a request Content-Type (case-insensitive, parameters such as
  * "; charset=utf-8" ignored): application/proto and application/json for

@@ -1,10 +1,12 @@
 /* Every request type unpacked from arbitrary bytes, as the server does with
  * an application/proto body: then validated, and its JSON form must be a
- * fixed point of the converter. The first byte picks the method. */
+ * fixed point of the converter, and admission (without an authorizer)
+ * never waits. The first byte picks the method. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc/admit.h"
 #include "rpc/json.h"
 #include "rpc/lease_service.h"
 #include "rpc/route.h"
@@ -25,6 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)rpc_request_namespace(method->id, m);
     engine_pod_label label;
     (void)rpc_request_label(method->id, m, &label);
+    char *served[] = {"default", NULL};
+    const rpc_admit_in in = {.namespaces = served, .pod_ip_check = true, .peer_ip = "10.0.0.1"};
+    rpc_admission adm;
+    if (rpc_admit(method, m, &in, &adm) == RPC_ADMIT_WAIT) /* no authorizer: never waits */
+        abort();
     size_t l1, l2;
     uint8_t *j1 = rpc_message_encode(RPC_CODEC_JSON, m, &l1);
     ProtobufCMessage *m2 =

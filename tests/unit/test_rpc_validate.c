@@ -341,6 +341,66 @@ static void test_rpc_proto_refuses_nul_in_string_fields(void **state)
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
+/* The field of m's request at offset off, checked to be of type t and
+ * named as one of the names given (a row's offset that points at another
+ * field, or at one of another type, would read garbage). */
+static void field_is(const rpc_method *m, size_t off, ProtobufCType t, const char *names)
+{
+    if (!off)
+        return;
+    for (unsigned i = 0; i < m->request->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &m->request->fields[i];
+        if (f->offset != off)
+            continue;
+        if (f->type != t || f->label == PROTOBUF_C_LABEL_REPEATED)
+            fail_msg("%s: field %s has the wrong type", m->name, f->name);
+        char want[64];
+        snprintf(want, sizeof want, " %s ", f->name);
+        if (!strstr(names, want))
+            fail_msg("%s: offset %zu is field %s, not one of%s", m->name, off, f->name, names);
+        return;
+    }
+    fail_msg("%s: offset %zu is no field of %s", m->name, off, m->request->name);
+}
+
+/* Every row of the method table is whole and points at its own request's
+ * fields: a unary method has a call and an encoding, a stream a call and
+ * a detach, each an authorization verb and checks that begin with the
+ * Lease (or, for a list, its namespace). */
+static void test_rpc_method_rows(void **state)
+{
+    (void)state;
+    for (int i = 0; i < RPC_METHOD_COUNT; i++) {
+        const rpc_method *m = rpc_method_get((rpc_method_id)i);
+        assert_int_equal(m->id, i);
+        assert_non_null(m->verb);
+        if (m->server_stream) {
+            assert_true(m->stream && m->detach && !m->unary && !m->encode);
+        } else {
+            assert_true(m->unary && m->encode && !m->stream && !m->detach);
+        }
+        assert_true(m->checks[0] ==
+                    (m->lists_namespaces ? ENGINE_CHECK_NAMESPACE : ENGINE_CHECK_LEASE));
+        assert_int_not_equal(m->at.ns, 0);
+        assert_true(m->lists_namespaces == (m->at.name == 0));
+        const rpc_fields *at = &m->at;
+        field_is(m, at->ns, PROTOBUF_C_TYPE_STRING, " namespace ");
+        field_is(m, at->name, PROTOBUF_C_TYPE_STRING, " name ");
+        field_is(m, at->identity, PROTOBUF_C_TYPE_STRING, " identity ");
+        field_is(m, at->term_token, PROTOBUF_C_TYPE_STRING, " term_token ");
+        field_is(m, at->to_identity, PROTOBUF_C_TYPE_STRING, " to_identity ");
+        field_is(m, at->epoch, PROTOBUF_C_TYPE_INT64, " epoch ");
+        field_is(m, at->value, PROTOBUF_C_TYPE_BYTES, " value ");
+        field_is(m, at->pod_ns, PROTOBUF_C_TYPE_STRING, " pod_namespace ");
+        field_is(m, at->pod, PROTOBUF_C_TYPE_STRING, " pod_name ");
+        field_is(m, at->label_key, PROTOBUF_C_TYPE_STRING, " pod_label_key ");
+        field_is(m, at->label_value, PROTOBUF_C_TYPE_STRING, " pod_label_value ");
+        /* A label is all four fields or none. */
+        assert_true(!!at->pod == !!at->pod_ns && !!at->pod == !!at->label_key &&
+                    !!at->pod == !!at->label_value);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_rpc_validate_long_values),
         cmocka_unit_test(test_rpc_request_namespace_and_wrong_type),
         cmocka_unit_test(test_rpc_routes_and_content_types),
+        cmocka_unit_test(test_rpc_method_rows),
         cmocka_unit_test(test_rpc_proto_refuses_nul_in_string_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
