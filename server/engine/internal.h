@@ -124,7 +124,9 @@ typedef enum term_state {
 } term_state;
 
 /* A term lives while its holder keeps confirming it. The engine renews the
- * Lease every retry period; each Confirm grants at most
+ * Lease every third of its lease duration, sooner when the renew deadline
+ * needs it, never more often than every retry period (term.c,
+ * renew_interval_ms); each Confirm grants at most
  *   min(last renewal send time + renewDeadline, now + grant) - now
  * and granted_until remembers the latest such deadline. When it passes
  * without a fresher Confirm (holder dead, frozen, or its stream gone), the
@@ -714,8 +716,8 @@ const char *engine_podlabel_for_write(const lease_state *ls);
  * label is cleared when the Lease is next seen (engine_try_acquire). */
 void engine_podlabel_clear_stale(lease_state *ls);
 /* The live term's label onto its Pod: at the start, on a resume, and after
- * each renewal (so a label someone removed comes back within a retry
- * period). When the term wants another label than the Lease records, the
+ * each renewal (so a label someone removed comes back by the next
+ * renewal). When the term wants another label than the Lease records, the
  * recorded one is removed first, then a renewal records the new one. */
 void engine_podlabel_apply(lease_state *ls);
 /* SetPodLabel by ls's holder (podlabel_admit.c): the term now wants label

@@ -6,7 +6,7 @@
  *
  *   - set after the term has started (engine_podlabel_apply from term.c),
  *     and set again after every renewal, so a label someone removed is back
- *     within a retry period (a merge patch that changes nothing is not
+ *     by the next renewal (a merge patch that changes nothing is not
  *     written to etcd);
  *   - removed before the Lease changes hands: before the release of a term
  *     that ended (resigned, or its last grant ran out), and before any

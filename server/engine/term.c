@@ -1,7 +1,9 @@
 /* Terms: a lease held by one of this engine's candidates. A term starts from
- * the record its acquisition wrote, is renewed every retry period, grants
- * validity to its holder on each Confirm (never beyond the last renewal's
- * send time plus the renew deadline), and ends when its holder resigns, its
+ * the record its acquisition wrote, is renewed every third of its lease
+ * duration (sooner when the renew deadline needs it, never more often than
+ * every retry period: renew_interval_ms), grants validity to its holder on
+ * each Confirm (never beyond the last renewal's send time plus the renew
+ * deadline), and ends when its holder resigns, its
  * validity runs out unconfirmed, a renewal cannot land in time, or another
  * writer takes the Lease. A term that ends is released only once nobody can
  * still believe in it (docs/design.md, rule 3). Its token, derived from the
