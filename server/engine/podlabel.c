@@ -188,11 +188,13 @@ void engine_podlabel_answer(lease_state *ls, engine_code code, const char *msg)
 
 static void label_step(lease_state *ls);
 
-/* After a Pod request or a retry: whoever waits for the label goes on. */
+/* After a Pod request or a retry: whoever waits for the label goes on (a
+ * term that is over, once no write of it is in flight nor a release waits
+ * to be tried again). */
 static void label_next(lease_state *ls)
 {
     term *t = ls->term;
-    if (t && t->finishing && t->state != TERM_RELEASING)
+    if (t && t->finishing && !engine_lease_writing(ls) && !loop_timer_active(&t->renew_timer))
         engine_term_finish(ls);
     else if (!t)
         engine_try_acquire(ls);
@@ -316,7 +318,7 @@ static bool start_removal(lease_state *ls)
 
 bool engine_podlabel_clear(lease_state *ls)
 {
-    if (ls->label.busy || ls->label.writing || loop_timer_active(&ls->label.retry_timer))
+    if (ls->label.busy || engine_lease_writing(ls) || loop_timer_active(&ls->label.retry_timer))
         return false;
     if (!ls->exists || !ls->record.pod_label[0] || recorded_removed(ls))
         return true;
@@ -336,16 +338,18 @@ const char *engine_podlabel_for_write(const lease_state *ls)
 static void stale_written(void *ctx, const store_result *res)
 {
     lease_state *ls = ctx;
-    ls->label.writing = false;
+    engine_write_end(ls);
     if (res->status == STORE_OK)
         engine_adopt_record(ls, &res->lease, engine_now_ms(ls->e));
-    /* A conflict: someone wrote the Lease meanwhile; the watch brings it. */
+    /* A conflict: someone wrote the Lease meanwhile; the watch brings it.
+     * Resumes waited for this write. */
+    engine_process_resumes(ls);
     engine_try_acquire(ls);
 }
 
 void engine_podlabel_clear_stale(lease_state *ls)
 {
-    if (!ls->exists || !ls->record.pod_label[0] || ls->label.writing)
+    if (!ls->exists || !ls->record.pod_label[0] || engine_lease_writing(ls))
         return;
     if (ls->record.holder[0] && !engine_record_expired(ls, engine_now_ms(ls->e)))
         return; /* a live term (on another replica) owns its label */
@@ -355,7 +359,7 @@ void engine_podlabel_clear_stale(lease_state *ls)
     rec.pod_label[0] = '\0';
     rec.handoff_to[0] = '\0'; /* the term is over: nothing left to hand off */
     rec.handed_to = 0;
-    ls->label.writing = true;
+    engine_write_begin(ls, WRITE_LABEL_STALE, 0);
     log_event(LOG_INFO, "pod_label_stale_cleared", "ns=%s lease=%s", ls->ns, ls->name);
     ls->e->store->ops->update(ls->e->store, &rec, timeout_ms(ls), stale_written, ls);
 }

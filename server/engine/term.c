@@ -22,7 +22,7 @@ static void term_schedule_guard(lease_state *ls);
 
 static const char *term_state_name(term_state s)
 {
-    static const char *const names[] = {"leading", "renewing", "ending", "releasing"};
+    static const char *const names[] = {"leading", "ending"};
     return names[s];
 }
 
@@ -229,7 +229,7 @@ static void renew_reread_done(void *ctx, const store_result *read)
     store_result answer;
     as_renewal_answer(ls, read, &answer);
     if (answer.status == STORE_OK)
-        t->renew_sent_ms = sent; /* the term goes on from the renewal that landed */
+        ls->write.sent_ms = sent; /* the term goes on from the renewal that landed */
     renew_done(ls, &answer);
 }
 
@@ -238,23 +238,23 @@ static void renew_done(void *ctx, const store_result *r)
     lease_state *ls = ctx;
     term *t = ls->term;
     if (r->status == STORE_CONFLICT && t->unanswered_us) {
-        reread_after_conflict(ls, renew_reread_done);
+        reread_after_conflict(ls, renew_reread_done); /* the slot stays the renewal's */
         return;
     }
+    int64_t sent = engine_write_end(ls).sent_ms;
     if (r->status == STORE_OK) {
         t->unanswered_us = 0;
     } else if (r->status == STORE_UNAVAILABLE || r->status == STORE_INTERNAL) {
         t->unanswered_us = t->writing_us;
-        t->unanswered_sent_ms = t->renew_sent_ms;
+        t->unanswered_sent_ms = sent;
     }
-    int64_t sent = t->renew_sent_ms;
     int64_t now = engine_now_ms(ls->e);
-    /* A term is never freed while its renewal is in flight (term_end waits). */
+    /* A term is never freed while its renewal is in flight (engine_term_end
+     * leaves it to this). */
     if (t->state == TERM_ENDING) {
         renew_done_ending(ls, r, now);
         return;
     }
-    term_set(ls, t, TERM_LEADING);
     if (r->status == STORE_OK) {
         metrics_add("kubelease_renewals_total", "", 1);
         engine_history_renewed(ls, r->lease.renew_time_us);
@@ -305,8 +305,13 @@ static void renew_fire(void *arg)
     /* A term whose stream is gone is not renewed: it ends at granted_until. */
     if (t->state != TERM_LEADING || !t->owner)
         return;
-    t->renew_sent_ms = engine_now_ms(ls->e);
-    term_set(ls, t, TERM_RENEWING);
+    if (engine_lease_writing(ls)) {
+        /* Only the term writes a Lease it holds, one write at a time; should
+         * another write be in flight, the renewal follows it. */
+        schedule_renew(ls, engine_now_ms(ls->e) + 200);
+        return;
+    }
+    engine_write_begin(ls, WRITE_RENEW, t->owner->id);
     store_lease rec = ls->record;
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
     engine_copy_str(rec.holder, sizeof rec.holder, t->identity);
@@ -427,7 +432,8 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     engine_send_event(&c->listener, &ev);
     /* Renewals stop while the term has no stream (renew_fire): they start
      * again with its holder. */
-    if (t->state == TERM_LEADING && (revalue || !loop_timer_active(&t->renew_timer)))
+    if (t->state == TERM_LEADING && !engine_lease_writing(ls) &&
+        (revalue || !loop_timer_active(&t->renew_timer)))
         schedule_renew(ls, engine_now_ms(ls->e));
     engine_podlabel_apply(ls);
 }
@@ -435,7 +441,7 @@ void engine_term_reattach(lease_state *ls, candidate *c)
 void engine_term_renew_now(lease_state *ls)
 {
     term *t = ls->term;
-    if (t && t->state == TERM_LEADING && t->owner)
+    if (t && t->state == TERM_LEADING && t->owner && !engine_lease_writing(ls))
         schedule_renew(ls, engine_now_ms(ls->e));
 }
 
@@ -522,10 +528,9 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
         engine_candidate_end(t->owner, reason, t->epoch, msg);
     loop_timer_stop(&t->renew_timer);
     loop_timer_stop(&t->guard_timer);
-    bool renewing = t->state == TERM_RENEWING;
     term_set(ls, t, TERM_ENDING);
     t->release_wanted = release;
-    if (!renewing)
+    if (!engine_lease_writing(ls)) /* else the renewal's end finishes it */
         engine_term_finish_when_due(ls);
 }
 
@@ -589,19 +594,21 @@ static void release_reread_done(void *ctx, const store_result *read)
         release_done(ls, &answer);
         return;
     }
+    engine_write_end(ls);
     engine_copy_str(t->rv, sizeof t->rv, answer.lease.resource_version);
     if (engine_rv_newer(answer.lease.resource_version, ls->record.resource_version))
         engine_adopt_record(ls, &answer.lease, engine_now_ms(ls->e));
-    engine_term_finish(ls);
+    engine_term_finish(ls); /* the release again, on that renewal */
 }
 
 static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     if (r->status == STORE_CONFLICT && ls->term->unanswered_us) {
-        reread_after_conflict(ls, release_reread_done);
+        reread_after_conflict(ls, release_reread_done); /* the slot stays the release's */
         return;
     }
+    engine_write_end(ls);
     int64_t now = engine_now_ms(ls->e);
     if (r->status == STORE_OK) {
         engine_adopt_record(ls, &r->lease, now);
@@ -620,7 +627,7 @@ static void release_done(void *ctx, const store_result *r)
     engine_try_acquire(ls);
 }
 
-/* The second half of term_end, once no renewal of the term is in flight:
+/* The second half of term_end, once no write of the term is in flight:
  * release the Lease if asked and it is still this term's, else forget it.
  * The release waits until the Pod label the Lease records is off its Pod
  * (docs/design.md, rule 9): podlabel.c calls this again when it is. */
@@ -642,7 +649,7 @@ void engine_term_finish(lease_state *ls)
         return;
     if (engine_handoff_transfer(ls))
         return;
-    term_set(ls, t, TERM_RELEASING);
+    engine_write_begin(ls, WRITE_RELEASE, t->owner ? t->owner->id : 0);
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
     store_lease rel = ls->record;
     engine_copy_str(rel.resource_version, sizeof rel.resource_version, t->rv);
