@@ -57,11 +57,12 @@ static void reread_done(void *ctx, const store_result *r)
         engine_on_watch(ls, STORE_EVENT_PUT, &r->lease);
         return;
     }
+    if (moved) {
+        engine_lease_next(ls);
+        return;
+    }
     engine_process_resumes(ls);
-    if (moved)
-        engine_try_acquire(ls);
-    else
-        retry_later(ls, *engine_campaign_slot(ls->e, w.by));
+    retry_later(ls, *engine_campaign_slot(ls->e, w.by));
 }
 
 /* The read back holds the write slot for the acquisition's candidate by. */
@@ -335,7 +336,7 @@ void engine_try_acquire(lease_state *ls)
     if (!ls->synced || atomic_load(&ls->e->stopping) || epoch_exhausted(ls))
         return;
     if (ls->term || engine_lease_writing(ls))
-        return; /* the write's end comes back here */
+        return; /* the write's end (engine_lease_next) comes back here */
     if (recognise_lost_write(ls))
         return;
     if (claim_handed_to(ls, engine_now_ms(ls->e)))
@@ -384,7 +385,7 @@ void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int6
     rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
     rec.transitions = epoch; /* larger than the term handed off (rule 4) */
     /* The Pod label of the term handed off is off its Pod by now
-     * (engine_term_finish clears it first); the new term's is recorded as
+     * (engine_lease_next clears it first); the new term's is recorded as
      * any acquisition's (rule 9). */
     engine_podlabel_format(ls, &c->req.label, rec.pod_label, sizeof rec.pod_label);
     set_value(&rec, &c->req);
@@ -408,7 +409,7 @@ static void remote_transfer_done(void *ctx, const store_result *r)
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);
     engine_schedule_expiry(ls);
-    engine_try_acquire(ls);
+    engine_lease_next(ls);
 }
 
 int engine_acquire_transfer_remote(lease_state *ls, const char *identity, const char *rv,
@@ -480,7 +481,7 @@ void engine_try_resume(lease_state *ls, candidate *c)
         return;
     }
     if (!t && engine_lease_writing(ls))
-        return; /* decided when the write in flight ends */
+        return; /* decided when the write in flight ends (engine_lease_next) */
     engine_candidate_end(
         c, ENGINE_LOST_RESUME_FAILED, c->req.resume_epoch,
         "the term to resume is over (the Lease has another holder or epoch, or expired)");

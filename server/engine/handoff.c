@@ -113,9 +113,7 @@ static void request_done(void *ctx, const store_result *r)
                                       "try again");
     else
         engine_handoff_answer_pending(ls, ENGINE_UNAVAILABLE, r->message);
-    /* What waited for this write (a resume, an acquisition) goes on. */
-    engine_process_resumes(ls);
-    engine_try_acquire(ls);
+    engine_lease_next(ls);
 }
 
 /* A Handoff reaching a replica that does not serve the live term (held by

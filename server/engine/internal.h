@@ -18,7 +18,8 @@
  *   check.c     CheckEpoch, a cached read answered as a fencing check
  *   candidates.c ListCandidates
  *   handoff.c   Handoff: a term handed to a standby in one write
- *   write.c     each Lease's one write in flight (the write slot)
+ *   write.c     each Lease's one write in flight (the write slot) and
+ *               what the Lease does when a write ends (engine_lease_next)
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   podlabel.c  the Pod label of a term: recorded (signed) in the Lease,
  *               set, re-applied, removed before the Lease changes hands
@@ -122,7 +123,7 @@ struct watcher {
 typedef enum term_state {
     TERM_LEADING, /* held: renewed, confirmed */
     TERM_ENDING,  /* over: finished (released, handed off or forgotten) by
-                     engine_term_finish once no write is in flight and it is due */
+                     engine_lease_next once no write is in flight and it is due */
 } term_state;
 
 /* A term lives while its holder keeps confirming it. The engine renews the
@@ -163,7 +164,6 @@ struct term {
     /* The Pod label this term wants, as the Lease records it (podlabel.c;
      * "" none). */
     char label[STORE_POD_LABEL_MAX];
-    bool finishing; /* engine_term_finish has run (podlabel.c runs it again) */
     /* The label is to be put on its Pod (again): set at the start, after
      * each renewal and by SetPodLabel; cleared when the patch starts. */
     bool label_due;
@@ -504,8 +504,18 @@ const char *engine_write_name(lease_write w);
 /* Takes ls's write slot (free: engine_lease_writing is false) for what, on
  * behalf of campaign by (0: none), sent now. */
 void engine_write_begin(lease_state *ls, lease_write what, uint64_t by);
-/* Frees ls's write slot and returns what it held. */
+/* Frees ls's write slot and returns what it held. The caller then acts on
+ * the result and, unless it retries later or starts the next write
+ * itself, calls engine_lease_next. */
 lease_write_slot engine_write_end(lease_state *ls);
+/* What ls does next, decided here once a write or a Pod request has ended
+ * (or a timer it waited for fired): nothing while a write is in flight;
+ * for a term that is over and due, its recorded Pod label off its Pod
+ * (rule 9), then a handoff's transfer or else the release (rule 3), or,
+ * when the Lease is no longer the term's, the term forgotten; for a live
+ * term, its Pod label; with no term, the resumes waiting, then an
+ * acquisition (engine_try_acquire). */
+void engine_lease_next(lease_state *ls);
 
 /* --- request.c --- */
 
@@ -551,8 +561,9 @@ void engine_handoff_answer_pending(lease_state *ls, engine_code code, const char
 
 /* --- term.c, for handoff.c --- */
 
-/* Finishes an ended term (release or transfer) now if its finish_at_ms
- * has come and no write is in flight; else when they allow. */
+/* Finishes an ended term (release or transfer, engine_lease_next) now if
+ * its finish_at_ms has come and no write is in flight; else when they
+ * allow. */
 void engine_term_finish_when_due(lease_state *ls);
 
 /* --- acquire.c, for handoff.c --- */
@@ -658,9 +669,16 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec);
 void engine_term_answer_resign(lease_state *ls, bool released);
 /* Frees ls's term without any callback. */
 void engine_term_free(lease_state *ls);
-/* The second half of engine_term_end once no write is in flight: release
- * the Lease (after its Pod label is removed) or forget the term. */
-void engine_term_finish(lease_state *ls);
+/* For engine_lease_next: true when ls's term (over) is due to be finished
+ * now (not before its finish_at_ms, nor while a release waits to be tried
+ * again); true when the Lease is still the term's to release (release
+ * wanted, the record shows its holder and epoch); the release itself
+ * (compare-and-swap on the term's last write, rule 3); and the term
+ * forgotten without a write. */
+bool engine_term_finish_due(const lease_state *ls);
+bool engine_term_releasable(const lease_state *ls);
+void engine_term_release(lease_state *ls);
+void engine_term_forget(lease_state *ls);
 
 /* --- acquire.c --- */
 
@@ -732,8 +750,8 @@ void engine_podlabel_display(const lease_state *ls, char *out, size_t n);
 bool engine_podlabel_key_allowed(const engine *e, const char *key);
 /* True when the label the Lease records (if any) is off its Pod and no Pod
  * request is in flight: the record may change hands. Else starts (or waits
- * for) the removal and returns false; the caller is run again when it has
- * landed (engine_term_finish or engine_try_acquire). Removals that keep failing
+ * for) the removal and returns false; engine_lease_next runs again when it
+ * has landed. Removals that keep failing
  * are given up after the Lease's leaseDurationSeconds (docs/design.md,
  * rule 9). A recorded label whose MAC does not verify, or whose key is not
  * allowed, is ignored: never acted on, counted, and cleared from the Lease
@@ -751,6 +769,10 @@ void engine_podlabel_clear_stale(lease_state *ls);
  * renewal). When the term wants another label than the Lease records, the
  * recorded one is removed first, then a renewal records the new one. */
 void engine_podlabel_apply(lease_state *ls);
+/* What the live term's label needs next, if anything (engine_lease_next):
+ * the recorded label off its Pod when the term wants another, the wanted
+ * one recorded by a renewal, then set when due. */
+void engine_podlabel_step(lease_state *ls);
 /* SetPodLabel by ls's holder (podlabel_admit.c): the term now wants label
  * (formatted); the call is answered once it is on (or off) the Pod, or
  * failed; an earlier one still waiting is answered FAILED_PRECONDITION. */

@@ -186,25 +186,11 @@ void engine_podlabel_answer(lease_state *ls, engine_code code, const char *msg)
     done(ctx, &r);
 }
 
-static void label_step(lease_state *ls);
-
-/* After a Pod request or a retry: whoever waits for the label goes on (a
- * term that is over, once no write of it is in flight nor a release waits
- * to be tried again). */
-static void label_next(lease_state *ls)
-{
-    term *t = ls->term;
-    if (t && t->finishing && !engine_lease_writing(ls) && !loop_timer_active(&t->renew_timer))
-        engine_term_finish(ls);
-    else if (!t)
-        engine_try_acquire(ls);
-    else
-        label_step(ls);
-}
-
+/* After a Pod request or a retry, whoever waits for the label goes on:
+ * engine_lease_next decides who. */
 static void retry_fire(void *arg)
 {
-    label_next(arg);
+    engine_lease_next(arg);
 }
 
 static bool recorded_removed(const lease_state *ls)
@@ -266,7 +252,7 @@ static void remove_done(void *ctx, const store_result *res)
             tell_holder(ls, ENGINE_LABEL_REMOVED, ENGINE_OK, &l, "");
         else if (for_holder && t->owner)
             engine_podlabel_event(t->owner, ENGINE_LABEL_REMOVED, &l, "");
-        label_next(ls);
+        engine_lease_next(ls);
         return;
     }
     count_error("remove", res->status);
@@ -282,7 +268,7 @@ static void remove_done(void *ctx, const store_result *res)
                   ls->name, log_q(rec), store_status_name(res->status), log_q(res->message));
         metrics_add("kubelease_pod_label_given_up_total", "", 1);
         mark_removed(ls, rec, epoch);
-        label_next(ls);
+        engine_lease_next(ls);
         return;
     }
     log_event(LOG_WARN, "pod_label_remove_failed", "ns=%s lease=%s label=%s status=%s msg=%s",
@@ -341,10 +327,8 @@ static void stale_written(void *ctx, const store_result *res)
     engine_write_end(ls);
     if (res->status == STORE_OK)
         engine_adopt_record(ls, &res->lease, engine_now_ms(ls->e));
-    /* A conflict: someone wrote the Lease meanwhile; the watch brings it.
-     * Resumes waited for this write. */
-    engine_process_resumes(ls);
-    engine_try_acquire(ls);
+    /* A conflict: someone wrote the Lease meanwhile; the watch brings it. */
+    engine_lease_next(ls);
 }
 
 void engine_podlabel_clear_stale(lease_state *ls)
@@ -388,13 +372,10 @@ static void set_done(void *ctx, const store_result *res)
         if (current)
             tell_holder(ls, ENGINE_LABEL_FAILED, ENGINE_OK, &l, msg);
     }
-    label_next(ls);
+    engine_lease_next(ls);
 }
 
-/* What the live term's label needs next, if anything: the recorded label
- * off its Pod when the term wants another, the wanted one recorded, then
- * set (when due). */
-static void label_step(lease_state *ls)
+void engine_podlabel_step(lease_state *ls)
 {
     term *t = ls->term;
     if (!term_live(t) || ls->label.busy || loop_timer_active(&ls->label.retry_timer))
@@ -437,7 +418,7 @@ void engine_podlabel_apply(lease_state *ls)
     if (!term_live(ls->term))
         return;
     ls->term->label_due = true;
-    label_step(ls);
+    engine_podlabel_step(ls);
 }
 
 void engine_podlabel_change(lease_state *ls, const char *label, engine_done done, void *ctx)

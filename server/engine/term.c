@@ -538,7 +538,7 @@ static void finish_fire(void *arg)
 {
     lease_state *ls = arg;
     ls->term->finish_pending = false;
-    engine_term_finish(ls);
+    engine_lease_next(ls);
 }
 
 void engine_term_finish_when_due(lease_state *ls)
@@ -551,12 +551,18 @@ void engine_term_finish_when_due(lease_state *ls)
     }
     t->finish_pending = false;
     loop_timer_stop(&t->guard_timer);
-    engine_term_finish(ls);
+    engine_lease_next(ls);
+}
+
+bool engine_term_finish_due(const lease_state *ls)
+{
+    const term *t = ls->term;
+    return !t->finish_pending && !loop_timer_active(&t->renew_timer);
 }
 
 static void release_retry_fire(void *arg)
 {
-    engine_term_finish(arg);
+    engine_lease_next(arg);
 }
 
 /* A release the apiserver did not take (timeout, reset, 429, 5xx, or 403
@@ -598,7 +604,7 @@ static void release_reread_done(void *ctx, const store_result *read)
     engine_copy_str(t->rv, sizeof t->rv, answer.lease.resource_version);
     if (engine_rv_newer(answer.lease.resource_version, ls->record.resource_version))
         engine_adopt_record(ls, &answer.lease, engine_now_ms(ls->e));
-    engine_term_finish(ls); /* the release again, on that renewal */
+    engine_lease_next(ls); /* the release again, on that renewal */
 }
 
 static void release_done(void *ctx, const store_result *r)
@@ -624,31 +630,29 @@ static void release_done(void *ctx, const store_result *r)
     engine_history_observe(ls);
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);
-    engine_try_acquire(ls);
+    engine_lease_next(ls);
 }
 
-/* The second half of term_end, once no write of the term is in flight:
- * release the Lease if asked and it is still this term's, else forget it.
- * The release waits until the Pod label the Lease records is off its Pod
- * (docs/design.md, rule 9): podlabel.c calls this again when it is. */
-void engine_term_finish(lease_state *ls)
+bool engine_term_releasable(const lease_state *ls)
+{
+    const term *t = ls->term;
+    return t->release_wanted && ls->exists && strcmp(ls->record.holder, t->identity) == 0 &&
+           ls->record.transitions == t->epoch;
+}
+
+void engine_term_forget(lease_state *ls)
+{
+    engine_handoff_drop(ls); /* a handoff of this term, if any, goes with it */
+    engine_term_answer_resign(ls, false);
+    engine_term_free(ls);
+    engine_history_observe(ls);
+}
+
+/* The release, once the term's label is off its Pod and no handoff takes
+ * its place (engine_lease_next). */
+void engine_term_release(lease_state *ls)
 {
     term *t = ls->term;
-    t->finishing = true;
-    if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
-        ls->record.transitions != t->epoch) {
-        engine_handoff_drop(ls); /* a handoff of this term, if any, goes with it */
-        engine_term_answer_resign(ls, false);
-        engine_term_free(ls);
-        engine_history_observe(ls);
-        engine_try_acquire(ls);
-        return;
-    }
-    /* The label first (rule 9), then a handoff's transfer or the release. */
-    if (!engine_podlabel_clear(ls))
-        return;
-    if (engine_handoff_transfer(ls))
-        return;
     engine_write_begin(ls, WRITE_RELEASE, t->owner ? t->owner->id : 0);
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
     store_lease rel = ls->record;
@@ -681,7 +685,7 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec)
     t->state = TERM_ENDING; /* born over */
     t->release_wanted = true;
     ls->term = t;
-    engine_term_finish(ls);
+    engine_lease_next(ls);
 }
 
 /* ---------- the leader value (docs/design.md, rule 10) ---------- */

@@ -1,4 +1,4 @@
-/* Each Lease's one write in flight.
+/* Each Lease's one write in flight and what the Lease does when it ends.
  *
  * A Lease has at most one store write in flight, whatever writes it: an
  * acquisition, a resume, a claim or a hand-over of a term (acquire.c), the
@@ -8,7 +8,11 @@
  * one answer to "is this Lease busy?". Every write is compare-and-swap on
  * a version its writer saw, so two of them in flight would make one fail
  * for nothing; one at a time, each starts from what the last one wrote.
- * Engine thread only. */
+ *
+ * When a write ends, its writer acts on the answer (a term starts, a
+ * renewal is adopted, a Handoff is answered) and then engine_lease_next
+ * decides what comes next, here and nowhere else, in the order the safety
+ * rules ask (docs/design.md, rules 3 and 9). Engine thread only. */
 #include "core/log.h"
 #include "engine/internal.h"
 
@@ -48,4 +52,48 @@ lease_write_slot engine_write_end(lease_state *ls)
               engine_write_name(w.what), (unsigned long long)w.by);
     ls->write = (lease_write_slot){0};
     return w;
+}
+
+/* A term that is over: once due, its recorded label comes off its Pod
+ * before the Lease changes hands (rule 9; podlabel.c calls
+ * engine_lease_next again when the removal has landed), then a handoff
+ * writes the standby's term in one compare-and-swap on the term's last
+ * write (rule 3), or else the Lease is released. A term whose Lease is no
+ * longer its own (superseded, deleted, resumed elsewhere) is forgotten:
+ * nothing is written, and the Lease goes on as one without a term (false:
+ * the caller goes on); true when nothing more is to do now (the term waits,
+ * or a write has started). */
+static bool finish_term(lease_state *ls)
+{
+    if (!engine_term_finish_due(ls))
+        return true; /* a timer calls engine_lease_next */
+    if (!engine_term_releasable(ls)) {
+        engine_term_forget(ls);
+        return false;
+    }
+    if (!engine_podlabel_clear(ls))
+        return true;
+    if (engine_handoff_transfer(ls))
+        return true; /* the term is gone; the transfer's end calls this again */
+    engine_term_release(ls);
+    return true;
+}
+
+void engine_lease_next(lease_state *ls)
+{
+    term *t = ls->term;
+    if (t && !engine_term_over(t)) {
+        /* A live term: its label (a Pod request, not a Lease write, so a
+         * renewal in flight does not hold it back). */
+        engine_podlabel_step(ls);
+        return;
+    }
+    if (engine_lease_writing(ls))
+        return; /* its end calls this again */
+    if (t && finish_term(ls))
+        return;
+    if (!ls->synced || atomic_load(&ls->e->stopping))
+        return;
+    engine_process_resumes(ls);
+    engine_try_acquire(ls);
 }
