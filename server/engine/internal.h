@@ -509,12 +509,13 @@ void engine_write_begin(lease_state *ls, lease_write what, uint64_t by);
  * itself, calls engine_lease_next. */
 lease_write_slot engine_write_end(lease_state *ls);
 /* What ls does next, decided here once a write or a Pod request has ended
- * (or a timer it waited for fired): nothing while a write is in flight;
- * for a term that is over and due, its recorded Pod label off its Pod
- * (rule 9), then a handoff's transfer or else the release (rule 3), or,
- * when the Lease is no longer the term's, the term forgotten; for a live
- * term, its Pod label; with no term, the resumes waiting, then an
- * acquisition (engine_try_acquire). */
+ * (or a timer it waited for fired): for a live term, its Pod label (a Pod
+ * request, so also while its renewal is in flight); else nothing while a
+ * write is in flight; for a term that is over, nothing before it is due,
+ * then its recorded Pod label off its Pod (rule 9), then a handoff's
+ * transfer or else the release (rule 3), or, when the Lease is no longer
+ * the term's, the term forgotten; with no term, the resumes waiting, then
+ * an acquisition (engine_try_acquire). */
 void engine_lease_next(lease_state *ls);
 
 /* --- request.c --- */
