@@ -4,10 +4,10 @@
  * fresh nonce, from which the term's token derives; a resuming candidate
  * takes back its own term, here or from another replica of the service, if
  * it is still valid (docs/design.md, rule 5) and it presents the term's
- * token (docs/design.md, rule 8). One write
- * at a time per lease; its state (acq_state) changes only in acq_set. A
- * foreign holder's expiry is a timer at the observed time plus its
- * leaseDurationSeconds. Engine thread only. */
+ * token (docs/design.md, rule 8). Each of these writes takes the Lease's
+ * one write slot (write.c) and ends it in its callback. A foreign holder's
+ * expiry is a timer at the observed time plus its leaseDurationSeconds.
+ * Engine thread only. */
 #include <string.h>
 
 #include "core/log.h"
@@ -15,22 +15,6 @@
 #include "engine/internal.h"
 
 #define REREAD_TIMEOUT_MS 2000
-
-static const char *acq_state_name(acq_state s)
-{
-    static const char *const names[] = {"idle",      "acquiring", "resuming",
-                                        "rereading", "claiming",  "handing"};
-    return names[s];
-}
-
-static void acq_set(lease_state *ls, acq_state state)
-{
-    if (ls->acq.state == state)
-        return;
-    log_event(LOG_DEBUG, "acquisition_state", "ns=%s lease=%s from=%s to=%s", ls->ns, ls->name,
-              acq_state_name(ls->acq.state), acq_state_name(state));
-    ls->acq.state = state;
-}
 
 static void retry_fire(void *arg)
 {
@@ -60,7 +44,7 @@ static void set_value(store_lease *rec, const engine_campaign_req *req)
 static void reread_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
-    acq_set(ls, ACQ_IDLE);
+    lease_write_slot w = engine_write_end(ls);
     bool newer =
         r->status == STORE_OK &&
         (!ls->exists || engine_rv_newer(r->lease.resource_version, ls->record.resource_version));
@@ -73,16 +57,18 @@ static void reread_done(void *ctx, const store_result *r)
         engine_on_watch(ls, STORE_EVENT_PUT, &r->lease);
         return;
     }
+    if (moved) {
+        engine_lease_next(ls);
+        return;
+    }
     engine_process_resumes(ls);
-    if (moved)
-        engine_try_acquire(ls);
-    else
-        retry_later(ls, *engine_campaign_slot(ls->e, ls->acq.campaign_id));
+    retry_later(ls, *engine_campaign_slot(ls->e, w.by));
 }
 
-static void reread(lease_state *ls)
+/* The read back holds the write slot for the acquisition's candidate by. */
+static void reread(lease_state *ls, uint64_t by)
 {
-    acq_set(ls, ACQ_REREADING);
+    engine_write_begin(ls, WRITE_REREAD, by);
     ls->e->store->ops->get(ls->e->store, ls->ns, ls->name, REREAD_TIMEOUT_MS, reread_done, ls);
 }
 
@@ -100,14 +86,14 @@ static void claim_failed(lease_state *ls, const store_result *r)
 static void acquire_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
-    bool resume = ls->acq.state == ACQ_RESUMING;
-    bool claim = ls->acq.state == ACQ_CLAIMING;
-    acq_set(ls, ACQ_IDLE);
+    lease_write_slot w = engine_write_end(ls);
+    bool resume = w.what == WRITE_RESUME;
+    bool claim = w.what == WRITE_CLAIM;
     log_event(LOG_DEBUG, "acquire_done", "ns=%s lease=%s status=%s rv=%s", ls->ns, ls->name,
               store_status_name(r->status),
               r->status == STORE_OK ? r->lease.resource_version : "-");
-    candidate *c = *engine_campaign_slot(ls->e, ls->acq.campaign_id);
-    int64_t sent = ls->acq.sent_ms;
+    candidate *c = *engine_campaign_slot(ls->e, w.by);
+    int64_t sent = w.sent_ms;
     if (r->status == STORE_OK) {
         ls->acq.lost.epoch = 0;
         if (!c || ls->term) {
@@ -129,7 +115,7 @@ static void acquire_done(void *ctx, const store_result *r)
         /* Lost the race, most likely: the Lease is read back rather than
          * waiting for the watch, which may never bring anything if the
          * conflict came from something other than a newer write. */
-        reread(ls);
+        reread(ls, w.by);
         return;
     }
     log_event(LOG_WARN, "acquire_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
@@ -138,7 +124,7 @@ static void acquire_done(void *ctx, const store_result *r)
         /* The answer is lost, not necessarily the write. */
         ls->acq.lost.epoch = ls->acq.epoch;
         ls->acq.lost.sent_ms = sent;
-        ls->acq.lost.campaign_id = ls->acq.campaign_id;
+        ls->acq.lost.campaign_id = w.by;
         engine_copy_str(ls->acq.lost.nonce, sizeof ls->acq.lost.nonce, ls->acq.nonce);
     }
     retry_later(ls, c);
@@ -167,11 +153,12 @@ void engine_schedule_expiry(lease_state *ls)
     loop_timer_start(&ls->expiry_timer, due, expiry_fire, ls);
 }
 
-/* Writes rec for c: a new term (ACQ_ACQUIRING, with a fresh nonce), a
- * resumed one (ACQ_RESUMING) or one handed to it (ACQ_CLAIMING). */
-static void write_for(lease_state *ls, candidate *c, bool create, store_lease *rec, acq_state state)
+/* Writes rec for c: a new term (WRITE_ACQUIRE, with a fresh nonce), a
+ * resumed one (WRITE_RESUME) or one handed to it (WRITE_CLAIM). */
+static void write_for(lease_state *ls, candidate *c, bool create, store_lease *rec,
+                      lease_write what)
 {
-    if (state == ACQ_ACQUIRING && engine_token_nonce(rec->term_nonce) != 0) {
+    if (what == WRITE_ACQUIRE && engine_token_nonce(rec->term_nonce) != 0) {
         /* No randomness, no token: no term (tried again a retry period later). */
         log_event(LOG_ERROR, "acquire_failed", "ns=%s lease=%s msg=%s", ls->ns, ls->name,
                   log_q("the random generator failed"));
@@ -181,12 +168,10 @@ static void write_for(lease_state *ls, candidate *c, bool create, store_lease *r
                              retry_fire, ls);
         return;
     }
-    ls->acq.campaign_id = c->id;
-    ls->acq.sent_ms = engine_now_ms(ls->e);
     ls->acq.epoch = rec->transitions;
     engine_copy_str(ls->acq.nonce, sizeof ls->acq.nonce, rec->term_nonce);
     engine_copy_str(ls->acq.base_rv, sizeof ls->acq.base_rv, create ? "" : rec->resource_version);
-    acq_set(ls, state);
+    engine_write_begin(ls, what, c->id);
     int timeout = engine_request_timeout_ms(c->req.renew_deadline_s);
     log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
               ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
@@ -209,7 +194,7 @@ static void acquire_absent(lease_state *ls, candidate *c, store_lease *rec, int6
         return;
     }
     rec->transitions = 1;
-    write_for(ls, c, true, rec, ACQ_ACQUIRING);
+    write_for(ls, c, true, rec, WRITE_ACQUIRE);
 }
 
 /* The Lease's preferred holder (spec.preferredHolder) if it waits here,
@@ -295,7 +280,7 @@ static bool claim_handed_to(lease_state *ls, int64_t now)
     set_value(&rec, &c->req);
     log_event(LOG_INFO, "handoff_claim", "ns=%s lease=%s holder=%s epoch=%lld", ls->ns, ls->name,
               log_q(rec.holder), (long long)rec.transitions);
-    write_for(ls, c, false, &rec, ACQ_CLAIMING);
+    write_for(ls, c, false, &rec, WRITE_CLAIM);
     return true;
 }
 
@@ -340,8 +325,7 @@ static bool epoch_exhausted(lease_state *ls)
     }
     KL__LIST_FOREACH_SAFE (link, &ls->candidates) {
         candidate *c = engine_candidate_of(link);
-        if (c->state == CAMPAIGN_STANDBY &&
-            !(ls->acq.state != ACQ_IDLE && ls->acq.campaign_id == c->id))
+        if (c->state == CAMPAIGN_STANDBY && !(engine_lease_writing(ls) && ls->write.by == c->id))
             engine_candidate_refuse(c, ENGINE_FAILED_PRECONDITION, msg);
     }
     return true;
@@ -351,8 +335,8 @@ void engine_try_acquire(lease_state *ls)
 {
     if (!ls->synced || atomic_load(&ls->e->stopping) || epoch_exhausted(ls))
         return;
-    if (ls->term || ls->acq.state != ACQ_IDLE)
-        return;
+    if (ls->term || engine_lease_writing(ls))
+        return; /* the write's end (engine_lease_next) comes back here */
     if (recognise_lost_write(ls))
         return;
     if (claim_handed_to(ls, engine_now_ms(ls->e)))
@@ -387,7 +371,7 @@ void engine_try_acquire(lease_state *ls)
      * the same identity. */
     rec.transitions = ls->record.transitions + 1;
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, ls->record.resource_version);
-    write_for(ls, c, false, &rec, ACQ_ACQUIRING);
+    write_for(ls, c, false, &rec, WRITE_ACQUIRE);
 }
 
 void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int64_t epoch)
@@ -401,11 +385,11 @@ void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int6
     rec.acquire_time_us = rec.renew_time_us = engine_wall_us(ls->e);
     rec.transitions = epoch; /* larger than the term handed off (rule 4) */
     /* The Pod label of the term handed off is off its Pod by now
-     * (engine_term_finish clears it first); the new term's is recorded as
+     * (engine_lease_next clears it first); the new term's is recorded as
      * any acquisition's (rule 9). */
     engine_podlabel_format(ls, &c->req.label, rec.pod_label, sizeof rec.pod_label);
     set_value(&rec, &c->req);
-    write_for(ls, c, false, &rec, ACQ_ACQUIRING);
+    write_for(ls, c, false, &rec, WRITE_ACQUIRE);
 }
 
 /* The transfer to a standby of another replica landed (or not): nothing
@@ -414,7 +398,7 @@ void engine_acquire_transfer(lease_state *ls, candidate *c, const char *rv, int6
 static void remote_transfer_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
-    acq_set(ls, ACQ_IDLE);
+    engine_write_end(ls);
     log_event(r->status == STORE_OK ? LOG_INFO : LOG_WARN, "handoff_transferred",
               "ns=%s lease=%s to=%s epoch=%lld status=%s msg=%s", ls->ns, ls->name,
               r->status == STORE_OK ? log_q(r->lease.holder) : "-", (long long)ls->acq.epoch,
@@ -425,7 +409,7 @@ static void remote_transfer_done(void *ctx, const store_result *r)
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);
     engine_schedule_expiry(ls);
-    engine_try_acquire(ls);
+    engine_lease_next(ls);
 }
 
 int engine_acquire_transfer_remote(lease_state *ls, const char *identity, const char *rv,
@@ -444,12 +428,10 @@ int engine_acquire_transfer_remote(lease_state *ls, const char *identity, const 
     rec.handed_to = epoch;   /* for the standby's replica to claim */
     /* No Pod label: the standby's replica records its own when it claims
      * (engine_podlabel_apply, as after a resume). */
-    ls->acq.campaign_id = 0;
-    ls->acq.sent_ms = engine_now_ms(ls->e);
     ls->acq.epoch = epoch;
     engine_copy_str(ls->acq.nonce, sizeof ls->acq.nonce, rec.term_nonce);
     engine_copy_str(ls->acq.base_rv, sizeof ls->acq.base_rv, rv);
-    acq_set(ls, ACQ_HANDING);
+    engine_write_begin(ls, WRITE_HAND, 0);
     ls->e->store->ops->update(ls->e->store, &rec, timeout_ms, remote_transfer_done, ls);
     return 0;
 }
@@ -481,7 +463,7 @@ void engine_try_resume(lease_state *ls, candidate *c)
     }
     if (!t && ls->exists && strcmp(ls->record.holder, c->req.identity) == 0 &&
         ls->record.transitions == c->req.resume_epoch && !engine_record_expired(ls, now) &&
-        ls->acq.state == ACQ_IDLE) {
+        !engine_lease_writing(ls)) {
         if (!engine_token_matches_record(ls, c->req.term_token)) {
             refuse_resume(ls, c);
             return;
@@ -495,11 +477,11 @@ void engine_try_resume(lease_state *ls, candidate *c)
         rec.lease_duration_s = c->req.lease_duration_s;
         set_value(&rec, &c->req); /* the holder's current one */
         engine_campaign_set(c, CAMPAIGN_STANDBY);
-        write_for(ls, c, false, &rec, ACQ_RESUMING);
+        write_for(ls, c, false, &rec, WRITE_RESUME);
         return;
     }
-    if (ls->acq.state != ACQ_IDLE)
-        return; /* decided when the write in flight completes */
+    if (!t && engine_lease_writing(ls))
+        return; /* decided when the write in flight ends (engine_lease_next) */
     engine_candidate_end(
         c, ENGINE_LOST_RESUME_FAILED, c->req.resume_epoch,
         "the term to resume is over (the Lease has another holder or epoch, or expired)");

@@ -101,7 +101,7 @@ void engine_handoff_answer_pending(lease_state *ls, engine_code code, const char
 static void request_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
-    ls->handoff_req.writing = false;
+    engine_write_end(ls);
     log_event(r->status == STORE_OK ? LOG_INFO : LOG_WARN, "handoff_requested",
               "ns=%s lease=%s to=%s status=%s msg=%s", ls->ns, ls->name, log_q(ls->handoff_req.to),
               store_status_name(r->status), log_q(r->message));
@@ -113,6 +113,7 @@ static void request_done(void *ctx, const store_result *r)
                                       "try again");
     else
         engine_handoff_answer_pending(ls, ENGINE_UNAVAILABLE, r->message);
+    engine_lease_next(ls);
 }
 
 /* A Handoff reaching a replica that does not serve the live term (held by
@@ -124,7 +125,7 @@ static void request_done(void *ctx, const store_result *r)
  * replica cannot know whether it campaigns anywhere). */
 static bool request_through_lease(cmd *k, lease_state *ls, const char *holder)
 {
-    if (ls->term || ls->handoff_req.writing || k->req.identity[0])
+    if (ls->term || engine_lease_writing(ls) || k->req.identity[0])
         return false;
     candidate *c = handoff_target(ls, holder, k->to);
     if (!c)
@@ -132,7 +133,7 @@ static bool request_through_lease(cmd *k, lease_state *ls, const char *holder)
     store_lease rec = ls->record;
     engine_copy_str(rec.handoff_to, sizeof rec.handoff_to, c->req.identity);
     engine_copy_str(ls->handoff_req.to, sizeof ls->handoff_req.to, c->req.identity);
-    ls->handoff_req.writing = true;
+    engine_write_begin(ls, WRITE_HANDOFF_REQ, c->id);
     ls->handoff_req.done = k->done;
     ls->handoff_req.ctx = k->ctx;
     log_event(LOG_INFO, "handoff_request", "ns=%s lease=%s holder=%s epoch=%lld to=%s", ls->ns,
@@ -262,7 +263,7 @@ static void adopt_request(lease_state *ls, term *t)
  * marked handed-to, that its replica claims; nothing starts here. */
 static bool transfer_remote(lease_state *ls, term *t, const char *to)
 {
-    if (ls->acq.state != ACQ_IDLE)
+    if (engine_lease_writing(ls))
         return false;
     char rv[STORE_RV_MAX], id[STORE_HOLDER_MAX];
     engine_copy_str(rv, sizeof rv, t->rv);
@@ -294,7 +295,7 @@ bool engine_handoff_transfer(lease_state *ls)
     if (!id)
         return false;
     candidate *c = *engine_campaign_slot(ls->e, id);
-    if (!c || c->ls != ls || c->state != CAMPAIGN_STANDBY || ls->acq.state != ACQ_IDLE)
+    if (!c || c->ls != ls || c->state != CAMPAIGN_STANDBY || engine_lease_writing(ls))
         return false; /* gone, or busy: release as usual; the next in line follows */
     char rv[STORE_RV_MAX];
     engine_copy_str(rv, sizeof rv, t->rv);

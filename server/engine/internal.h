@@ -18,6 +18,8 @@
  *   check.c     CheckEpoch, a cached read answered as a fencing check
  *   candidates.c ListCandidates
  *   handoff.c   Handoff: a term handed to a standby in one write
+ *   write.c     each Lease's one write in flight (the write slot) and
+ *               what the Lease does when a write ends (engine_lease_next)
  *   token.c     term tokens: the key, nonces, HMACs, comparisons
  *   podlabel.c  the Pod label of a term: recorded (signed) in the Lease,
  *               set, re-applied, removed before the Lease changes hands
@@ -115,16 +117,19 @@ struct watcher {
     unsigned sent_gen; /* the lease_state.view.gen of the last state sent */
 };
 
-/* Where a term is in its life (term.c's term_set). */
+/* Where a term is in its life (term.c's term_set). Whether one of its
+ * writes (a renewal, the release) is in flight is the Lease's write slot's
+ * to say (lease_state.write). */
 typedef enum term_state {
-    TERM_LEADING,   /* held; the next renewal is scheduled */
-    TERM_RENEWING,  /* held; a renewal is in flight */
-    TERM_ENDING,    /* over; waiting for the renewal in flight */
-    TERM_RELEASING, /* over; the release is in flight */
+    TERM_LEADING, /* held: renewed, confirmed */
+    TERM_ENDING,  /* over: finished (released, handed off or forgotten) by
+                     engine_lease_next once no write is in flight and it is due */
 } term_state;
 
 /* A term lives while its holder keeps confirming it. The engine renews the
- * Lease every retry period; each Confirm grants at most
+ * Lease every third of its lease duration, sooner when the renew deadline
+ * needs it, never more often than every retry period (term.c,
+ * renew_interval_ms); each Confirm grants at most
  *   min(last renewal send time + renewDeadline, now + grant) - now
  * and granted_until remembers the latest such deadline. When it passes
  * without a fresher Confirm (holder dead, frozen, or its stream gone), the
@@ -140,11 +145,10 @@ struct term {
     int32_t lease_s, renew_s, retry_s;
     int64_t renewed_sent_ms; /* send time of the last successful write */
     int64_t granted_until_ms;
-    int64_t confirmed_ms; /* the last grant: the holder's last sign of life */
-    bool release_wanted;  /* once over: release the Lease (else just forget the term) */
-    loop_timer renew_timer;
+    int64_t confirmed_ms;    /* the last grant: the holder's last sign of life */
+    bool release_wanted;     /* once over: release the Lease (else just forget the term) */
+    loop_timer renew_timer;  /* the next renewal; once over, a release tried again */
     loop_timer guard_timer;  /* fires at granted_until / the renew deadline */
-    int64_t renew_sent_ms;   /* send time of the renewal in flight */
     engine_done resign_done; /* a Resign waiting for the release to land */
     void *resign_ctx;
     /* Over, but not released (nor handed off) before this time: a handoff
@@ -158,10 +162,8 @@ struct term {
      * our writes fail instead of overwriting — or releasing — its term. */
     char rv[STORE_RV_MAX];
     /* The Pod label this term wants, as the Lease records it (podlabel.c;
-     * "" none), and whether term_finish has run (no renewal in flight:
-     * podlabel.c may call it again once a removal has landed). */
+     * "" none). */
     char label[STORE_POD_LABEL_MAX];
-    bool finishing;
     /* The label is to be put on its Pod (again): set at the start, after
      * each renewal and by SetPodLabel; cleared when the patch starts. */
     bool label_due;
@@ -207,17 +209,32 @@ struct pending_get {
     void *ctx;
 };
 
-/* A write that would start a term (acquire.c's acq_set). */
-typedef enum acq_state {
-    ACQ_IDLE,
-    ACQ_ACQUIRING, /* a create or update for a new term is in flight */
-    ACQ_RESUMING,  /* an update renewing a record as a resumed term is in flight */
-    ACQ_REREADING, /* an acquisition got a conflict; the Lease is read back */
-    ACQ_CLAIMING,  /* an update claiming a term handed to a standby here by
-                      another replica (handed-to) is in flight */
-    ACQ_HANDING,   /* an update handing the term to a standby of another
-                      replica is in flight (handoff.c) */
-} acq_state;
+/* What a Lease's one write in flight writes (write.c). A Lease has at most
+ * one store write in flight at a time, whoever starts it; a read that
+ * completes a write (the read back after a conflict) holds the slot too. */
+typedef enum lease_write {
+    WRITE_NONE,
+    WRITE_ACQUIRE,     /* a create or update for a new term (acquire.c) */
+    WRITE_RESUME,      /* an update renewing a record as a resumed term */
+    WRITE_REREAD,      /* an acquisition got a conflict; the Lease is read back */
+    WRITE_CLAIM,       /* an update claiming a term handed to a standby here by
+                          another replica (handed-to) */
+    WRITE_HAND,        /* an update handing the term to a standby of another
+                          replica (handoff.c, acquire.c) */
+    WRITE_RENEW,       /* the term's renewal, or the read back after it conflicted */
+    WRITE_RELEASE,     /* the term's release, or the read back after it conflicted */
+    WRITE_LABEL_STALE, /* a stale Pod label's annotation cleared (podlabel.c) */
+    WRITE_HANDOFF_REQ, /* handoff-to asked of the replica serving the term */
+} lease_write;
+
+/* The write slot: what is in flight, for which campaign (an acquisition's,
+ * a resume's or a claim's candidate, the term's holder or the standby a
+ * handoff request names; 0: none), since when. */
+typedef struct lease_write_slot {
+    lease_write what;
+    uint64_t by;
+    int64_t sent_ms;
+} lease_write_slot;
 
 /* Everything the engine knows of one Lease: its last record as seen through
  * the store's watch, the monotonic time at which that record last changed
@@ -250,11 +267,11 @@ struct lease_state {
         unsigned value_gen;
         char holder[STORE_HOLDER_MAX];
     } view;
+    lease_write_slot write; /* the one write in flight (write.c) */
+    /* What an acquisition, resume, claim or hand-over writes (acquire.c);
+     * the write slot says whether one is in flight and for whom. */
     struct {
-        acq_state state;
-        int64_t sent_ms;
-        uint64_t campaign_id; /* the candidate it is for */
-        int64_t epoch;        /* what the write in flight writes */
+        int64_t epoch; /* what the write in flight writes */
         char nonce[STORE_NONCE_MAX];
         char base_rv[STORE_RV_MAX]; /* what it replaces ("" for a create) */
         /* The last acquisition whose answer was lost (a timeout, a reset,
@@ -282,7 +299,6 @@ struct lease_state {
     /* Pod labels (podlabel.c): one Pod request at a time per Lease. */
     struct {
         bool busy;                         /* a Pod patch is in flight */
-        bool writing;                      /* the Lease write clearing a stale label is in flight */
         int verifying;                     /* address checks in flight (podlabel_admit.c) */
         char setting[STORE_POD_LABEL_MAX]; /* while busy with a set: the label */
         bool removed; /* the label the record names at removed_epoch is off its Pod */
@@ -294,10 +310,10 @@ struct lease_state {
     uint64_t handoff_id; /* the standby the ending term goes to (handoff.c); 0: none */
     /* Handoffs across replicas (handoff.c): the standby of another replica
      * the ending term goes to ("" none), and the Handoff answered once its
-     * request (handoff-to) is written (done NULL: none, or answered). */
+     * request (handoff-to) is written (done NULL: none, or answered; the
+     * write slot says whether it is in flight). */
     char handoff_remote[STORE_HOLDER_MAX];
     struct {
-        bool writing;
         engine_done done;
         void *ctx;
         char to[STORE_HOLDER_MAX];
@@ -468,11 +484,39 @@ static inline bool engine_preferred(const lease_state *ls, const char *identity)
            strcmp(ls->record.preferred_holder, identity) == 0;
 }
 
-/* Over: ended, waiting for its renewal to land or its release to be written. */
+/* Over: ended, waiting for its write in flight, its finish_at_ms, its
+ * label's removal, or its release (or transfer) to be written. */
 static inline bool engine_term_over(const term *t)
 {
-    return t->state == TERM_ENDING || t->state == TERM_RELEASING;
+    return t->state == TERM_ENDING;
 }
+
+/* --- write.c --- */
+
+/* True when a write of ls is in flight ("is this Lease busy?"): no other
+ * may start before it ends. */
+static inline bool engine_lease_writing(const lease_state *ls)
+{
+    return ls->write.what != WRITE_NONE;
+}
+
+const char *engine_write_name(lease_write w);
+/* Takes ls's write slot (free: engine_lease_writing is false) for what, on
+ * behalf of campaign by (0: none), sent now. */
+void engine_write_begin(lease_state *ls, lease_write what, uint64_t by);
+/* Frees ls's write slot and returns what it held. The caller then acts on
+ * the result and, unless it retries later or starts the next write
+ * itself, calls engine_lease_next. */
+lease_write_slot engine_write_end(lease_state *ls);
+/* What ls does next, decided here once a write or a Pod request has ended
+ * (or a timer it waited for fired): for a live term, its Pod label (a Pod
+ * request, so also while its renewal is in flight); else nothing while a
+ * write is in flight; for a term that is over, nothing before it is due,
+ * then its recorded Pod label off its Pod (rule 9), then a handoff's
+ * transfer or else the release (rule 3), or, when the Lease is no longer
+ * the term's, the term forgotten; with no term, the resumes waiting, then
+ * an acquisition (engine_try_acquire). */
+void engine_lease_next(lease_state *ls);
 
 /* --- request.c --- */
 
@@ -518,8 +562,9 @@ void engine_handoff_answer_pending(lease_state *ls, engine_code code, const char
 
 /* --- term.c, for handoff.c --- */
 
-/* Finishes an ended term (release or transfer) now if its finish_at_ms has
- * come and no renewal is in flight; else when they allow. */
+/* Finishes an ended term (release or transfer, engine_lease_next) now if
+ * its finish_at_ms has come and no write is in flight; else when they
+ * allow. */
 void engine_term_finish_when_due(lease_state *ls);
 
 /* --- acquire.c, for handoff.c --- */
@@ -625,9 +670,16 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec);
 void engine_term_answer_resign(lease_state *ls, bool released);
 /* Frees ls's term without any callback. */
 void engine_term_free(lease_state *ls);
-/* The second half of engine_term_end once no renewal is in flight: release
- * the Lease (after its Pod label is removed) or forget the term. */
-void engine_term_finish(lease_state *ls);
+/* For engine_lease_next: true when ls's term (over) is due to be finished
+ * now (not before its finish_at_ms, nor while a release waits to be tried
+ * again); true when the Lease is still the term's to release (release
+ * wanted, the record shows its holder and epoch); the release itself
+ * (compare-and-swap on the term's last write, rule 3); and the term
+ * forgotten without a write. */
+bool engine_term_finish_due(const lease_state *ls);
+bool engine_term_releasable(const lease_state *ls);
+void engine_term_release(lease_state *ls);
+void engine_term_forget(lease_state *ls);
 
 /* --- acquire.c --- */
 
@@ -699,8 +751,8 @@ void engine_podlabel_display(const lease_state *ls, char *out, size_t n);
 bool engine_podlabel_key_allowed(const engine *e, const char *key);
 /* True when the label the Lease records (if any) is off its Pod and no Pod
  * request is in flight: the record may change hands. Else starts (or waits
- * for) the removal and returns false; the caller is run again when it has
- * landed (term_finish or engine_try_acquire). Removals that keep failing
+ * for) the removal and returns false; engine_lease_next runs again when it
+ * has landed. Removals that keep failing
  * are given up after the Lease's leaseDurationSeconds (docs/design.md,
  * rule 9). A recorded label whose MAC does not verify, or whose key is not
  * allowed, is ignored: never acted on, counted, and cleared from the Lease
@@ -714,10 +766,14 @@ const char *engine_podlabel_for_write(const lease_state *ls);
  * label is cleared when the Lease is next seen (engine_try_acquire). */
 void engine_podlabel_clear_stale(lease_state *ls);
 /* The live term's label onto its Pod: at the start, on a resume, and after
- * each renewal (so a label someone removed comes back within a retry
- * period). When the term wants another label than the Lease records, the
+ * each renewal (so a label someone removed comes back by the next
+ * renewal). When the term wants another label than the Lease records, the
  * recorded one is removed first, then a renewal records the new one. */
 void engine_podlabel_apply(lease_state *ls);
+/* What the live term's label needs next, if anything (engine_lease_next):
+ * the recorded label off its Pod when the term wants another, the wanted
+ * one recorded by a renewal, then set when due. */
+void engine_podlabel_step(lease_state *ls);
 /* SetPodLabel by ls's holder (podlabel_admit.c): the term now wants label
  * (formatted); the call is answered once it is on (or off) the Pod, or
  * failed; an earlier one still waiting is answered FAILED_PRECONDITION. */

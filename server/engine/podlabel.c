@@ -6,7 +6,7 @@
  *
  *   - set after the term has started (engine_podlabel_apply from term.c),
  *     and set again after every renewal, so a label someone removed is back
- *     within a retry period (a merge patch that changes nothing is not
+ *     by the next renewal (a merge patch that changes nothing is not
  *     written to etcd);
  *   - removed before the Lease changes hands: before the release of a term
  *     that ended (resigned, or its last grant ran out), and before any
@@ -186,23 +186,11 @@ void engine_podlabel_answer(lease_state *ls, engine_code code, const char *msg)
     done(ctx, &r);
 }
 
-static void label_step(lease_state *ls);
-
-/* After a Pod request or a retry: whoever waits for the label goes on. */
-static void label_next(lease_state *ls)
-{
-    term *t = ls->term;
-    if (t && t->finishing && t->state != TERM_RELEASING)
-        engine_term_finish(ls);
-    else if (!t)
-        engine_try_acquire(ls);
-    else
-        label_step(ls);
-}
-
+/* After a Pod request or a retry, whoever waits for the label goes on:
+ * engine_lease_next decides who. */
 static void retry_fire(void *arg)
 {
-    label_next(arg);
+    engine_lease_next(arg);
 }
 
 static bool recorded_removed(const lease_state *ls)
@@ -264,7 +252,7 @@ static void remove_done(void *ctx, const store_result *res)
             tell_holder(ls, ENGINE_LABEL_REMOVED, ENGINE_OK, &l, "");
         else if (for_holder && t->owner)
             engine_podlabel_event(t->owner, ENGINE_LABEL_REMOVED, &l, "");
-        label_next(ls);
+        engine_lease_next(ls);
         return;
     }
     count_error("remove", res->status);
@@ -280,7 +268,7 @@ static void remove_done(void *ctx, const store_result *res)
                   ls->name, log_q(rec), store_status_name(res->status), log_q(res->message));
         metrics_add("kubelease_pod_label_given_up_total", "", 1);
         mark_removed(ls, rec, epoch);
-        label_next(ls);
+        engine_lease_next(ls);
         return;
     }
     log_event(LOG_WARN, "pod_label_remove_failed", "ns=%s lease=%s label=%s status=%s msg=%s",
@@ -316,7 +304,7 @@ static bool start_removal(lease_state *ls)
 
 bool engine_podlabel_clear(lease_state *ls)
 {
-    if (ls->label.busy || ls->label.writing || loop_timer_active(&ls->label.retry_timer))
+    if (ls->label.busy || engine_lease_writing(ls) || loop_timer_active(&ls->label.retry_timer))
         return false;
     if (!ls->exists || !ls->record.pod_label[0] || recorded_removed(ls))
         return true;
@@ -336,16 +324,16 @@ const char *engine_podlabel_for_write(const lease_state *ls)
 static void stale_written(void *ctx, const store_result *res)
 {
     lease_state *ls = ctx;
-    ls->label.writing = false;
+    engine_write_end(ls);
     if (res->status == STORE_OK)
         engine_adopt_record(ls, &res->lease, engine_now_ms(ls->e));
     /* A conflict: someone wrote the Lease meanwhile; the watch brings it. */
-    engine_try_acquire(ls);
+    engine_lease_next(ls);
 }
 
 void engine_podlabel_clear_stale(lease_state *ls)
 {
-    if (!ls->exists || !ls->record.pod_label[0] || ls->label.writing)
+    if (!ls->exists || !ls->record.pod_label[0] || engine_lease_writing(ls))
         return;
     if (ls->record.holder[0] && !engine_record_expired(ls, engine_now_ms(ls->e)))
         return; /* a live term (on another replica) owns its label */
@@ -355,7 +343,7 @@ void engine_podlabel_clear_stale(lease_state *ls)
     rec.pod_label[0] = '\0';
     rec.handoff_to[0] = '\0'; /* the term is over: nothing left to hand off */
     rec.handed_to = 0;
-    ls->label.writing = true;
+    engine_write_begin(ls, WRITE_LABEL_STALE, 0);
     log_event(LOG_INFO, "pod_label_stale_cleared", "ns=%s lease=%s", ls->ns, ls->name);
     ls->e->store->ops->update(ls->e->store, &rec, timeout_ms(ls), stale_written, ls);
 }
@@ -384,13 +372,10 @@ static void set_done(void *ctx, const store_result *res)
         if (current)
             tell_holder(ls, ENGINE_LABEL_FAILED, ENGINE_OK, &l, msg);
     }
-    label_next(ls);
+    engine_lease_next(ls);
 }
 
-/* What the live term's label needs next, if anything: the recorded label
- * off its Pod when the term wants another, the wanted one recorded, then
- * set (when due). */
-static void label_step(lease_state *ls)
+void engine_podlabel_step(lease_state *ls)
 {
     term *t = ls->term;
     if (!term_live(t) || ls->label.busy || loop_timer_active(&ls->label.retry_timer))
@@ -433,7 +418,7 @@ void engine_podlabel_apply(lease_state *ls)
     if (!term_live(ls->term))
         return;
     ls->term->label_due = true;
-    label_step(ls);
+    engine_podlabel_step(ls);
 }
 
 void engine_podlabel_change(lease_state *ls, const char *label, engine_done done, void *ctx)

@@ -13,8 +13,8 @@
 bool engine_lease_idle(const lease_state *ls)
 {
     if (!kl__list_empty(&ls->candidates) || !kl__list_empty(&ls->watchers) || ls->term ||
-        ls->acq.state != ACQ_IDLE || ls->handoff_req.writing || ls->label.busy ||
-        ls->label.writing || ls->label.verifying || loop_timer_active(&ls->label.retry_timer))
+        engine_lease_writing(ls) || ls->label.busy || ls->label.verifying ||
+        loop_timer_active(&ls->label.retry_timer))
         return false;
     KL__LIST_FOREACH (link, &ls->e->gets)
         if (engine_get_of(link)->ls == ls)

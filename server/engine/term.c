@@ -1,7 +1,9 @@
 /* Terms: a lease held by one of this engine's candidates. A term starts from
- * the record its acquisition wrote, is renewed every retry period, grants
- * validity to its holder on each Confirm (never beyond the last renewal's
- * send time plus the renew deadline), and ends when its holder resigns, its
+ * the record its acquisition wrote, is renewed every third of its lease
+ * duration (sooner when the renew deadline needs it, never more often than
+ * every retry period: renew_interval_ms), grants validity to its holder on
+ * each Confirm (never beyond the last renewal's send time plus the renew
+ * deadline), and ends when its holder resigns, its
  * validity runs out unconfirmed, a renewal cannot land in time, or another
  * writer takes the Lease. A term that ends is released only once nobody can
  * still believe in it (docs/design.md, rule 3). Its token, derived from the
@@ -20,7 +22,7 @@ static void term_schedule_guard(lease_state *ls);
 
 static const char *term_state_name(term_state s)
 {
-    static const char *const names[] = {"leading", "renewing", "ending", "releasing"};
+    static const char *const names[] = {"leading", "ending"};
     return names[s];
 }
 
@@ -227,7 +229,7 @@ static void renew_reread_done(void *ctx, const store_result *read)
     store_result answer;
     as_renewal_answer(ls, read, &answer);
     if (answer.status == STORE_OK)
-        t->renew_sent_ms = sent; /* the term goes on from the renewal that landed */
+        ls->write.sent_ms = sent; /* the term goes on from the renewal that landed */
     renew_done(ls, &answer);
 }
 
@@ -236,23 +238,23 @@ static void renew_done(void *ctx, const store_result *r)
     lease_state *ls = ctx;
     term *t = ls->term;
     if (r->status == STORE_CONFLICT && t->unanswered_us) {
-        reread_after_conflict(ls, renew_reread_done);
+        reread_after_conflict(ls, renew_reread_done); /* the slot stays the renewal's */
         return;
     }
+    int64_t sent = engine_write_end(ls).sent_ms;
     if (r->status == STORE_OK) {
         t->unanswered_us = 0;
     } else if (r->status == STORE_UNAVAILABLE || r->status == STORE_INTERNAL) {
         t->unanswered_us = t->writing_us;
-        t->unanswered_sent_ms = t->renew_sent_ms;
+        t->unanswered_sent_ms = sent;
     }
-    int64_t sent = t->renew_sent_ms;
     int64_t now = engine_now_ms(ls->e);
-    /* A term is never freed while its renewal is in flight (term_end waits). */
+    /* A term is never freed while its renewal is in flight (engine_term_end
+     * leaves it to this). */
     if (t->state == TERM_ENDING) {
         renew_done_ending(ls, r, now);
         return;
     }
-    term_set(ls, t, TERM_LEADING);
     if (r->status == STORE_OK) {
         metrics_add("kubelease_renewals_total", "", 1);
         engine_history_renewed(ls, r->lease.renew_time_us);
@@ -303,8 +305,13 @@ static void renew_fire(void *arg)
     /* A term whose stream is gone is not renewed: it ends at granted_until. */
     if (t->state != TERM_LEADING || !t->owner)
         return;
-    t->renew_sent_ms = engine_now_ms(ls->e);
-    term_set(ls, t, TERM_RENEWING);
+    if (engine_lease_writing(ls)) {
+        /* Only the term writes a Lease it holds, one write at a time; should
+         * another write be in flight, the renewal follows it. */
+        schedule_renew(ls, engine_now_ms(ls->e) + 200);
+        return;
+    }
+    engine_write_begin(ls, WRITE_RENEW, t->owner->id);
     store_lease rec = ls->record;
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
     engine_copy_str(rec.holder, sizeof rec.holder, t->identity);
@@ -425,7 +432,8 @@ void engine_term_reattach(lease_state *ls, candidate *c)
     engine_send_event(&c->listener, &ev);
     /* Renewals stop while the term has no stream (renew_fire): they start
      * again with its holder. */
-    if (t->state == TERM_LEADING && (revalue || !loop_timer_active(&t->renew_timer)))
+    if (t->state == TERM_LEADING && !engine_lease_writing(ls) &&
+        (revalue || !loop_timer_active(&t->renew_timer)))
         schedule_renew(ls, engine_now_ms(ls->e));
     engine_podlabel_apply(ls);
 }
@@ -433,7 +441,7 @@ void engine_term_reattach(lease_state *ls, candidate *c)
 void engine_term_renew_now(lease_state *ls)
 {
     term *t = ls->term;
-    if (t && t->state == TERM_LEADING && t->owner)
+    if (t && t->state == TERM_LEADING && t->owner && !engine_lease_writing(ls))
         schedule_renew(ls, engine_now_ms(ls->e));
 }
 
@@ -520,10 +528,9 @@ void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg
         engine_candidate_end(t->owner, reason, t->epoch, msg);
     loop_timer_stop(&t->renew_timer);
     loop_timer_stop(&t->guard_timer);
-    bool renewing = t->state == TERM_RENEWING;
     term_set(ls, t, TERM_ENDING);
     t->release_wanted = release;
-    if (!renewing)
+    if (!engine_lease_writing(ls)) /* else the renewal's end finishes it */
         engine_term_finish_when_due(ls);
 }
 
@@ -531,7 +538,7 @@ static void finish_fire(void *arg)
 {
     lease_state *ls = arg;
     ls->term->finish_pending = false;
-    engine_term_finish(ls);
+    engine_lease_next(ls);
 }
 
 void engine_term_finish_when_due(lease_state *ls)
@@ -544,12 +551,18 @@ void engine_term_finish_when_due(lease_state *ls)
     }
     t->finish_pending = false;
     loop_timer_stop(&t->guard_timer);
-    engine_term_finish(ls);
+    engine_lease_next(ls);
+}
+
+bool engine_term_finish_due(const lease_state *ls)
+{
+    const term *t = ls->term;
+    return !t->finish_pending && !loop_timer_active(&t->renew_timer);
 }
 
 static void release_retry_fire(void *arg)
 {
-    engine_term_finish(arg);
+    engine_lease_next(arg);
 }
 
 /* A release the apiserver did not take (timeout, reset, 429, 5xx, or 403
@@ -587,19 +600,21 @@ static void release_reread_done(void *ctx, const store_result *read)
         release_done(ls, &answer);
         return;
     }
+    engine_write_end(ls);
     engine_copy_str(t->rv, sizeof t->rv, answer.lease.resource_version);
     if (engine_rv_newer(answer.lease.resource_version, ls->record.resource_version))
         engine_adopt_record(ls, &answer.lease, engine_now_ms(ls->e));
-    engine_term_finish(ls);
+    engine_lease_next(ls); /* the release again, on that renewal */
 }
 
 static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     if (r->status == STORE_CONFLICT && ls->term->unanswered_us) {
-        reread_after_conflict(ls, release_reread_done);
+        reread_after_conflict(ls, release_reread_done); /* the slot stays the release's */
         return;
     }
+    engine_write_end(ls);
     int64_t now = engine_now_ms(ls->e);
     if (r->status == STORE_OK) {
         engine_adopt_record(ls, &r->lease, now);
@@ -615,32 +630,30 @@ static void release_done(void *ctx, const store_result *r)
     engine_history_observe(ls);
     engine_notify_watchers(ls, false);
     engine_notify_standbys(ls);
-    engine_try_acquire(ls);
+    engine_lease_next(ls);
 }
 
-/* The second half of term_end, once no renewal of the term is in flight:
- * release the Lease if asked and it is still this term's, else forget it.
- * The release waits until the Pod label the Lease records is off its Pod
- * (docs/design.md, rule 9): podlabel.c calls this again when it is. */
-void engine_term_finish(lease_state *ls)
+bool engine_term_releasable(const lease_state *ls)
+{
+    const term *t = ls->term;
+    return t->release_wanted && ls->exists && strcmp(ls->record.holder, t->identity) == 0 &&
+           ls->record.transitions == t->epoch;
+}
+
+void engine_term_forget(lease_state *ls)
+{
+    engine_handoff_drop(ls); /* a handoff of this term, if any, goes with it */
+    engine_term_answer_resign(ls, false);
+    engine_term_free(ls);
+    engine_history_observe(ls);
+}
+
+/* The release, once the term's label is off its Pod and no handoff takes
+ * its place (engine_lease_next). */
+void engine_term_release(lease_state *ls)
 {
     term *t = ls->term;
-    t->finishing = true;
-    if (!t->release_wanted || !ls->exists || strcmp(ls->record.holder, t->identity) != 0 ||
-        ls->record.transitions != t->epoch) {
-        engine_handoff_drop(ls); /* a handoff of this term, if any, goes with it */
-        engine_term_answer_resign(ls, false);
-        engine_term_free(ls);
-        engine_history_observe(ls);
-        engine_try_acquire(ls);
-        return;
-    }
-    /* The label first (rule 9), then a handoff's transfer or the release. */
-    if (!engine_podlabel_clear(ls))
-        return;
-    if (engine_handoff_transfer(ls))
-        return;
-    term_set(ls, t, TERM_RELEASING);
+    engine_write_begin(ls, WRITE_RELEASE, t->owner ? t->owner->id : 0);
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
     store_lease rel = ls->record;
     engine_copy_str(rel.resource_version, sizeof rel.resource_version, t->rv);
@@ -672,7 +685,7 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec)
     t->state = TERM_ENDING; /* born over */
     t->release_wanted = true;
     ls->term = t;
-    engine_term_finish(ls);
+    engine_lease_next(ls);
 }
 
 /* ---------- the leader value (docs/design.md, rule 10) ---------- */

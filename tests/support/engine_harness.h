@@ -527,6 +527,32 @@ static inline uint64_t campaign(fixture *f, sink *s, engine_campaign_req r)
     return s->id;
 }
 
+/* Campaigns s for r and waits (5 s at most) until it is elected; returns
+ * the index of its ELECTED event in s. */
+static inline int harness_elect(fixture *f, sink *s, engine_campaign_req r)
+{
+    campaign(f, s, r);
+    int i = wait_kind(s, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    return i;
+}
+
+/* The prologue of many engine tests: leader campaigns for rl and is
+ * elected, then standby campaigns for rs and stands by behind it (its first
+ * CANDIDATE read; *standby_at, when not NULL, gets that event's index).
+ * Returns the index of the leader's ELECTED event. */
+static inline int harness_leader_and_standby(fixture *f, sink *leader, engine_campaign_req rl,
+                                             sink *standby, engine_campaign_req rs, int *standby_at)
+{
+    int i = harness_elect(f, leader, rl);
+    campaign(f, standby, rs);
+    int j = wait_kind(standby, ENGINE_EVENT_CANDIDATE, 5000);
+    assert_true(j >= 0);
+    if (standby_at)
+        *standby_at = j;
+    return i;
+}
+
 static inline engine_reply confirm(fixture *f, const char *lease, const char *identity,
                                    int64_t epoch)
 {

@@ -31,9 +31,7 @@ static void test_engine_single_candidate_is_elected_with_epoch_1(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new();
-    campaign(f, a, req_for("single", "node-1:8080"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_elect(f, a, req_for("single", "node-1:8080"));
     assert_int_equal(a->events[i].epoch, 1);
     assert_true(a->events[i].valid_for_ms > 0 && a->events[i].valid_for_ms <= 2000);
 
@@ -59,13 +57,10 @@ static void test_engine_release_wakes_next_candidate_with_larger_epoch(void **st
 {
     fixture *f = *state;
     sink *a = sink_new(), *b = sink_new();
-    campaign(f, a, req_for("handoff", "candidate-a"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int j;
+    int i = harness_leader_and_standby(f, a, req_for("handoff", "candidate-a"), b,
+                                       req_for("handoff", "candidate-b"), &j);
     int64_t epoch_a = a->events[i].epoch;
-    campaign(f, b, req_for("handoff", "candidate-b"));
-    int j = wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000);
-    assert_true(j >= 0);
     assert_string_equal(b->events[j].holder, "candidate-a");
 
     int64_t t0 = harness_now_ms();
@@ -134,8 +129,7 @@ static void test_engine_duplicate_campaign_is_refused(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new(), *dup = sink_new();
-    campaign(f, a, req_for("dup", "node-1"));
-    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    harness_elect(f, a, req_for("dup", "node-1"));
     campaign(f, dup, req_for("dup", "node-1"));
     int i = wait_kind(dup, ENGINE_EVENT_LOST, 5000);
     assert_true(i >= 0);
@@ -155,11 +149,8 @@ static void test_engine_detached_leader_released_after_granted_validity(void **s
 {
     fixture *f = *state;
     sink *a = sink_new(), *b = sink_new();
-    campaign(f, a, req_for("detach", "leader"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
-    campaign(f, b, req_for("detach", "standby"));
-    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    int i = harness_leader_and_standby(f, a, req_for("detach", "leader"), b,
+                                       req_for("detach", "standby"), NULL);
     engine_reply c = confirm(f, "detach", "leader", a->events[i].epoch);
     int64_t granted_until = harness_now_ms() + c.valid_for_ms;
     assert_int_equal(c.code, ENGINE_OK);
@@ -184,11 +175,9 @@ static void test_engine_unconfirmed_term_expires(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new(), *b = sink_new();
-    campaign(f, a, req_for("frozen", "frozen-leader"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_leader_and_standby(f, a, req_for("frozen", "frozen-leader"), b,
+                                       req_for("frozen", "standby"), NULL);
     int64_t granted_until = a->at_ms[i] + a->events[i].valid_for_ms;
-    campaign(f, b, req_for("frozen", "standby"));
     int k = wait_kind(a, ENGINE_EVENT_LOST, 10000);
     assert_true(k >= 0);
     assert_int_equal(a->events[k].reason, ENGINE_LOST_EXPIRED);
@@ -207,9 +196,7 @@ static void test_engine_resume_within_validity_keeps_epoch(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new(), *a2 = sink_new();
-    campaign(f, a, req_for("resume", "node-r"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_elect(f, a, req_for("resume", "node-r"));
     int64_t epoch = a->events[i].epoch;
     assert_int_equal(confirm(f, "resume", "node-r", epoch).code, ENGINE_OK);
     engine_campaign_detach(f->engine, a->id);
@@ -219,9 +206,7 @@ static void test_engine_resume_within_validity_keeps_epoch(void **state)
 
     engine_campaign_req r = req_for("resume", "node-r");
     r.resume_epoch = epoch;
-    campaign(f, a2, r);
-    int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(j >= 0);
+    int j = harness_elect(f, a2, r);
     assert_true(a2->events[j].resumed);
     assert_int_equal(a2->events[j].epoch, epoch);
     assert_int_equal(confirm(f, "resume", "node-r", epoch).code, ENGINE_OK);
@@ -236,11 +221,9 @@ static void test_engine_resume_after_validity_fails(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new(), *b = sink_new(), *a2 = sink_new();
-    campaign(f, a, req_for("resume-late", "node-r"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_leader_and_standby(f, a, req_for("resume-late", "node-r"), b,
+                                       req_for("resume-late", "node-s"), NULL);
     int64_t epoch = a->events[i].epoch;
-    campaign(f, b, req_for("resume-late", "node-s"));
     engine_campaign_detach(f->engine, a->id);
     assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 10000) >= 0);
 
@@ -266,9 +249,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     engine_config cfg = fixture_engine_config(f, (engine_config){0});
     engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
     sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
-    campaign(f, a, req_for("moved", "mover"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_elect(f, a, req_for("moved", "mover"));
     int64_t epoch = a->events[i].epoch;
     engine_reply c = confirm(f, "moved", "mover", epoch);
     assert_int_equal(c.code, ENGINE_OK);
@@ -339,9 +320,7 @@ static void test_engine_resign_during_renewal_still_releases(void **state)
     r.lease_duration_s = 6;
     r.renew_deadline_s = 4;
     r.retry_period_s = 1;
-    campaign(f, a, r);
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_elect(f, a, r);
     int64_t epoch = a->events[i].epoch;
     engine_campaign_req rb = req_for("slow-store", "standby");
     rb.lease_duration_s = 6;
@@ -481,9 +460,7 @@ static void test_engine_forgets_idle_leases(void **state)
     fixture *f = fixture_start_manual((engine_config){.idle_forget_ms = 300});
 
     sink *a = sink_new(), *w = sink_new();
-    campaign(f, a, req_for("idle-held", "a"));
-    int elected = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(elected >= 0);
+    int elected = harness_elect(f, a, req_for("idle-held", "a"));
     int64_t epoch = a->events[elected].epoch;
     uint64_t wid = engine_watch(f->engine, "default", "idle-watched", NULL, listener_of(w));
     assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 5000) >= 0);
@@ -556,12 +533,8 @@ static void test_engine_failover_metric_measures_from_the_last_sign_of_life(void
     metrics_init();
     fixture *f = fixture_start_manual((engine_config){0});
     sink *a = sink_new(), *b = sink_new(), *c = sink_new();
-    campaign(f, a, req_for("gap", "a"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
-    campaign(f, b, req_for("gap", "b"));
+    int i = harness_leader_and_standby(f, a, req_for("gap", "a"), b, req_for("gap", "b"), NULL);
     campaign(f, c, req_for("gap", "c"));
-    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
     assert_true(wait_kind(c, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
     harness_sleep_ms(500);
     int64_t confirmed = harness_now_ms();
@@ -609,10 +582,8 @@ static void test_engine_lagging_watch_does_not_supersede_a_new_term(void **state
     int delay = 300;
     run_on_loop(f, set_watch_delay, &delay);
     sink *a = sink_new(), *b = sink_new();
-    campaign(f, a, req_for("lagging", "first"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
-    campaign(f, b, req_for("lagging", "second"));
+    int i = harness_leader_and_standby(f, a, req_for("lagging", "first"), b,
+                                       req_for("lagging", "second"), NULL);
     resign(f, "lagging", "first");
     int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
     assert_true(j >= 0);
@@ -650,9 +621,7 @@ static void test_engine_acquisition_for_a_departed_candidate_is_released(void **
     assert_true(wait_kind(a, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
     engine_campaign_detach(f->engine, a->id);
     assert_true(wait_closed(a, 5000));
-    campaign(f, b, req_for("departed", "next"));
-    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(j >= 0);
+    int j = harness_elect(f, b, req_for("departed", "next"));
     assert_int_equal(b->events[j].epoch, 2); /* after gone-early's unclaimed epoch 1 */
     assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 0) < 0);
     latency = 0;
@@ -744,8 +713,7 @@ static void test_engine_foreign_takeover_supersedes_term(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new();
-    campaign(f, a, req_for("takeover", "ours"));
-    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    harness_elect(f, a, req_for("takeover", "ours"));
     put_arg g = {.lease = foreign_lease("takeover", "", 0, 0)};
     run_on_loop(f, get_on_loop, &g);
     finish_store_op(f, &g);
@@ -783,9 +751,7 @@ static void test_engine_renew_failure_ends_term_by_deadline(void **state)
     r.lease_duration_s = 4;
     r.renew_deadline_s = 3;
     r.retry_period_s = 1;
-    campaign(f, a, r);
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_elect(f, a, r);
     int64_t epoch = a->events[i].epoch;
     run_on_loop(f, set_unavailable, NULL);
     int64_t t0 = harness_now_ms();
@@ -831,9 +797,7 @@ static void release_retried_after(fixture *f, const char *lease, void (*brk)(fix
     r.lease_duration_s = 10;
     r.renew_deadline_s = 8;
     r.retry_period_s = 1;
-    campaign(f, a, r);
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_elect(f, a, r);
     int64_t epoch = a->events[i].epoch;
     engine_campaign_req rb = req_for(lease, "standby");
     rb.lease_duration_s = 10;
@@ -897,14 +861,12 @@ static engine_campaign_req slow_req(const char *lease, const char *identity)
     return r;
 }
 
-/* A leader elected on lease and a standby waiting behind it (slow_req's
- * timings); returns the leader's epoch. */
+/* harness_leader_and_standby with slow_req's timings, the identities
+ * "leader" and "standby"; returns the leader's epoch. */
 static int64_t leader_and_standby(fixture *f, const char *lease, sink *a, sink *b)
 {
-    campaign(f, a, slow_req(lease, "leader"));
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
-    campaign(f, b, slow_req(lease, "standby"));
+    int i = harness_leader_and_standby(f, a, slow_req(lease, "leader"), b,
+                                       slow_req(lease, "standby"), NULL);
     return a->events[i].epoch;
 }
 
@@ -1068,9 +1030,7 @@ static int64_t renewals_per_minute(fixture *f, const char *lease, int l, int r, 
     req.lease_duration_s = l;
     req.renew_deadline_s = r;
     req.retry_period_s = p;
-    campaign(f, a, req);
-    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
-    assert_true(i >= 0);
+    int i = harness_elect(f, a, req);
     int64_t before = 0, after = 0;
     run_on_loop(f, harness_read_writes, &before);
     for (int waited = 0; waited < 60000; waited += 200) {
@@ -1128,8 +1088,7 @@ static void test_engine_holder_watch_current_state_then_changes(void **state)
     assert_string_equal(l.row.name, "watched");
     assert_int_equal(l.row.watchers, 1);
     assert_int_equal(l.row.candidates, 0);
-    campaign(f, a, req_for("watched", "watched-leader"));
-    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    harness_elect(f, a, req_for("watched", "watched-leader"));
     i = wait_kind(w, ENGINE_EVENT_HOLDER, 5000);
     assert_true(i >= 0);
     assert_true(w->events[i].exists);
@@ -1151,8 +1110,7 @@ static void test_engine_get_holder_not_found_vs_no_holder(void **state)
     engine_reply r = get_holder(f, "never-created", false);
     assert_int_equal(r.code, ENGINE_NOT_FOUND);
     sink *a = sink_new();
-    campaign(f, a, req_for("released", "x"));
-    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    harness_elect(f, a, req_for("released", "x"));
     resign(f, "released", "x");
     assert_true(wait_closed(a, 5000));
     r = get_holder(f, "released", false);
@@ -1166,8 +1124,7 @@ static void test_engine_stop_keeps_held_leases(void **state)
 {
     fixture *f = *state;
     sink *a = sink_new();
-    campaign(f, a, req_for("kept", "leader"));
-    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    harness_elect(f, a, req_for("kept", "leader"));
     engine_stop(f->engine);
     fixture_join(f);
     int i = wait_kind(a, ENGINE_EVENT_LOST, 0);
@@ -1192,8 +1149,7 @@ static void test_engine_stop_ends_streams_on_the_engine_thread(void **state)
     loop *l = loop_new();
     fixture *f = fixture_start(l, store_memory_new(l));
     sink *a = sink_new(), *w = sink_new();
-    campaign(f, a, req_for("stopping", "leader"));
-    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    harness_elect(f, a, req_for("stopping", "leader"));
     w->id = engine_watch(f->engine, "default", "stopping", NULL, listener_of(w));
     assert_true(wait_kind(w, ENGINE_EVENT_HOLDER, 5000) >= 0);
     engine_stop(f->engine);
@@ -1217,8 +1173,7 @@ static void test_engine_stop_answers_waiting_requests_and_refuses_later_ones(voi
 {
     fixture *f = *state;
     sink *a = sink_new(), *late = sink_new(), *late_w = sink_new();
-    campaign(f, a, req_for("stop-waiting", "leader"));
-    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    harness_elect(f, a, req_for("stop-waiting", "leader"));
     int latency = 5000;
     run_on_loop(f, set_latency, &latency);
     reply_box rs = BOX_INIT, g = BOX_INIT, lc = BOX_INIT;
