@@ -303,7 +303,7 @@ static void nemesis(void *arg, uint64_t a, uint64_t b)
         return;
     }
     W.res->faults++;
-    int kind = (int)sim_between(0, 9);
+    int kind = (int)sim_between(0, 10);
     sim_engine *e = &W.engines[sim_between(0, W.opts.engines - 1)];
     sim_client *c = &W.clients[sim_between(0, W.opts.clients - 1)];
     int64_t d = sim_between(100, 8000);
@@ -340,6 +340,9 @@ static void nemesis(void *arg, uint64_t a, uint64_t b)
         break;
     case 9:
         sim_store_restart_watches();
+        break;
+    case 10:
+        sim_client_forge(c);
         break;
     }
     sim_at(W.now + sim_between(50, 2000), nemesis, NULL, 0, 0);
@@ -411,30 +414,57 @@ void sim_check_write(int lease, const char *holder, int64_t transitions, const c
         snprintf(lc->store_holder, sizeof lc->store_holder, "%s", holder);
         snprintf(lc->store_nonce, sizeof lc->store_nonce, "%s", nonce);
     }
+    if (transitions > lc->store_epoch) {
+        int i = lc->n_epoch_at++ % SIM_TERMS_KEPT;
+        lc->epoch_at_epoch[i] = transitions;
+        lc->epoch_at_ms[i] = W.now;
+    }
     lc->store_epoch = transitions;
 }
 
-/* CheckEpoch answered current for epoch: never for one the store had
- * superseded before the question was asked, beyond what the answering
- * replica could have seen (its watch lags): a replica that started a later
- * term itself, or answered about a later epoch, knows. */
-void sim_check_epoch_answer(sim_engine *e, unsigned gen, int lease, int64_t epoch, bool current,
-                            int64_t answer_epoch)
+/* When the store first recorded an epoch above epoch; INT64_MAX: not yet
+ * (or forgotten). */
+static int64_t superseded_at(const sim_lease_check *lc, int64_t epoch)
+{
+    int64_t at = INT64_MAX;
+    for (int i = 0; i < SIM_TERMS_KEPT && i < lc->n_epoch_at; i++)
+        if (lc->epoch_at_epoch[i] > epoch && lc->epoch_at_ms[i] < at)
+            at = lc->epoch_at_ms[i];
+    return at;
+}
+
+/* CheckEpoch answered current for epoch: never for an epoch never
+ * written, never for one the store had superseded more than
+ * SIM_CHECK_LAG_MS before the question reached the replica (its cache lags
+ * the store: docs/design.md, rule 4), and with KL_SIM_STRICT_CHECK never
+ * for one older than what the same replica (incarnation) had answered
+ * before the question reached it. */
+void sim_check_epoch_answer(sim_engine *e, unsigned gen, int lease, int64_t asked_at, int64_t epoch,
+                            bool current, int64_t answer_epoch)
 {
     sim_lease_check *lc = &W.lease_checks[lease];
-    if (gen >= SIM_GENS)
+    if (gen >= SIM_GENS || e->id >= 8)
         return;
-    int64_t *seen = &lc->engine_seen[e->id][gen % SIM_GENS];
-    if (current && epoch < *seen)
+    int64_t *seen = &lc->engine_seen[e->id][gen];
+    int64_t *seen_at = &lc->engine_seen_at[e->id][gen];
+    if (current && W.strict_check && epoch < *seen && *seen_at < asked_at)
         sim_violation("CheckEpoch on e%d called epoch %" PRId64
-                      " of lease-%d current after it answered epoch %" PRId64,
-                      e->id, epoch, lease, *seen);
+                      " of lease-%d current (asked at %.3f s) after it answered epoch %" PRId64
+                      " (at %.3f s)",
+                      e->id, epoch, lease, (double)asked_at / 1000, *seen, (double)*seen_at / 1000);
+    int64_t sup = superseded_at(lc, epoch);
+    if (current && sup != INT64_MAX && sup + SIM_CHECK_LAG_MS < asked_at)
+        sim_violation("CheckEpoch on e%d called epoch %" PRId64
+                      " of lease-%d current (asked at %.3f s), superseded in the store at %.3f s",
+                      e->id, epoch, lease, (double)asked_at / 1000, (double)sup / 1000);
     if (current && epoch > lc->store_epoch)
         sim_violation("CheckEpoch on e%d called epoch %" PRId64
                       " of lease-%d current, never written (store at %" PRId64 ")",
                       e->id, epoch, lease, lc->store_epoch);
-    if (answer_epoch > *seen)
+    if (answer_epoch > *seen) {
         *seen = answer_epoch;
+        *seen_at = W.now;
+    }
 }
 
 /* Liveness: once faults are off for SIM_LIVE_BOUND_MS, every Lease with a
@@ -502,6 +532,7 @@ int sim_run(const sim_opts *o, sim_result *r)
     r->trace_hash = 0xcbf29ce484222325ULL;
     W.quiet_since = -1;
     log_set_level(LOG_ERROR + 1);
+    W.strict_check = getenv("KL_SIM_STRICT_CHECK") && atoi(getenv("KL_SIM_STRICT_CHECK"));
 
     W.lease_checks = calloc((size_t)o->leases, sizeof *W.lease_checks);
     W.engines = calloc((size_t)o->engines, sizeof *W.engines);
@@ -529,11 +560,20 @@ int sim_run(const sim_opts *o, sim_result *r)
             next = due;
         if (next == INT64_MAX || next > end)
             break;
-        if (next > W.now)
+        if (next > W.now) {
             W.now = next;
+            W.steps_now = 0;
+        } else if (++W.steps_now > 1000000) {
+            sim_violation("livelock: a million steps at the same simulated time");
+            break;
+        }
         while (W.n_ev && W.ev[0].t <= W.now && !W.stop) {
             sim_event ev = ev_pop();
             ev.fn(ev.arg, ev.a, ev.b);
+            if (++W.steps_now > 1000000) {
+                sim_violation("livelock: a million steps at the same simulated time");
+                break;
+            }
         }
     }
     r->store_writes = W.store_writes;

@@ -45,8 +45,13 @@ static void ev_on_close(void *ctx)
 static void on_reply(void *ctx, const engine_reply *r)
 {
     sim_conn *k = ctx;
+    if (k->forged && r->code == ENGINE_OK && r->valid_for_ms > 0)
+        sim_violation("rule 8: e%d confirmed epoch %" PRId64
+                      " of lease-%d for a Confirm without its token (%" PRId64 " ms)",
+                      k->e->id, r->epoch, k->lease, r->valid_for_ms);
     if (k->req == SM_CHECK_EPOCH && r->code == ENGINE_OK)
-        sim_check_epoch_answer(k->e, k->egen, k->lease, k->epoch_asked, r->current, r->epoch);
+        sim_check_epoch_answer(k->e, k->egen, k->lease, k->asked_at, k->epoch_asked, r->current,
+                               r->epoch);
     if (!k->open)
         return;
     sim_msg *m = calloc(1, sizeof *m);
@@ -67,6 +72,10 @@ void sim_engine_serve(sim_conn *k, const sim_msg *m)
     engine *e = k->e->engine;
     char ident[16], name[32];
     snprintf(ident, sizeof ident, "c%d", k->c->id);
+    if (m->identity[0])
+        snprintf(ident, sizeof ident, "%s", m->identity);
+    k->forged = m->forged;
+    k->asked_at = W.now;
     snprintf(name, sizeof name, "lease-%d", m->lease);
     k->lease = m->lease;
     switch (m->kind) {
@@ -150,8 +159,8 @@ static void want_wake(sim_client *c, int64_t local)
     if (local == INT64_MAX)
         return;
     int64_t t = sim_global(&c->clock, local);
-    if (t < W.now)
-        t = W.now;
+    if (t <= W.now)
+        t = W.now + 1; /* what is due now was done: never spin at one time */
     if (s->wake_at > W.now && s->wake_at <= t)
         return;
     s->wake_at = t;
@@ -278,6 +287,8 @@ static void process(sim_client *c)
     if (s->leader && s->resign_at && now >= s->resign_at && !s->resign_id) {
         s->resign_at = 0;
         stop_leading(c, "it resigns");
+        s->inflight = 0; /* their answers are not looked at */
+        s->elected = false;
         sim_msg *m = msg_new(SM_RESIGN, c);
         m->req_id = s->resign_id = ++s->next_req;
         snprintf(m->token, sizeof m->token, "%s", s->token);
@@ -474,6 +485,30 @@ void sim_client_receive(sim_client *c, sim_conn *k, const sim_msg *m)
         break;
     }
     process(c);
+}
+
+void sim_client_forge(sim_client *c)
+{
+    if (!c->up)
+        return;
+    int l = (int)sim_between(0, W.opts.leases - 1);
+    const sim_lease_check *lc = &W.lease_checks[l];
+    if (!lc->store_holder[0])
+        return;
+    sim_msg *m = calloc(1, sizeof *m);
+    if (!m)
+        abort();
+    m->kind = SM_CONFIRM;
+    m->lease = l;
+    m->epoch = lc->store_epoch;
+    m->forged = true;
+    snprintf(m->identity, sizeof m->identity, "%s", lc->store_holder);
+    snprintf(m->token, sizeof m->token, "bm90LXRoZS10b2tlbg");
+    sim_trace("c%d confirms lease-%d epoch %" PRId64 " as %s with a made-up token", c->id, l,
+              m->epoch, m->identity);
+    sim_engine *e = &W.engines[sim_between(0, W.opts.engines - 1)];
+    sim_conn *k = sim_conn_open(c, e, false);
+    sim_conn_send_up(k, m);
 }
 
 /* ---------- life ---------- */

@@ -31,6 +31,10 @@
 #define SIM_TAIL       400 /* trace lines kept for the report of a violation */
 #define SIM_TERMS_KEPT 64
 #define SIM_GENS       4096
+/* How stale CheckEpoch may be (rule 4: it answers from a cache that lags
+ * the store); KL_SIM_STRICT_CHECK=1 checks every replica's answers never go
+ * back instead. */
+#define SIM_CHECK_LAG_MS 10000
 
 typedef void (*sim_fn)(void *arg, uint64_t a, uint64_t b);
 
@@ -77,6 +81,10 @@ typedef struct sim_lease_check {
     char store_nonce[STORE_NONCE_MAX];
     /* CheckEpoch: the largest epoch each engine incarnation answered */
     int64_t engine_seen[8][SIM_GENS];
+    int64_t engine_seen_at[8][SIM_GENS]; /* when it first answered that epoch */
+    /* when the store first recorded each epoch (the last SIM_TERMS_KEPT) */
+    int64_t epoch_at_epoch[SIM_TERMS_KEPT], epoch_at_ms[SIM_TERMS_KEPT];
+    int n_epoch_at;
 } sim_lease_check;
 
 typedef struct sim_world {
@@ -93,6 +101,8 @@ typedef struct sim_world {
     sim_lease_check *lease_checks;
     int64_t quiet_since; /* -1 while faults are on */
     int64_t store_writes;
+    bool strict_check;
+    int64_t steps_now; /* loop steps at this simulated time */
     char tail[SIM_TAIL][600];
     uint64_t tail_next;
 } sim_world;
@@ -118,8 +128,8 @@ void phase_faults(void *arg, uint64_t a, uint64_t b);
 /* checkers */
 void sim_check_leading(sim_client *c, int lease, int64_t epoch);
 void sim_check_write(int lease, const char *holder, int64_t transitions, const char *nonce);
-void sim_check_epoch_answer(sim_engine *e, unsigned gen, int lease, int64_t epoch, bool current,
-                            int64_t answer_epoch);
+void sim_check_epoch_answer(sim_engine *e, unsigned gen, int lease, int64_t asked_at, int64_t epoch,
+                            bool current, int64_t answer_epoch);
 
 /* sim_store.c */
 void sim_store_init(void);
@@ -159,5 +169,7 @@ void sim_client_heal(sim_client *c);
  * clock); 0 when it does not. */
 int64_t sim_client_believes_until(const sim_client *c);
 int64_t sim_client_epoch(const sim_client *c);
+/* c sends a Confirm as the holder of a Lease, with a made-up token. */
+void sim_client_forge(sim_client *c);
 
 #endif

@@ -25,6 +25,8 @@ typedef struct sim_msg {
     int64_t epoch;
     int64_t resume_epoch;
     char token[ENGINE_TOKEN_MAX];
+    char identity[16];  /* "": the sender's own (c<id>) */
+    bool forged;        /* an impostor's request (sim_client_forge) */
     engine_event ev;    /* SM_EVENT */
     engine_reply reply; /* SM_REPLY (no lists) */
 } sim_msg;
@@ -42,6 +44,8 @@ struct sim_conn {
     uint64_t req_id;     /* unary: the client's request */
     sim_msg_kind req;    /* unary: what it asked */
     int64_t epoch_asked; /* CheckEpoch: the epoch asked about */
+    bool forged;         /* an impostor's request */
+    int64_t asked_at;    /* when the request reached the engine */
     int lease;
     int64_t last_up, last_down;
     sim_conn *next;
