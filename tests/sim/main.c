@@ -2,8 +2,9 @@
  *   kl_sim                     the CI run: fixed seeds, a few fresh ones, and one
  *                              seed twice (the traces must be identical)
  *   kl_sim --replay SEED       one seed, its whole trace on stdout
- *   kl_sim --find BREAK        (kl_sim_break) seeds until a checker catches the
- *                              broken rule: prints the seed and the trace before it
+ *   kl_sim --find BREAK...     (kl_sim_break) seeds until a checker catches the
+ *                              broken rule: prints the seed and the trace before it;
+ *                              --find again for more than one
  *   kl_sim --find-all          every break in turn
  * KL_SIM_SEEDS (how many seeds) and KL_SIM_SECONDS (simulated seconds each)
  * make long runs; --seconds, --engines, --clients, --leases too. */
@@ -106,6 +107,7 @@ int main(int argc, char **argv)
         .seconds = env_int("KL_SIM_SECONDS", 120), .engines = 3, .clients = 8, .leases = 4};
     int64_t seeds = env_int("KL_SIM_SEEDS", 0);
     int64_t replay_seed = -1, first = 1;
+    unsigned find_mask = 0;
     int brk = -1, find_all = 0, max_seeds = (int)env_int("KL_SIM_MAX_SEEDS", 40);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -124,10 +126,11 @@ int main(int argc, char **argv)
             base_opts.clients = atoi(argv[++i]);
         else if (!strcmp(a, "--leases") && v)
             base_opts.leases = atoi(argv[++i]);
-        else if ((!strcmp(a, "--break") || !strcmp(a, "--find")) && v) {
+        else if (!strcmp(a, "--break") && v)
             brk = break_of(argv[++i]);
-            if (!strcmp(a, "--find"))
-                find_all = -1;
+        else if (!strcmp(a, "--find") && v) {
+            find_mask |= 1u << break_of(argv[++i]);
+            find_all = -1;
         } else if (!strcmp(a, "--find-all"))
             find_all = 1;
         else if (!strcmp(a, "--max-seeds") && v)
@@ -152,7 +155,7 @@ int main(int argc, char **argv)
     if (find_all) {
         int missed = 0;
         for (int b = 1; b < SIM_BREAK_COUNT; b++)
-            if (find_all == 1 || b == brk)
+            if (find_all == 1 || (find_mask & (1u << b)))
                 missed += find(b, first, max_seeds) == 0;
         return missed ? 1 : 0;
     }

@@ -350,14 +350,13 @@ static void nemesis(void *arg, uint64_t a, uint64_t b)
 
 /* ---------- checkers ---------- */
 
-/* Rule 1 in simulated (real) time: c starts believing it leads lease l at
- * W.now, until its deadline (its own clock). Any other client still
- * believing — its deadline, read on its clock, not yet passed, whether or
- * not it has noticed — overlaps. */
-void sim_check_leading(sim_client *c, int lease, int64_t epoch)
+/* Rule 1 in simulated (real) time: c believes it leads lease l at W.now
+ * (it starts, or its deadline moves: a deadline that had passed unnoticed
+ * and is extended starts a new interval), until its deadline (its own
+ * clock). Any other client still believing — its deadline, read on its
+ * clock, not yet passed, whether or not it has noticed — overlaps. */
+void sim_check_overlap(sim_client *c, int lease, int64_t epoch)
 {
-    W.res->leader_changes++;
-    sim_lease_check *lc = &W.lease_checks[lease];
     for (int i = 0; i < W.opts.clients; i++) {
         sim_client *o = &W.clients[i];
         if (o == c || o->lease != lease)
@@ -369,6 +368,13 @@ void sim_check_leading(sim_client *c, int lease, int64_t epoch)
                           " ms more",
                           c->id, lease, epoch, o->id, sim_client_epoch(o), until - W.now);
     }
+}
+
+void sim_check_leading(sim_client *c, int lease, int64_t epoch)
+{
+    W.res->leader_changes++;
+    sim_lease_check *lc = &W.lease_checks[lease];
+    sim_check_overlap(c, lease, epoch);
     /* Epochs: a new term's epoch is larger than every earlier term's, and
      * never another holder's. */
     for (int k = 0; k < lc->n; k++)

@@ -397,8 +397,11 @@ static void on_confirm(sim_client *c, int slot, const sim_msg *m)
                 s->next_confirm = now + 100;
             return;
         }
-        if (!s->leader || deadline > s->deadline)
+        if (!s->leader || deadline > s->deadline) {
             s->deadline = deadline;
+            if (s->leader)
+                sim_check_overlap(c, c->lease, s->epoch);
+        }
         int64_t next_at = sent + (valid / 3 > 0 ? valid / 3 : 1);
         if (next_at > s->next_confirm)
             s->next_confirm = next_at;

@@ -53,7 +53,7 @@ void sim_net_partition(sim_client *c, sim_engine *e, int way, int64_t ms)
 static int64_t hop(sim_conn *k, int dir)
 {
     int64_t at = W.now + sim_between(1, W.quiet_since >= 0 ? 5 : 40);
-    if (W.quiet_since < 0 && sim_chance(0.02))
+    if (W.quiet_since < 0 && sim_chance(0.05))
         at += sim_between(50, 1500); /* retransmissions */
     int64_t b = N.blocked[k->c->id][k->e->id][dir];
     if (b > W.now)
