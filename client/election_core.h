@@ -165,10 +165,12 @@ struct kl__core {
     uint64_t next_id;
     uint64_t stream, confirm, confirm_old, resign, set_label;
     int resign_is_handoff;
-    int64_t stream_rx_ms;       /* last sign of life of the stream */
-    int64_t confirm_sent_ms;    /* send time of confirm */
-    int64_t confirm_old_sent_ms; /* send time of confirm_old */
+    int64_t stream_rx_ms;                      /* last sign of life of the stream */
+    int64_t confirm_sent_ms;                   /* send time of confirm */
+    int64_t confirm_old_sent_ms;               /* send time of confirm_old */
+    enum kl__election_state stream_prev_state; /* before the current stream's SEND */
     unsigned set_label_gen;
+    unsigned label_sent_before; /* label_sent before the SetPodLabel in flight */
     int64_t set_label_at;
     int64_t reconnect_at;
     int64_t backoff_ms;
@@ -210,8 +212,8 @@ int64_t kl__core_tick(struct kl__core *c, int64_t now, int *confirm_retries);
  * Kubelease__V1__ConfirmResponse or SetPodLabelResponse; NULL: the body
  * could not be decoded; ignored for Resign and Handoff). Unknown or
  * dropped ids are ignored. */
-void kl__core_answer(struct kl__core *c, int64_t now, uint64_t id, int status,
-                     const char *message, const ProtobufCMessage *resp);
+void kl__core_answer(struct kl__core *c, int64_t now, uint64_t id, int status, const char *message,
+                     const ProtobufCMessage *resp);
 /* A request of a SEND could not be started at all (out of memory, ...):
  * as today, each kind has its fallback. Call right after the SEND. */
 void kl__core_send_failed(struct kl__core *c, int64_t now, uint64_t id, int status);
@@ -230,15 +232,15 @@ void kl__core_stream_end(struct kl__core *c, int64_t now, uint64_t id, int statu
 /* API calls. */
 /* Ends the election as cancelled (unless over): not leader at once, then
  * resign and close. */
-void kl__core_cancel(struct kl__core *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kl__core_cancel(struct kl__core *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* kl_handoff: ends a leading election, handing the term to `to` ("" or
  * NULL: the next in line; a Resign if the service refuses). Returns 0, or
  * -1 when not a leader (nothing done). */
 int kl__core_handoff(struct kl__core *c, const char *to);
 /* kl_set_pod_label: a new label generation (pod "NAME" or "NS/NAME", NULL
  * or "": none). Returns 0, or -1 when a field does not fit (then none). */
-int kl__core_set_pod_label(struct kl__core *c, const char *pod, const char *key,
-                           const char *value);
+int kl__core_set_pod_label(struct kl__core *c, const char *pod, const char *key, const char *value);
 /* kl_proclaim written / the initial value: what the next stream carries
  * (len <= 1024; returns -1 beyond, unchanged). */
 int kl__core_set_value(struct kl__core *c, const void *value, size_t len);
