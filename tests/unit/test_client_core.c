@@ -326,6 +326,64 @@ static void test_core_health_gate(void **state)
     assert_non_null(strstr(a.text, "unhealthy"));
 }
 
+static void test_core_slow_confirm_is_sent_again_halfway(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    lead(&c); /* leader until 2020, next Confirm at 686 */
+    kl__core_tick(&c, 686, NULL);
+    uint64_t first = expect_send(&c, KL__RPC_CONFIRM, NULL);
+    /* Unanswered halfway from its send to the deadline: sent again. */
+    int64_t half = 686 + (2020 - 686) / 2;
+    assert_int_equal(kl__core_tick(&c, 700, NULL), half);
+    assert_false(take(&c, KL__ACT_SEND, &(struct kl__core_action){0}));
+    kl__core_tick(&c, half, NULL);
+    uint64_t second = expect_send(&c, KL__RPC_CONFIRM, NULL);
+    assert_true(kl__core_retrying(&c));
+    /* The second answers first, then the first: the deadline stays the
+     * later one (each from its own send time). */
+    grant(&c, half + 10, second, 1, 2000);
+    assert_int_equal(c.deadline_ms, half + 2000);
+    grant(&c, half + 20, first, 1, 2000);
+    assert_int_equal(c.deadline_ms, half + 2000);
+}
+
+static void test_core_no_retry_without_budget(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    lead(&c);
+    kl__core_tick(&c, 686, NULL);
+    expect_send(&c, KL__RPC_CONFIRM, NULL);
+    int budget = 0;
+    assert_int_equal(kl__core_tick(&c, 1400, &budget), 2020);
+    assert_false(take(&c, KL__ACT_SEND, &(struct kl__core_action){0}));
+}
+
+static void test_core_candidate_stream_end_forgets_the_term(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    kl__core_tick(&c, 0, NULL);
+    uint64_t s = expect_send(&c, KL__RPC_CAMPAIGN, NULL);
+    elected_event(&c, 10, s, 3); /* elected, never confirmed */
+    kl__core_stream_end(&c, 20, s, KL_ERR_UNAVAILABLE, "reset");
+    assert_int_equal(c.state, KL__EL_BACKOFF);
+    assert_int_equal(c.epoch, 0);
+    assert_string_equal(c.term_token, "");
+    kl__core_tick(&c, 70, NULL);
+    struct kl__core_action a;
+    expect_send(&c, KL__RPC_CAMPAIGN, &a);
+    assert_int_equal(a.u.send.req.campaign.resume_epoch, 0);
+    /* A stream end that cannot be retried ends the election. */
+    kl__core_stream_end(&c, 80, a.u.send.id, KL_ERR_PERMISSION_DENIED, "forbidden");
+    assert_true(take(&c, KL__ACT_ENDED, &a));
+    assert_int_equal(a.u.ended.result, KL_ERR_PERMISSION_DENIED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +397,9 @@ int main(void)
         cmocka_unit_test(test_core_refused_handoff_falls_back_to_resign),
         cmocka_unit_test(test_core_handed_off_is_acknowledged_by_resign),
         cmocka_unit_test(test_core_health_gate),
+        cmocka_unit_test(test_core_slow_confirm_is_sent_again_halfway),
+        cmocka_unit_test(test_core_no_retry_without_budget),
+        cmocka_unit_test(test_core_candidate_stream_end_forgets_the_term),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
