@@ -68,12 +68,12 @@ struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const 
 /* Asks for a leader label (pod "NAME" in the election's namespace or
  * "NAMESPACE/NAME", key and value copied; pod NULL or "": none), a new
  * generation replacing any: the I/O thread gives it to the service.
- * Returns 0, or -1 when out of memory (then none). The loop's mutex held
- * once the election is listed. */
+ * Returns 0, or -1 when a field is longer than the core keeps (then
+ * none). The loop's mutex held once the election is listed. */
 int kl__election_set_pod_label(struct kl__election *el, const char *pod, const char *key,
                                const char *value);
 /* The leader value the next stream carries (len bytes copied; 0: none).
- * Returns 0, or -1 when out of memory (then unchanged). */
+ * Returns 0, or -1 beyond 1024 bytes (then unchanged). */
 int kl__election_set_value(struct kl__election *el, const void *value, size_t len);
 void kl__election_ref(struct kl__election *el);
 /* Drops a reference; the last frees the election. */

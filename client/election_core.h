@@ -244,7 +244,7 @@ int kl__core_set_pod_label(struct kl__core *c, const char *pod, const char *key,
 /* kl_proclaim written / the initial value: what the next stream carries
  * (len <= 1024; returns -1 beyond, unchanged). */
 int kl__core_set_value(struct kl__core *c, const void *value, size_t len);
-/* kl_health_ok at now (never moves back). */
+/* The application last reported health (kl_health_ok) at now. */
 void kl__core_health_ok(struct kl__core *c, int64_t now);
 /* Reports the loss if the leadership deadline passed by now. Safe from
  * any caller at any time (the user-facing checks call it, so that a late
