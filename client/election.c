@@ -271,7 +271,9 @@ struct kl__election *kl__election_new(struct kl__loop *l, const char *ns, const 
         .health_deadline_ms = l->opts.health_deadline_ms,
         .endpoint = l->tr.endpoint,
     };
-    kl__core_init(&el->core, &cfg, l->health_ok_ms);
+    /* The health report is the loop's (under its mutex, not held here):
+     * the I/O thread hands it to the core before every tick. */
+    kl__core_init(&el->core, &cfg, 0);
     return el;
 }
 
