@@ -303,11 +303,6 @@ static void renew_fire(void *arg)
     lease_state *ls = arg;
     term *t = ls->term;
     /* A term whose stream is gone is not renewed: it ends at granted_until. */
-    if (KL_SIM_BROKEN(3) && t->state == TERM_LEADING && !t->owner) {
-        /* the simulator's break: released before its last grant ran out */
-        engine_term_end(ls, ENGINE_LOST_EXPIRED, "the holder's stream is gone", true);
-        return;
-    }
     if (t->state != TERM_LEADING || !t->owner)
         return;
     t->renew_sent_ms = engine_now_ms(ls->e);
