@@ -185,7 +185,9 @@ void sim_engine_boot(sim_engine *e)
     e->store = sim_store_view(e);
     char name[16];
     snprintf(name, sizeof name, "e%d", e->id);
-    engine_config cfg = {.loop = e->loop,
+    static const char *const label_keys[] = {SIM_LABEL_KEY, NULL};
+    engine_config cfg = {.pod_label_keys = label_keys,
+                         .loop = e->loop,
                          .store = e->store,
                          .wall_clock = engine_wall,
                          .wall_clock_ctx = e,
@@ -538,6 +540,10 @@ int sim_run(const sim_opts *o, sim_result *r)
     r->trace_hash = 0xcbf29ce484222325ULL;
     W.quiet_since = -1;
     log_set_level(LOG_ERROR + 1);
+    W.label_rule = o->brk == SIM_BREAK_RELABEL_EARLY ||
+                   (getenv("KL_SIM_LABEL_RULE") && atoi(getenv("KL_SIM_LABEL_RULE")));
+    W.late_pod_patches =
+        getenv("KL_SIM_LATE_POD_PATCHES") && atoi(getenv("KL_SIM_LATE_POD_PATCHES"));
     W.strict_check = getenv("KL_SIM_STRICT_CHECK") && atoi(getenv("KL_SIM_STRICT_CHECK"));
 
     W.lease_checks = calloc((size_t)o->leases, sizeof *W.lease_checks);

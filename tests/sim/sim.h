@@ -21,6 +21,7 @@ enum {
     SIM_BREAK_RELEASE_EARLY = 3,         /* engine: a lost term is released at once */
     SIM_BREAK_CONFLICT_WINS = 4,         /* engine: an acquisition's conflict counts as won */
     SIM_BREAK_SKIP_TOKEN = 5,            /* engine: any term token is accepted */
+    SIM_BREAK_RELABEL_EARLY = 6,         /* engine: a new term before the old label is off */
     SIM_BREAK_COUNT
 };
 
@@ -45,6 +46,7 @@ typedef struct sim_result {
     int64_t violation_at_ms;
     int64_t store_writes;
     int64_t faults;
+    int64_t label_findings; /* rule 9 breaches while it is not enforced */
 } sim_result;
 
 /* Runs one seed. Returns 0 when no checker found anything. */

@@ -74,6 +74,8 @@ static pending *pending_of(cl *s, uint64_t id)
     return NULL;
 }
 
+static void drain(sim_client *c, int64_t now);
+
 static void start_election(sim_client *c)
 {
     cl *s = c->impl;
@@ -91,6 +93,12 @@ static void start_election(sim_client *c)
                                   .resign_timeout_ms = 2000,
                                   .endpoint = "sim"};
     kl__core_init(&s->core, &cfg, cnow(c));
+    if (c->lease % 2 == 0) { /* half the Leases carry a leader label */
+        char pod[32];
+        snprintf(pod, sizeof pod, "default/pod-c%d", c->id);
+        kl__core_set_pod_label(&s->core, pod, SIM_LABEL_KEY, name);
+        drain(c, cnow(c));
+    }
     s->running = true;
     s->stream_id = 0;
     s->stream = NULL;
@@ -120,6 +128,8 @@ static void do_send(sim_client *c, const struct kl__core_action *a, int64_t now)
         sim_msg *m = msg_new(SM_CAMPAIGN, c);
         m->resume_epoch = r->resume_epoch;
         snprintf(m->token, sizeof m->token, "%s", r->term_token ? r->term_token : "");
+        if (r->pod_name && r->pod_name[0])
+            snprintf(m->pod, sizeof m->pod, "%s", r->pod_name);
         sim_trace("c%d %s lease-%d through e%d", c->id, r->resume_epoch ? "resumes" : "stands for",
                   c->lease, e->id);
         sim_conn_send_up(s->stream, m);

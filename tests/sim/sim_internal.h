@@ -28,6 +28,10 @@
 #define SIM_RENEW_S 3
 #define SIM_RETRY_S 1
 
+/* The leader label every campaign asks for (rule 9): this key, the Lease's
+ * name as its value, on the client's Pod pod-c<id>. */
+#define SIM_LABEL_KEY "sim.kubelease.io/leader"
+
 #define SIM_TAIL       400 /* trace lines kept for the report of a violation */
 #define SIM_TERMS_KEPT 64
 #define SIM_GENS       4096
@@ -102,7 +106,9 @@ typedef struct sim_world {
     int64_t quiet_since; /* -1 while faults are on */
     int64_t store_writes;
     bool strict_check;
-    int64_t steps_now; /* loop steps at this simulated time */
+    bool late_pod_patches; /* KL_SIM_LATE_POD_PATCHES */
+    bool label_rule;       /* rule 9 violations fail the run */
+    int64_t steps_now;     /* loop steps at this simulated time */
     char tail[SIM_TAIL][600];
     uint64_t tail_next;
 } sim_world;

@@ -26,6 +26,7 @@ typedef struct sim_msg {
     int64_t resume_epoch;
     char token[ENGINE_TOKEN_MAX];
     char identity[16];  /* "": the sender's own (c<id>) */
+    char pod[32];       /* Campaign: the leader label's Pod ("" none) */
     bool forged;        /* an impostor's request (sim_client_forge) */
     engine_event ev;    /* SM_EVENT */
     engine_reply reply; /* SM_REPLY (no lists) */

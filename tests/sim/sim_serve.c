@@ -84,6 +84,12 @@ void sim_engine_serve(sim_conn *k, const sim_msg *m)
         req.resume_epoch = m->resume_epoch;
         snprintf(req.term_token, sizeof req.term_token, "%s", m->token);
         snprintf(req.caller, sizeof req.caller, "%s", ident);
+        if (m->pod[0]) {
+            snprintf(req.label.ns, sizeof req.label.ns, "default");
+            snprintf(req.label.pod, sizeof req.label.pod, "%s", m->pod);
+            snprintf(req.label.key, sizeof req.label.key, "%s", SIM_LABEL_KEY);
+            snprintf(req.label.value, sizeof req.label.value, "%s", name);
+        }
         char msg[256];
         if (engine_validate_campaign(&req, msg, sizeof msg) != 0) {
             fprintf(stderr, "sim: campaign refused: %s\n", msg);

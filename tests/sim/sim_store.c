@@ -54,9 +54,43 @@ typedef struct op {
     int64_t deadline;
     bool answered;
     store_result res;
+    bool pod_label; /* OP_POD: a label patch (else a read) */
+    bool has_value;
+    char key[STORE_LABEL_KEY_MAX];
+    char value[STORE_LABEL_VAL_MAX];
 } op;
 
 enum { FAULT_NONE, FAULT_LOST_REQUEST, FAULT_LOST_ANSWER, FAULT_DUP, FAULT_409, FAULT_5XX };
+
+/* The leader labels on Pods (rule 9): Pod pod-c<i> carries SIM_LABEL_KEY
+ * with value label[i] ("" none). */
+#define MAX_PODS 64
+static char pod_labels[MAX_PODS][STORE_LABEL_VAL_MAX];
+
+/* A label patch landed: never two Pods labelled for one Lease. */
+static void pod_label_apply(const char *pod, const char *key, const char *value)
+{
+    if (strncmp(pod, "pod-c", 5) != 0 || strcmp(key, SIM_LABEL_KEY) != 0)
+        return;
+    int i = atoi(pod + 5);
+    if (i < 0 || i >= MAX_PODS)
+        return;
+    snprintf(pod_labels[i], sizeof pod_labels[i], "%s", value ? value : "");
+    sim_trace("store: pod-c%d %s", i, value ? "labelled" : "unlabelled");
+    if (!value)
+        return;
+    for (int j = 0; j < MAX_PODS; j++)
+        if (j != i && strcmp(pod_labels[j], value) == 0) {
+            /* The real engine does not pass this yet (see docs/design.md,
+             * "The simulator"): a violation only with KL_SIM_LABEL_RULE=1
+             * (and for the relabel break), else a finding in the trace. */
+            if (W.label_rule)
+                sim_violation("rule 9: pod-c%d and pod-c%d both labelled %s=%s", j, i, key, value);
+            else if (W.res->label_findings++ == 0)
+                sim_trace("FINDING rule 9: pod-c%d and pod-c%d both labelled %s=%s", j, i, key,
+                          value);
+        }
+}
 
 typedef struct delivery {
     struct store_watch *w;
@@ -355,6 +389,11 @@ static store_result apply(op *o)
         notify(STORE_EVENT_DELETE, &r.lease);
         break;
     case OP_POD:
+        if (o->pod_label)
+            pod_label_apply(o->lease.name, o->key, o->has_value ? o->value : NULL);
+        r.lease = o->lease;
+        snprintf(r.pod_ip, sizeof r.pod_ip, "10.0.0.1");
+        break;
     case OP_EVENT:
         r.lease = o->lease;
         snprintf(r.pod_ip, sizeof r.pod_ip, "10.0.0.1");
@@ -381,6 +420,13 @@ static void arrive(void *arg, uint64_t a, uint64_t b)
     (void)b;
     op *o = arg;
     int64_t back = latency();
+    /* A Pod patch that reaches the apiserver after its caller gave up is
+     * dropped, unless KL_SIM_LATE_POD_PATCHES: then it lands, late (the
+     * apiserver may finish a request whose client is gone; a Lease write
+     * landing late is refused by its compare-and-swap, a Pod label patch
+     * is not). */
+    if (o->kind == OP_POD && o->pod_label && W.now > o->deadline && !W.late_pod_patches)
+        o->fault = FAULT_LOST_REQUEST;
     switch (o->fault) {
     case FAULT_LOST_REQUEST:
     case FAULT_5XX:
@@ -404,8 +450,8 @@ static void arrive(void *arg, uint64_t a, uint64_t b)
     schedule_answer(o, W.now + back);
 }
 
-static void submit(sim_view *v, op_kind kind, const store_lease *l, const char *rv, int timeout_ms,
-                   store_cb cb, void *ctx)
+static op *submit(sim_view *v, op_kind kind, const store_lease *l, const char *rv, int timeout_ms,
+                  store_cb cb, void *ctx)
 {
     op *o = calloc(1, sizeof *o);
     if (!o)
@@ -434,9 +480,10 @@ static void submit(sim_view *v, op_kind kind, const store_lease *l, const char *
     if (o->fault == FAULT_LOST_REQUEST) {
         fail(&o->res, STORE_UNAVAILABLE, "the request was lost");
         schedule_answer(o, INT64_MAX);
-        return;
+        return o;
     }
     sim_at(W.now + latency(), arrive, o, 0, 0);
+    return o;
 }
 
 static void v_get(store *s, const char *ns, const char *name, int timeout_ms, store_cb cb,
@@ -468,11 +515,13 @@ static void v_remove(store *s, const char *ns, const char *name, const char *rv,
 static void v_pod_label(store *s, const char *ns, const char *pod, const char *key,
                         const char *value, int timeout_ms, store_cb cb, void *ctx)
 {
-    (void)key;
-    (void)value;
     store_lease l;
     store_lease_absent(&l, ns, pod);
-    submit((sim_view *)s, OP_POD, &l, NULL, timeout_ms, cb, ctx);
+    op *o = submit((sim_view *)s, OP_POD, &l, NULL, timeout_ms, cb, ctx);
+    o->pod_label = true;
+    o->has_value = value != NULL;
+    snprintf(o->key, sizeof o->key, "%s", key);
+    snprintf(o->value, sizeof o->value, "%s", value ? value : "");
 }
 
 static void v_pod_get(store *s, const char *ns, const char *pod, int timeout_ms, store_cb cb,
@@ -546,6 +595,7 @@ void sim_store_view_dead(store *s)
 void sim_store_init(void)
 {
     memset(&S, 0, sizeof S);
+    memset(pod_labels, 0, sizeof pod_labels);
 }
 
 void sim_store_free(void)
