@@ -108,7 +108,7 @@ static void start_election(sim_client *c)
 
 static sim_msg *msg_new(sim_msg_kind kind, sim_client *c)
 {
-    sim_msg *m = calloc(1, sizeof *m);
+    sim_msg *m = sim_msg_alloc();
     if (!m)
         abort();
     m->kind = kind;
@@ -443,7 +443,7 @@ void sim_client_forge(sim_client *c)
     const sim_lease_check *lc = &W.lease_checks[l];
     if (!lc->store_holder[0])
         return;
-    sim_msg *m = calloc(1, sizeof *m);
+    sim_msg *m = sim_msg_alloc();
     if (!m)
         abort();
     m->kind = SM_CONFIRM;

@@ -4,6 +4,7 @@
  * What a client sends reaches the engine as the RPC layer would hand it
  * over (engine_campaign, engine_confirm, ...: server/rpc/lease_service.c);
  * what the engine answers travels back the same way. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,14 @@ static int64_t hop(sim_conn *k, int dir)
         at = *last;
     *last = at;
     return at;
+}
+
+sim_msg *sim_msg_alloc(void)
+{
+    sim_msg *m = malloc(sizeof *m);
+    if (m)
+        memset(m, 0, offsetof(sim_msg, ev));
+    return m;
 }
 
 sim_conn *sim_conn_open(sim_client *c, sim_engine *e, bool stream)
@@ -169,7 +178,7 @@ void sim_conn_reset(sim_conn *k, const char *why)
     k->open = false;
     if (k->stream)
         sim_trace("net: c%d's stream to e%d reset (%s)", k->c->id, k->e->id, why);
-    sim_msg *m = calloc(1, sizeof *m);
+    sim_msg *m = sim_msg_alloc();
     if (!m)
         abort();
     m->kind = SM_RESET;

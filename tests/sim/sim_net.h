@@ -52,6 +52,9 @@ struct sim_conn {
     sim_conn *next;
 };
 
+/* A message with everything before ev zeroed (ev and reply are large and
+ * written only by the kinds that carry them); NULL only on exhaustion. */
+sim_msg *sim_msg_alloc(void);
 sim_conn *sim_conn_open(sim_client *c, sim_engine *e, bool stream);
 void sim_conn_send_up(sim_conn *k, sim_msg *m);   /* takes m */
 void sim_conn_send_down(sim_conn *k, sim_msg *m); /* takes m */

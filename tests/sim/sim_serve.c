@@ -15,7 +15,7 @@ static void ev_on_event(void *ctx, const engine_event *ev)
     sim_conn *k = ctx;
     if (!k->open)
         return;
-    sim_msg *m = calloc(1, sizeof *m);
+    sim_msg *m = sim_msg_alloc();
     if (!m)
         abort();
     m->kind = SM_EVENT;
@@ -29,7 +29,7 @@ static void ev_on_close(void *ctx)
     k->engine_closed = true;
     if (!k->open)
         return;
-    sim_msg *m = calloc(1, sizeof *m);
+    sim_msg *m = sim_msg_alloc();
     if (!m)
         abort();
     m->kind = SM_STREAM_END;
@@ -48,7 +48,7 @@ static void on_reply(void *ctx, const engine_reply *r)
                                r->epoch);
     if (!k->open)
         return;
-    sim_msg *m = calloc(1, sizeof *m);
+    sim_msg *m = sim_msg_alloc();
     if (!m)
         abort();
     m->kind = SM_REPLY;
