@@ -17,7 +17,7 @@ static struct kl__election *el_find(struct kl_client *c, const char *ns, const c
 {
     KL__LIST_FOREACH (link, &c->elections) {
         struct kl__election *el = kl__election_of(link);
-        if (kl__key_is(el->key, ns, lease))
+        if (kl__key_is(el->core.key, ns, lease))
             return el;
     }
     return NULL;
@@ -49,8 +49,8 @@ static int check_pod_label(const kl_election_options *o, kl_error *err)
     if (!has_pod)
         return KL_OK;
     const char *slash = strchr(o->pod_name, '/');
-    if (slash && (slash == o->pod_name || !slash[1] || slash - o->pod_name > 63 ||
-                  strchr(slash + 1, '/')))
+    if (slash &&
+        (slash == o->pod_name || !slash[1] || slash - o->pod_name > 63 || strchr(slash + 1, '/')))
         return kl__seterr(err, KL_ERR_INVALID_ARGUMENT,
                           "opts: pod_name \"%.80s\" is not NAME or NAMESPACE/NAME", o->pod_name);
     if (strlen(slash ? slash + 1 : o->pod_name) > 253 || strlen(o->pod_label_key) > 317 ||
@@ -123,7 +123,7 @@ int kl_run_election_opts(kl_client *c, const char *ns, const char *lease, const 
     }
     if (!el)
         return kl__seterr(err, KL_ERR_NO_MEMORY, "out of memory starting the election");
-    el->grant_ms = o.grant_ms;
+    el->core.grant_ms = o.grant_ms;
 
     pthread_mutex_lock(&c->loop.mu);
     if (c->stopping) {
@@ -133,18 +133,18 @@ int kl_run_election_opts(kl_client *c, const char *ns, const char *lease, const 
     old = el_find(c, ns, lease);
     if (old && !kl__election_over(old)) {
         rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING, "election for %s already running (as %s)",
-                        old->key, old->identity);
+                        old->core.key, old->core.identity);
         goto out;
     }
     if (old) {
         /* Let the previous election finish resigning first, or its Resign
          * could end the new campaign of the same identity. */
         int64_t until = kl__now_ms() + c->loop.opts.resign_timeout_ms + 1000;
-        while (old->state != KL__EL_CLOSED) {
+        while (old->core.state != KL__EL_CLOSED) {
             if (kl__loop_on_thread(&c->loop) || kl__now_ms() >= until) {
                 rc = kl__seterr(err, KL_ERR_ALREADY_RUNNING,
                                 "the previous election for %s is still resigning; try again",
-                                old->key);
+                                old->core.key);
                 goto out;
             }
             kl__loop_wait_until(&c->loop, until);
@@ -205,11 +205,12 @@ int kl_proclaim(kl_client *c, const char *ns, const char *lease, const void *val
         kl__election_check_deadline(el, kl__now_ms());
     if (!el || kl__election_over(el))
         rc = kl__seterr(err, KL_ERR_NO_ELECTION, "no election for %s/%s is running", ns, lease);
-    else if (!kl__election_leader(el) && el->state != KL__EL_ELECTED)
-        rc = kl__seterr(err, KL_ERR_LOST, "%s does not lead: only its leader proclaims", el->key);
+    else if (!kl__election_leader(el) && el->core.state != KL__EL_ELECTED)
+        rc = kl__seterr(err, KL_ERR_LOST, "%s does not lead: only its leader proclaims",
+                        el->core.key);
     else {
-        snprintf(identity, sizeof identity, "%s", el->identity);
-        snprintf(token, sizeof token, "%s", el->term_token);
+        snprintf(identity, sizeof identity, "%s", el->core.identity);
+        snprintf(token, sizeof token, "%s", el->core.term_token);
     }
     pthread_mutex_unlock(&c->loop.mu);
     if (rc != KL_OK)
@@ -244,7 +245,7 @@ int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error
     pthread_mutex_lock(&c->loop.mu);
     struct kl__election *el = el_find(c, ns, lease);
     if (el)
-        kl__election_cancel(el, "election for %s cancelled", el->key);
+        kl__election_cancel(el, "election for %s cancelled", el->core.key);
     pthread_mutex_unlock(&c->loop.mu);
     return KL_OK;
 }
@@ -254,9 +255,9 @@ int kl_cancel_election(kl_client *c, const char *ns, const char *lease, kl_error
  * kl_wait_lost. */
 static int over_result(struct kl__election *el, int for_elected, kl_error *err)
 {
-    if (el->result == KL_ERR_CANCELLED && !for_elected)
+    if (el->core.result == KL_ERR_CANCELLED && !for_elected)
         return KL_OK;
-    return kl__seterr(err, el->result, "%s", el->message);
+    return kl__seterr(err, el->core.result, "%s", el->core.message);
 }
 
 /* The common start of the blocking waits: checks the arguments and the
@@ -299,7 +300,7 @@ int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout
         kl__election_check_deadline(el, now);
         if (kl__election_leader(el)) {
             if (lease_transitions)
-                *lease_transitions = el->epoch;
+                *lease_transitions = el->core.epoch;
             rc = KL_OK;
             break;
         }
@@ -308,11 +309,12 @@ int kl_wait_elected(kl_client *c, const char *ns, const char *lease, int timeout
             break;
         }
         if (until >= 0 && now >= until) {
-            kl__election_cancel(el, "election for %s cancelled: not elected within %d s", el->key,
-                                timeout_s);
+            kl__election_cancel(el, "election for %s cancelled: not elected within %d s",
+                                el->core.key, timeout_s);
             rc = kl__seterr(err, KL_ERR_TIMEOUT,
-                            "election for %s not won within %d s, so it was cancelled%s%s", el->key,
-                            timeout_s, el->problem[0] ? "; last problem: " : "", el->problem);
+                            "election for %s not won within %d s, so it was cancelled%s%s",
+                            el->core.key, timeout_s, el->core.problem[0] ? "; last problem: " : "",
+                            el->core.problem);
             break;
         }
         kl__loop_wait_until(&c->loop, until);
@@ -338,13 +340,13 @@ static int wait_lost(kl_client *c, const char *ns, const char *lease, int timeou
         }
         if (until >= 0 && now >= until) {
             rc = kl__seterr(err, KL_ERR_TIMEOUT, "election for %s still running after %d ms",
-                            el->key, timeout_ms);
+                            el->core.key, timeout_ms);
             break;
         }
         /* Wake at the leadership deadline at the latest. */
         int64_t wake = until;
-        if (kl__election_leader(el) && (wake < 0 || el->deadline_ms < wake))
-            wake = el->deadline_ms;
+        if (kl__election_leader(el) && (wake < 0 || el->core.deadline_ms < wake))
+            wake = el->core.deadline_ms;
         kl__loop_wait_until(&c->loop, wake);
     }
     kl__election_unref(el);
@@ -380,25 +382,25 @@ int kl_wait_pod_label(kl_client *c, const char *ns, const char *lease, int timeo
     for (;;) {
         int64_t now = kl__now_ms();
         kl__election_check_deadline(el, now);
-        if (el->label_done == el->label_gen) {
-            if (el->label_result == KL_OK)
+        if (el->core.label_done == el->core.label_gen) {
+            if (el->core.label_result == KL_OK)
                 kl__clearerr(err);
-            rc = el->label_result == KL_OK
+            rc = el->core.label_result == KL_OK
                      ? KL_OK
-                     : kl__seterr(err, el->label_result, "%s", el->label_message);
+                     : kl__seterr(err, el->core.label_result, "%s", el->core.label_message);
             break;
         }
         if (kl__election_over(el)) {
             rc = kl__seterr(err, KL_ERR_NO_ELECTION,
                             "the election for %s ended before its leader label was decided: %s",
-                            el->key, el->message);
+                            el->core.key, el->core.message);
             break;
         }
         if (now >= until) {
             rc = kl__seterr(err, KL_ERR_TIMEOUT,
                             "the service did not decide the leader label of %s within %d ms%s%s",
-                            el->key, timeout_ms, el->label_message[0] ? "; " : "",
-                            el->label_message);
+                            el->core.key, timeout_ms, el->core.label_message[0] ? "; " : "",
+                            el->core.label_message);
             break;
         }
         kl__loop_wait_until(&c->loop, until);
@@ -421,13 +423,13 @@ int kl_wait_ended(kl_client *c, const char *ns, const char *lease, int timeout_m
     for (;;) {
         int64_t now = kl__now_ms();
         kl__election_check_deadline(el, now);
-        if (el->state == KL__EL_CLOSED) {
+        if (el->core.state == KL__EL_CLOSED) {
             rc = KL_OK;
             break;
         }
         if (now >= until) {
             rc =
-                kl__seterr(err, KL_ERR_TIMEOUT, "election for %s %s after %d ms", el->key,
+                kl__seterr(err, KL_ERR_TIMEOUT, "election for %s %s after %d ms", el->core.key,
                            kl__election_over(el) ? "still resigning" : "still running", timeout_ms);
             break;
         }
@@ -455,7 +457,7 @@ int kl_is_leader(kl_client *c, const char *ns, const char *lease, int64_t *valid
         if (kl__election_leader(el)) {
             rc = 1;
             if (valid_for_ms)
-                *valid_for_ms = kl__remaining_ms(el->deadline_ms, now);
+                *valid_for_ms = kl__remaining_ms(el->core.deadline_ms, now);
         }
     }
     pthread_mutex_unlock(&c->loop.mu);

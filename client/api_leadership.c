@@ -180,7 +180,7 @@ static int handoff_own(struct kl_client *c, const char *ns, const char *lease, c
     pthread_mutex_lock(&c->loop.mu);
     KL__LIST_FOREACH (link, &c->elections) {
         struct kl__election *el = kl__election_of(link);
-        if (kl__key_is(el->key, ns, lease) && kl__election_handoff(el, to) == 0) {
+        if (kl__key_is(el->core.key, ns, lease) && kl__election_handoff(el, to) == 0) {
             rc = KL_OK;
             break;
         }

@@ -148,7 +148,7 @@ void kl_client_free(kl_client *c)
     c->stopping = 1;
     KL__LIST_FOREACH (link, &c->elections) {
         struct kl__election *el = kl__election_of(link);
-        kl__election_cancel(el, "election for %s cancelled: the client was freed", el->key);
+        kl__election_cancel(el, "election for %s cancelled: the client was freed", el->core.key);
     }
     KL__LIST_FOREACH (link, &c->watches)
         kl__watch_cancel(kl__watch_of(link));

@@ -41,6 +41,10 @@ static void set_value(store_lease *rec, const engine_campaign_req *req)
  * If the Lease is still what the write replaced, nothing explains the
  * conflict (an apiserver or a proxy refusing for another reason): the next
  * attempt waits a retry period, so a refusal that persists is not a loop. */
+#ifdef KL_SIM_BREAKS
+static store_lease sim_attempt; /* the last acquisition written (KL_SIM_BROKEN(4)) */
+#endif
+
 static void reread_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
@@ -111,6 +115,14 @@ static void acquire_done(void *ctx, const store_result *r)
         engine_candidate_end(c, ENGINE_LOST_RESUME_FAILED, 0, r->message);
         return;
     }
+#ifdef KL_SIM_BREAKS
+    /* The simulator's break: a conflict counts as won. */
+    if (KL_SIM_BROKEN(4) && c && !ls->term &&
+        (r->status == STORE_CONFLICT || r->status == STORE_EXISTS)) {
+        engine_term_start(ls, c, &sim_attempt, sent, false);
+        return;
+    }
+#endif
     if (r->status == STORE_CONFLICT || r->status == STORE_EXISTS) {
         /* Lost the race, most likely: the Lease is read back rather than
          * waiting for the watch, which may never bring anything if the
@@ -176,6 +188,9 @@ static void write_for(lease_state *ls, candidate *c, bool create, store_lease *r
     log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
               ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
               (int)create);
+#ifdef KL_SIM_BREAKS
+    sim_attempt = *rec;
+#endif
     if (create)
         ls->e->store->ops->create(ls->e->store, rec, timeout, acquire_done, ls);
     else

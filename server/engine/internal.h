@@ -51,6 +51,17 @@
 #include "common/list.h"
 #include "engine/engine.h"
 
+/* Rule breaks for the simulator (tests/sim, kl_sim_break only): compiled
+ * in only with KL_SIM_BREAKS, which no production target defines; then
+ * KL_SIM_BROKEN(n) is true while the simulator's kl_sim_break is n (the
+ * SIM_BREAK_* of tests/sim/sim.h). Without it, always false. */
+#ifdef KL_SIM_BREAKS
+extern int kl_sim_break;
+#define KL_SIM_BROKEN(n) (kl_sim_break == (n))
+#else
+#define KL_SIM_BROKEN(n) 0
+#endif
+
 #define ENGINE_BUCKETS 1024
 /* The negative cache of absent Leases (absent.c): how many, for how long. */
 #define ENGINE_ABSENT_MAX    256

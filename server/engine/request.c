@@ -140,7 +140,10 @@ static void do_detach(cmd *k)
               log_q(c->req.identity));
     /* If it led, the term stays until granted_until passes (the guard timer
      * then releases), unless the client resumes before that. */
+    bool led = KL_SIM_BROKEN(3) && ls->term && ls->term->owner == c && !engine_term_over(ls->term);
     engine_candidate_end(c, ENGINE_LOST_UNSPECIFIED, 0, NULL);
+    if (led) /* the simulator's break: released before the last grant ran out */
+        engine_term_end(ls, ENGINE_LOST_EXPIRED, "the holder's stream is gone", true);
 }
 
 static void do_watch(cmd *k)

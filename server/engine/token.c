@@ -139,6 +139,8 @@ bool engine_token_equal(const char *want, const char *given)
     memcpy(a, want, na);
     memcpy(b, given, nb);
     bool same = CRYPTO_memcmp(a, b, sizeof a) == 0;
+    if (KL_SIM_BROKEN(5)) /* the simulator's break: any token will do */
+        same = true;
     OPENSSL_cleanse(a, sizeof a);
     OPENSSL_cleanse(b, sizeof b);
     return same && na > 0;
