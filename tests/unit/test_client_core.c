@@ -384,6 +384,59 @@ static void test_core_candidate_stream_end_forgets_the_term(void **state)
     assert_int_equal(a.u.ended.result, KL_ERR_PERMISSION_DENIED);
 }
 
+static void test_core_label_asked_while_campaigning_goes_by_set_pod_label(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    kl__core_tick(&c, 0, NULL);
+    uint64_t s = expect_send(&c, KL__RPC_CAMPAIGN, NULL);
+    assert_int_equal(kl__core_set_pod_label(&c, "web-0", "leader", "yes"), 0);
+    /* Not before the service holds the campaign (it spoke on the stream). */
+    kl__core_tick(&c, 10, NULL);
+    assert_false(take(&c, KL__ACT_SEND, &(struct kl__core_action){0}));
+    Kubelease__V1__CampaignEvent ev = {0};
+    ev.event_case = KUBELEASE__V1__CAMPAIGN_EVENT__EVENT_CANDIDATE;
+    kl__core_stream_event(&c, 20, s, &ev);
+    kl__core_tick(&c, 20, NULL);
+    struct kl__core_action a;
+    uint64_t id = expect_send(&c, KL__RPC_SET_POD_LABEL, &a);
+    assert_string_equal(a.u.send.req.set_pod_label.pod_namespace, "default");
+    assert_string_equal(a.u.send.req.set_pod_label.pod_name, "web-0");
+    assert_string_equal(a.u.send.req.set_pod_label.pod_label_key, "leader");
+    /* Busy: asked again 500 ms later. */
+    kl__core_answer(&c, 30, id, KL_ERR_UNAVAILABLE, "overloaded", NULL);
+    assert_int_equal(c.label_done, 0);
+    assert_true(kl__core_tick(&c, 30, NULL) <= 530);
+    assert_false(take(&c, KL__ACT_SEND, &a));
+    kl__core_tick(&c, 530, NULL);
+    id = expect_send(&c, KL__RPC_SET_POD_LABEL, NULL);
+    Kubelease__V1__SetPodLabelResponse r = {0};
+    r.state = KUBELEASE__V1__POD_LABEL_STATE__POD_LABEL_STATE_ACCEPTED;
+    kl__core_answer(&c, 540, id, KL_OK, "", &r.base);
+    assert_int_equal(c.label_done, c.label_gen);
+    assert_int_equal(c.label_result, KL_OK);
+    assert_non_null(strstr(c.label_message, "accepted for the coming term"));
+}
+
+static void test_core_stale_and_unknown_ids_are_ignored(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    uint64_t s = lead(&c);
+    int64_t deadline = c.deadline_ms;
+    /* The Confirm already answered, answered again (a duplicate): nothing. */
+    grant(&c, 600, 2, 1, 2000);
+    assert_int_equal(c.deadline_ms, deadline);
+    grant(&c, 600, 999, 1, 2000);
+    kl__core_answer(&c, 600, 0, KL_ERR_LOST, "x", NULL);
+    kl__core_stream_end(&c, 600, 999, KL_ERR_PERMISSION_DENIED, "x");
+    assert_true(kl__core_leader(&c));
+    assert_int_equal(c.deadline_ms, deadline);
+    assert_int_equal(c.stream, s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +453,8 @@ int main(void)
         cmocka_unit_test(test_core_slow_confirm_is_sent_again_halfway),
         cmocka_unit_test(test_core_no_retry_without_budget),
         cmocka_unit_test(test_core_candidate_stream_end_forgets_the_term),
+        cmocka_unit_test(test_core_label_asked_while_campaigning_goes_by_set_pod_label),
+        cmocka_unit_test(test_core_stale_and_unknown_ids_are_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
