@@ -7,8 +7,10 @@
  * is made, the connection suspended and the ticket posted to the loop
  * thread, which asks the apiserver (auth_review.c) and resumes the
  * connection with the verdict; the access handler then runs again and
- * finds it. Tickets are shared like calls (see auth.h); their references
- * and the list s->auth_tickets change under s->mu. */
+ * finds it, with the request's message kept (rpc.c). A ticket waits in an
+ * http_wait (wait.h) like a call: its references (the request's, the
+ * loop's) change only through http_wait_ref/unref, and they and the list
+ * s->auth_tickets change under s->mu. */
 #include "http/auth.h"
 
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "common/secret.h"
 #include "core/loop.h"
 #include "http/auth_internal.h"
+#include "http/wait.h"
 
 #define TOKEN_TTL_MS      60000
 #define NEGATIVE_TTL_MS   30000 /* docs/design.md, rule 7: why 30 s */
@@ -30,11 +33,7 @@
 #define TOKEN_MAX         16384
 
 struct http_auth_ticket {
-    http_server *srv;
-    int refs;
-    struct MHD_Connection *conn; /* NULL once the request is over */
-    bool suspended, done;
-    struct kl__list link; /* in s->auth_tickets while the loop has not answered */
+    http_wait w; /* listed in s->auth_tickets while the loop has not answered */
     /* the question */
     uint8_t digest[AUTH_DIGEST_LEN];
     char *token; /* secret: wiped when freed */
@@ -260,25 +259,18 @@ static http_auth_verdict access_verdict(auth_subject *s, const http_auth_action 
 
 /* ---- tickets --------------------------------------------------------------------- */
 
-static void ticket_unref(http_auth_ticket *t)
+static http_auth_ticket *ticket_of_wait(http_wait *w)
 {
-    if (--t->refs > 0)
-        return;
+    return KL__LIST_ENTRY(w, http_auth_ticket, w);
+}
+
+static void ticket_release(http_wait *w)
+{
+    http_auth_ticket *t = ticket_of_wait(w);
     kl__secret_free(t->token);
     auth_subject_unref(t->subject);
     auth_subject_unref(t->narrow);
     free(t);
-}
-
-/* Safe on a ticket no longer listed. */
-static void ticket_unlist(http_auth_ticket *t)
-{
-    kl__list_remove(&t->link);
-}
-
-static http_auth_ticket *ticket_of(struct kl__list *link)
-{
-    return KL__LIST_ENTRY(link, http_auth_ticket, link);
 }
 
 /* s->mu held: sets the verdict of a ticket that has none, and resumes its
@@ -286,30 +278,33 @@ static http_auth_ticket *ticket_of(struct kl__list *link)
 static void ticket_answer_locked(http_auth_ticket *t, http_auth_verdict v,
                                  const http_auth_denial *d, auth_subject *narrow)
 {
-    if (t->done) {
+    if (t->w.done) {
         auth_subject_unref(narrow);
         return;
     }
-    t->done = true;
     t->verdict = v;
     if (d)
         t->denial = *d;
     t->narrow = narrow;
-    if (t->suspended && t->conn) {
-        t->suspended = false;
-        MHD_resume_connection(t->conn);
-    }
+    http_wait_complete(&t->w);
+}
+
+static void ticket_fail_wait(http_wait *w, rpc_code code, const char *message)
+{
+    http_auth_denial d;
+    deny(&d, code, message);
+    ticket_answer_locked(ticket_of_wait(w), HTTP_AUTH_DENIED, &d, NULL);
 }
 
 /* Loop thread: the verdict is in; the loop drops its reference. */
 static void ticket_complete(http_auth_ticket *t, http_auth_verdict v, const http_auth_denial *d,
                             auth_subject *narrow)
 {
-    http_server *s = t->srv;
+    http_server *s = t->w.srv;
     pthread_mutex_lock(&s->mu);
-    ticket_unlist(t);
+    http_wait_unlist(&t->w);
     ticket_answer_locked(t, v, d, narrow);
-    ticket_unref(t); /* the loop's */
+    http_wait_unref(&t->w); /* the loop's */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -394,7 +389,7 @@ static void ticket_ask(http_auth_ticket *t, bool wide_first)
     auth_access_question q = {t->verb, t->ns, wide_first ? "" : t->name, t->path};
     const auth_asker who = {.limited = true, .peer = t->peer};
     char msg[300];
-    if (auth_review_access(t->srv->auth, t->subject, &q, &who,
+    if (auth_review_access(t->w.srv->auth, t->subject, &q, &who,
                            wide_first ? ticket_on_wide : ticket_on_access, NULL, t, msg,
                            sizeof msg) != 0)
         ticket_fail(t, RPC_UNAVAILABLE, msg);
@@ -403,7 +398,7 @@ static void ticket_ask(http_auth_ticket *t, bool wide_first)
 static void ticket_on_token(void *ctx, const auth_token_answer *ans)
 {
     http_auth_ticket *t = ctx;
-    http_auth *a = t->srv->auth;
+    http_auth *a = t->w.srv->auth;
     http_auth_action act = ticket_action(t);
     http_auth_denial d;
     if (refused(a, ans, &act, &d, t->label_refused, sizeof t->label_refused)) {
@@ -424,7 +419,7 @@ static void ticket_on_token(void *ctx, const auth_token_answer *ans)
 static void ticket_run(void *arg)
 {
     http_auth_ticket *t = arg;
-    http_auth *a = t->srv->auth;
+    http_auth *a = t->w.srv->auth;
     auth_token_answer ans;
     char msg[300];
     const auth_asker who = {.limited = true, .peer = t->peer};
@@ -444,9 +439,7 @@ static http_auth_ticket *ticket_new(http_server *s, struct MHD_Connection *conn,
     http_auth_ticket *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    t->srv = s;
-    t->refs = 1;
-    t->conn = conn;
+    http_wait_init(&t->w, s, conn, ticket_release);
     memcpy(t->digest, digest, AUTH_DIGEST_LEN);
     snprintf(t->verb, sizeof t->verb, "%s", act->verb);
     snprintf(t->ns, sizeof t->ns, "%s", act->ns);
@@ -477,21 +470,20 @@ static http_auth_verdict ticket_start(http_server *s, struct MHD_Connection *con
         return deny(d, RPC_INTERNAL, "out of memory");
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
-        ticket_unref(t);
+        http_wait_unref(&t->w);
         pthread_mutex_unlock(&s->mu);
         return deny(d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
     }
-    kl__list_insert_head(&s->auth_tickets, &t->link);
-    t->refs++; /* the loop's */
+    http_wait_list(&s->auth_tickets, &t->w);
+    http_wait_ref(&t->w); /* the loop's */
     if (loop_post(s->auth->loop, ticket_run, t) != 0) {
-        ticket_unlist(t);
-        t->refs--; /* the loop never got it */
-        ticket_unref(t);
+        http_wait_unlist(&t->w);
+        http_wait_unref(&t->w); /* the loop's: it never got it */
+        http_wait_unref(&t->w); /* the request's */
         pthread_mutex_unlock(&s->mu);
         return deny(d, RPC_INTERNAL, "out of memory");
     }
-    t->suspended = true;
-    MHD_suspend_connection(conn);
+    http_wait_park(&t->w);
     pthread_mutex_unlock(&s->mu);
     q->auth = t;
     return HTTP_AUTH_WAIT;
@@ -502,15 +494,9 @@ static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *c
                                         http_auth_denial *d)
 {
     http_auth_ticket *t = q->auth;
+    (void)conn;
     pthread_mutex_lock(&s->mu);
-    if (!t->done && s->gone) {
-        http_auth_denial gone;
-        deny(&gone, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
-        ticket_answer_locked(t, HTTP_AUTH_DENIED, &gone, NULL);
-    }
-    if (!t->done) {
-        t->suspended = true;
-        MHD_suspend_connection(conn);
+    if (!http_wait_resumed(&t->w, ticket_fail_wait)) {
         pthread_mutex_unlock(&s->mu);
         return HTTP_AUTH_WAIT;
     }
@@ -523,8 +509,7 @@ static http_auth_verdict ticket_resumed(http_server *s, struct MHD_Connection *c
     t->narrow = NULL;
     if (v == HTTP_AUTH_ALLOWED && t->subject) /* the quotas' caller */
         snprintf(q->caller, sizeof q->caller, "%s", t->subject->user.username);
-    t->conn = NULL;
-    ticket_unref(t); /* the request's */
+    http_wait_request_done(&t->w);
     pthread_mutex_unlock(&s->mu);
     q->auth = NULL;
     return v;
@@ -647,29 +632,17 @@ void http_auth_request_done(http_server *s, http_req *q)
     if (!t)
         return;
     pthread_mutex_lock(&s->mu);
-    t->conn = NULL;
-    t->suspended = false;
-    ticket_unref(t); /* the request's */
+    http_wait_request_done(&t->w);
     pthread_mutex_unlock(&s->mu);
     q->auth = NULL;
 }
 
 void http_auth_tickets_end_locked(http_server *s)
 {
-    http_auth_denial d;
-    deny(&d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
-    while (!kl__list_empty(&s->auth_tickets)) {
-        http_auth_ticket *t = ticket_of(kl__list_first(&s->auth_tickets));
-        ticket_unlist(t);
-        ticket_answer_locked(t, HTTP_AUTH_DENIED, &d, NULL);
-        ticket_unref(t); /* the loop's: it will never run again */
-    }
+    http_waits_end(&s->auth_tickets, ticket_fail_wait); /* the loop will never run again */
 }
 
 void http_auth_tickets_fail_locked(http_server *s)
 {
-    http_auth_denial d;
-    deny(&d, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
-    KL__LIST_FOREACH (link, &s->auth_tickets)
-        ticket_answer_locked(ticket_of(link), HTTP_AUTH_DENIED, &d, NULL);
+    http_waits_fail(&s->auth_tickets, ticket_fail_wait);
 }

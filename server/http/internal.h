@@ -125,6 +125,10 @@ typedef struct http_req {
     http_call *call;
     http_stream *stream;
     http_auth_ticket *auth; /* a pending authorization */
+    /* The request's message, decoded from the body, kept while auth waits
+     * so that the handler, run again with the answer, does not decode the
+     * body twice (rpc.c); NULL otherwise. */
+    ProtobufCMessage *msg;
     /* Why the Pod of a Campaign's leader label is not the caller's (NULL:
      * it is, or none; malloc'd): the campaign goes on without the label. */
     char *label_refused;
