@@ -15,10 +15,10 @@
  *   libmicrohttpd calls none of our callbacks while holding its own locks,
  *   and the engine holds nothing while it runs callbacks, so the lock order
  *   is simply s->mu -> (MHD, engine queue).
- * - auth.c (requests), auth_review.c and auth_list.c (the loop thread)
- *   decide who may call; pending authorizations (tickets) are shared under
- *   s->mu like calls (auth.h), and the answer caches have mutexes of their
- *   own, never held together with s->mu.
+ * - auth.c (requests, on MHD threads) asks the authorizer (server/auth/),
+ *   whose answer caches have mutexes of their own, never held together
+ *   with s->mu; pending checks (tickets) are shared under s->mu like calls
+ *   (auth.h). list.c narrows listings on the engine thread.
  * - conn_limit.c has its own mutex, never held together with s->mu: the
  *   timer thread lets go of s->mu before it checks the read deadlines.
  * - tls.c has its own locks (its registry's, then its pair's), never held
@@ -40,6 +40,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/buf.h"
+#include "auth/auth.h"
 #include "common/list.h"
 #include "engine/engine.h"
 #include "http/server.h"
@@ -49,18 +50,16 @@
 /* The message of whatever shutdown ends. */
 #define HTTP_SHUTTING_DOWN "the service is shutting down"
 
-typedef struct http_tls http_tls;           /* tls.c */
-typedef struct http_call http_call;         /* call.c */
-typedef struct http_stream http_stream;     /* stream.c */
-typedef struct http_limits http_limits;     /* conn_limit.c */
-typedef struct http_acceptor http_acceptor; /* accept.c */
-typedef struct http_auth http_auth;         /* auth.c */
-typedef struct http_auth_ticket http_auth_ticket;
-typedef struct auth_subject auth_subject;
+typedef struct http_tls http_tls;                 /* tls.c */
+typedef struct http_call http_call;               /* call.c */
+typedef struct http_stream http_stream;           /* stream.c */
+typedef struct http_limits http_limits;           /* conn_limit.c */
+typedef struct http_acceptor http_acceptor;       /* accept.c */
+typedef struct http_auth_ticket http_auth_ticket; /* auth.c */
 
 /* What a ListLeases (or the status page) may show: the Leases of ns (""
  * every namespace) and, when subject is set, only those in namespaces that
- * subject may list (auth_list.c). subject is a reference the holder owns.
+ * subject may list (list.c). subject is a reference the holder owns.
  * deny_empty (/leases): a listing narrowed for subject to no Lease at all is
  * answered permission_denied (call.c). */
 typedef struct http_list_scope {
@@ -84,7 +83,7 @@ struct http_server {
     http_acceptor *ops_acceptor; /* the ops daemon's, without TLS */
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
-    http_auth *auth;         /* NULL: --auth none, every caller may do everything */
+    auth_ctx *auth;          /* NULL: --auth none, every caller may do everything */
     http_tls *tls;           /* NULL: plain HTTP (on both listeners) */
     atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
@@ -92,7 +91,7 @@ struct http_server {
     bool stopping;                /* no new engine requests: answer "unavailable" */
     bool gone;                    /* no engine calls at all */
     struct kl__list calls;        /* http_call: waiting for the engine (call.c) */
-    struct kl__list auth_tickets; /* http_auth_ticket: waiting for the apiserver (auth.c) */
+    struct kl__list auth_tickets; /* http_auth_ticket: parked for the apiserver (auth.c) */
     struct kl__list streams;      /* http_stream: open (stream.c) */
     int n_streams;
     /* The earliest Connect-Timeout-Ms of an open stream, INT64_MAX for
@@ -208,7 +207,7 @@ void http_req_account(const http_req *q, rpc_code code);
 /* Suspends the request and sends it to the engine: q->method's request m,
  * or (m NULL) a ListLeases of every namespace, answered as the status page
  * when q->method is NULL, else as q->method's reply (/leases). The call
- * takes over q->scope: a listing is narrowed to it (auth_list.c). */
+ * takes over q->scope: a listing is narrowed to it (list.c). */
 enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, http_req *q,
                                 const ProtobufCMessage *m);
 /* The access handler runs again after a resume: answer, or keep waiting. */

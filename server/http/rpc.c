@@ -216,14 +216,14 @@ static http_auth_verdict authorize(http_server *s, struct MHD_Connection *conn, 
         verb = identity ? "campaign" : "handoff";
     engine_pod_label label;
     bool has_label = rpc_request_label(id, m, &label);
-    http_auth_action act = {.verb = verb,
-                            .ns = ns ? ns : "",
-                            .name = name ? name : "",
-                            .identity = identity,
-                            .narrow_on_deny = id == RPC_METHOD_LIST_LEASES,
-                            .pod_ns = label.ns,
-                            .pod = has_label ? label.pod : NULL,
-                            .pod_denies = id == RPC_METHOD_SET_POD_LABEL};
+    auth_action act = {.verb = verb,
+                       .ns = ns ? ns : "",
+                       .name = name ? name : "",
+                       .identity = identity,
+                       .narrow_on_deny = id == RPC_METHOD_LIST_LEASES,
+                       .pod_ns = label.ns,
+                       .pod = has_label ? label.pod : NULL,
+                       .pod_denies = id == RPC_METHOD_SET_POD_LABEL};
     return http_auth_authorize(s, conn, q, &act, d);
 }
 

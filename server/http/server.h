@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth/auth.h"
 #include "core/loop.h"
 #include "engine/engine.h"
 #include "kube/client.h"
@@ -25,18 +26,10 @@ typedef enum http_auth_mode {
     HTTP_AUTH_KUBERNETES /* bearer tokens: TokenReview, then SubjectAccessReview */
 } http_auth_mode;
 
-/* Which campaign identities a caller may use (Campaign, Confirm, Resign). */
-typedef enum http_identity_policy {
-    HTTP_IDENTITY_ANY = 0,        /* any */
-    HTTP_IDENTITY_SERVICEACCOUNT, /* "<namespace>:<serviceaccount>", optionally followed by a
-                                     character names cannot hold (":", "/", "_", ...) */
-    HTTP_IDENTITY_POD,            /* the name of the caller's pod (a pod-bound token) */
-} http_identity_policy;
-
 typedef struct http_auth_config {
     http_auth_mode mode;
-    const char *audience; /* TokenReview audience; NULL: "kubelease" */
-    http_identity_policy identity_policy;
+    const char *audience;                 /* TokenReview audience; NULL: "kubelease" */
+    auth_identity_policy identity_policy; /* auth/auth.h */
     loop *loop;        /* where reviews run: the engine's loop (kubernetes mode) */
     kube_client *kube; /* reviews go through it on that loop; not owned, must outlive the
                           server */

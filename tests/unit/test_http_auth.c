@@ -64,7 +64,7 @@ static int answer_ttl_ms;    /* 0: the defaults */
 static unsigned rate_per_ip; /* --review-rate-per-ip; 0: no limit */
 static bool metrics_auth;    /* --metrics-auth kubernetes, and an ops listener */
 
-static int setup_policy(void **state, http_identity_policy policy)
+static int setup_policy(void **state, auth_identity_policy policy)
 {
     fixture *f = calloc(1, sizeof *f);
     if (fake_start(&f->api) != 0)
@@ -113,14 +113,14 @@ static int setup_policy(void **state, http_identity_policy policy)
 
 static int setup(void **state)
 {
-    return setup_policy(state, HTTP_IDENTITY_ANY);
+    return setup_policy(state, AUTH_IDENTITY_ANY);
 }
 
 /* Answers cached for 2 s. */
 static int setup_short_ttl(void **state)
 {
     answer_ttl_ms = 2000;
-    int rc = setup_policy(state, HTTP_IDENTITY_ANY);
+    int rc = setup_policy(state, AUTH_IDENTITY_ANY);
     answer_ttl_ms = 0;
     return rc;
 }
@@ -129,7 +129,7 @@ static int setup_short_ttl(void **state)
 static int setup_rate(void **state)
 {
     rate_per_ip = 5;
-    int rc = setup_policy(state, HTTP_IDENTITY_ANY);
+    int rc = setup_policy(state, AUTH_IDENTITY_ANY);
     rate_per_ip = 0;
     return rc;
 }
@@ -138,19 +138,19 @@ static int setup_rate(void **state)
 static int setup_metrics(void **state)
 {
     metrics_auth = true;
-    int rc = setup_policy(state, HTTP_IDENTITY_ANY);
+    int rc = setup_policy(state, AUTH_IDENTITY_ANY);
     metrics_auth = false;
     return rc;
 }
 
 static int setup_sa(void **state)
 {
-    return setup_policy(state, HTTP_IDENTITY_SERVICEACCOUNT);
+    return setup_policy(state, AUTH_IDENTITY_SERVICEACCOUNT);
 }
 
 static int setup_pod(void **state)
 {
-    return setup_policy(state, HTTP_IDENTITY_POD);
+    return setup_policy(state, AUTH_IDENTITY_POD);
 }
 
 static void shutdown_fixture(fixture *f)
