@@ -3,8 +3,9 @@
  * stand-in apiserver (fake_reviews.h) that counts them. Missing, invalid,
  * expired and wrong-audience tokens get unauthenticated with a message
  * saying which; a denied verb gets permission_denied worded like kubectl;
- * answers are cached (a known caller costs no review), concurrent first
- * calls share one review, an apiserver that cannot answer means
+ * answers are cached (a known caller costs no review; concurrent first
+ * checks sharing one review are test_auth_check's), an apiserver that
+ * cannot answer means
  * unavailable (and nothing is cached), the identity policies bind
  * identities to ServiceAccounts and pods, ListLeases and the status page
  * show only the namespaces the caller may list, a review in flight at
@@ -307,51 +308,6 @@ static void test_auth_allowed_and_denied_calls_are_cached(void **state)
     assert_non_null(strstr(
         b.data, "kubelease_auth_reviews_total{kind=\"SubjectAccessReview\",result=\"denied\"}"));
     assert_non_null(strstr(b.data, "kubelease_auth_cache_hits_total{cache=\"access\"}"));
-}
-
-typedef struct caller {
-    const fixture *f;
-    long status;
-    body b;
-} caller;
-
-static void *call_get(void *arg)
-{
-    caller *c = arg;
-    c->status = rpc(c->f, "GetHolder", GET_X, "tok-alice", &c->b);
-    return NULL;
-}
-
-/* Callers arriving while their first review is in flight wait on it. */
-static void test_auth_concurrent_first_calls_share_one_review(void **state)
-{
-    fixture *f = *state;
-    enum { N = 8 };
-    caller c[N];
-    pthread_t t[N];
-    fake_script(&f->api, 201, 201, 1);
-    for (int i = 0; i < N; i++) {
-        c[i].f = f;
-        pthread_create(&t[i], NULL, call_get, &c[i]);
-    }
-    /* Every call is in (suspended on the review) once the stand-in holds it
-     * and metrics show no answer yet; give stragglers a moment. */
-    int held = 0, tr, ar;
-    for (int i = 0; i < 500 && held == 0; i++) {
-        fake_counts(&f->api, &tr, &ar, &held);
-        usleep(2000);
-    }
-    assert_int_equal(held, 1);
-    usleep(100000);
-    fake_script(&f->api, 201, 201, 0);
-    for (int i = 0; i < N; i++) {
-        pthread_join(t[i], NULL);
-        assert_int_equal(c[i].status, 404);
-    }
-    fake_counts(&f->api, &tr, &ar, NULL);
-    printf("%d concurrent first calls: %d TokenReview(s), %d SubjectAccessReview(s)\n", N, tr, ar);
-    assert_int_equal(tr, 1);
-    assert_true(ar >= 1 && ar <= 2); /* a late caller may find the token cached */
 }
 
 /* No answer from the apiserver is no access, and is not remembered. */
@@ -798,12 +754,7 @@ static void test_auth_review_in_flight_at_shutdown_ends_the_call(void **state)
     pthread_t t;
     fake_script(&f->api, 201, 201, 1);
     pthread_create(&t, NULL, call_pending, &p);
-    int held = 0, tr, ar;
-    for (int i = 0; i < 1000 && held == 0; i++) {
-        fake_counts(&f->api, &tr, &ar, &held);
-        usleep(2000);
-    }
-    assert_int_equal(held, 1);
+    fake_wait_held(&f->api, 1); /* the call waits for the review held there */
     http_server_quiesce(f->srv);
     engine_stop(f->e);
     pthread_join(f->tid, NULL);
@@ -833,8 +784,6 @@ int main(void)
                                         setup_short_ttl, teardown),
         cmocka_unit_test_setup_teardown(test_auth_answers_are_refreshed_before_they_expire,
                                         setup_short_ttl, teardown),
-        cmocka_unit_test_setup_teardown(test_auth_concurrent_first_calls_share_one_review, setup,
-                                        teardown),
         cmocka_unit_test_setup_teardown(test_auth_fails_closed_when_the_apiserver_cannot_answer,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_bogus_token_flood_is_bounded_by_the_rate,
