@@ -126,6 +126,7 @@ service_status service_start(const service_config *cfg, service **out, char *err
     if (st != SERVICE_OK)
         goto fail;
     hc.engine = svc->engine;
+    hc.clock = svc->loop;
     hc.auth.loop = svc->loop;
     hc.auth.kube = svc->reviews;
     svc->http = http_server_start(&hc, err, err_len);

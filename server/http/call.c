@@ -60,7 +60,7 @@ static http_call *call_new(http_server *s, struct MHD_Connection *conn, http_req
     k->method = q->method;
     k->codec = q->codec;
     if (q->timeout_ms >= 0)
-        k->deadline_ms = http_deadline_ms(q->timeout_ms);
+        k->deadline_ms = http_deadline_ms(s, q->timeout_ms);
     k->scope = q->scope;
     q->scope.subject = NULL;
     return k;

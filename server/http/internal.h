@@ -74,6 +74,7 @@ struct http_server {
     struct MHD_Daemon *stream_daemon; /* without TLS, the streams' (accept.c) */
     struct MHD_Daemon *ops_daemon;    /* --ops-listen; NULL without */
     engine *engine;
+    const loop *clock; /* Connect deadlines' (http_clock_ms); NULL: mono_ms */
     size_t max_body;
     unsigned user_timeout_ms;
     char **namespaces; /* NULL-terminated; NULL: all */
@@ -140,11 +141,15 @@ typedef struct http_req {
     http_list_scope scope; /* ListLeases and the status page: what they may show */
 } http_req;
 
+/* The monotonic clock in ms: read deadlines, TLS reloads, the acceptor. */
 int64_t http_now_ms(void);
-/* The monotonic ms at which a Connect-Timeout-Ms of timeout_ms that starts now
- * has fully passed: one more than now + timeout_ms, since now is truncated to
- * whole milliseconds and a deadline must never end a call early. */
-int64_t http_deadline_ms(int64_t timeout_ms);
+/* The clock of Connect-Timeout-Ms deadlines: s->clock's, else http_now_ms. */
+int64_t http_clock_ms(const http_server *s);
+/* The time (http_clock_ms) at which a Connect-Timeout-Ms of timeout_ms that
+ * starts now has fully passed: one more than now + timeout_ms, since now is
+ * truncated to whole milliseconds and a deadline must never end a call
+ * early. */
+int64_t http_deadline_ms(const http_server *s, int64_t timeout_ms);
 
 /* --- router.c: the MHD access handler and request completion ----------- */
 

@@ -166,6 +166,7 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
         return NULL;
     }
     s->engine = cfg->engine;
+    s->clock = cfg->clock;
     s->streams_due_ms = INT64_MAX;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_MAX_BODY;
     s->user_timeout_ms =

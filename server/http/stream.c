@@ -98,7 +98,7 @@ static http_stream *stream_new(http_server *s, struct MHD_Connection *conn, cons
     st->codec = q->codec;
     st->fd = -1;
     if (q->timeout_ms >= 0)
-        st->deadline_ms = http_deadline_ms(q->timeout_ms);
+        st->deadline_ms = http_deadline_ms(s, q->timeout_ms);
     return st;
 }
 
