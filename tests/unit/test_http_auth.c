@@ -14,6 +14,7 @@
  * and with --metrics-auth kubernetes /metrics answers 401, 403 or 200 by
  * token on both listeners. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -61,7 +62,15 @@ static void *run_engine(void *arg)
     return NULL;
 }
 
-static int answer_ttl_ms;    /* 0: the defaults */
+static int answer_ttl_ms; /* 0: the defaults */
+static bool manual_clock; /* the loop's clock is clock_ms, moved by the test */
+static _Atomic int64_t clock_ms;
+
+static int64_t clock_read(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&clock_ms);
+}
 static unsigned rate_per_ip; /* --review-rate-per-ip; 0: no limit */
 static bool metrics_auth;    /* --metrics-auth kubernetes, and an ops listener */
 
@@ -71,6 +80,10 @@ static int setup_policy(void **state, auth_identity_policy policy)
     if (fake_start(&f->api) != 0)
         fail_msg("cannot start the stand-in apiserver");
     f->l = loop_new();
+    if (manual_clock) {
+        atomic_store(&clock_ms, 1000000);
+        loop_set_clock(f->l, clock_read, NULL); /* before the loop runs */
+    }
     f->st = store_memory_new(f->l);
     kube_config kc = {0};
     char server[64], err[256];
@@ -117,12 +130,14 @@ static int setup(void **state)
     return setup_policy(state, AUTH_IDENTITY_ANY);
 }
 
-/* Answers cached for 2 s. */
+/* Answers cached for 2 s of a clock the test moves. */
 static int setup_short_ttl(void **state)
 {
     answer_ttl_ms = 2000;
+    manual_clock = true;
     int rc = setup_policy(state, AUTH_IDENTITY_ANY);
     answer_ttl_ms = 0;
+    manual_clock = false;
     return rc;
 }
 
@@ -345,21 +360,82 @@ static double access_hits(const fixture *f)
     return p ? strtod(p + strlen(k), NULL) : 0;
 }
 
-/* Calls until one is answered with status, for at most 10 s; true if so. */
-static bool call_until(const fixture *f, long status, body *b)
+/* Reviews whose answers kubeleased has handled (every kind and result of
+ * kubelease_auth_reviews_total). */
+static double handled_reviews(const fixture *f)
 {
-    for (int i = 0; i < 200; i++) {
-        if (rpc(f, "GetHolder", GET_X, "tok-bob", b) == status)
-            return true;
-        usleep(50000);
+    body b;
+    assert_int_equal(http(f->base, "/metrics", NULL, NULL, NULL, 0, &b), 200);
+    double n = 0;
+    for (const char *p = strstr(b.data, "\nkubelease_auth_reviews_total{"); p;
+         p = strstr(p + 1, "\nkubelease_auth_reviews_total{")) {
+        const char *v = strchr(p, '}');
+        if (v)
+            n += strtod(v + 1, NULL);
     }
-    return false;
+    return n;
+}
+
+/* Until kubeleased has handled n review answers; each look is a request
+ * to /metrics, and 20,000 of them (seconds) mean they are not coming. */
+static void wait_handled(const fixture *f, double n)
+{
+    for (int i = 0; handled_reviews(f) < n; i++)
+        if (i == 20000)
+            fail_msg("kubeleased handled %.0f review answers, not %.0f", handled_reviews(f), n);
+}
+
+typedef struct sentinel {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool ran;
+} sentinel;
+
+static void sentinel_run(void *arg)
+{
+    sentinel *t = arg;
+    pthread_mutex_lock(&t->mu);
+    t->ran = true;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Every review the stand-in was asked is answered and its answer cached:
+ * kubeleased counted as many answers, and a task posted after them has
+ * run on the loop thread (the one that caches them). */
+static void settle(fixture *f)
+{
+    int tr, ar;
+    fake_counts(&f->api, &tr, &ar, NULL);
+    wait_handled(f, tr + ar);
+    sentinel t = {.ran = false};
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    assert_int_equal(loop_post(f->l, sentinel_run, &t), 0);
+    pthread_mutex_lock(&t.mu);
+    while (!t.ran)
+        pthread_cond_wait(&t.cv, &t.mu);
+    pthread_mutex_unlock(&t.mu);
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
 }
 
 /* A caller who keeps calling (a leader confirming) is answered from the
  * caches throughout: the answers are asked again before they expire. Yet
  * none is used past its expiry: a revoked grant is refused, and when the
  * apiserver stops answering, the calls fail closed. */
+/* The call made now finds its answers due for refreshing (token and
+ * access): it is answered from the cache while both are asked again, and
+ * the two new answers are in when this returns. */
+static void call_and_refresh(fixture *f, const char *token, long status)
+{
+    body b;
+    double handled = handled_reviews(f);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, token, &b), status);
+    wait_handled(f, handled + 2);
+    settle(f);
+}
+
 static void test_auth_answers_are_refreshed_before_they_expire(void **state)
 {
     fixture *f = *state;
@@ -367,28 +443,35 @@ static void test_auth_answers_are_refreshed_before_they_expire(void **state)
     assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
     expect_reviews(f, 1, 1);
     double before = access_hits(f);
-    enum { CALLS = 100 }; /* 5 s: two and a half lifetimes of an answer */
-    for (int i = 0; i < CALLS; i++) {
+    /* Three lifetimes of an answer (2 s): asked again at three quarters of
+     * each, the answers never expire while the calls go on. */
+    for (int i = 0; i < 3; i++) {
+        atomic_fetch_add(&clock_ms, 1499);
         assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
-        usleep(50000);
+        settle(f);
+        expect_reviews(f, 1 + i, 1 + i); /* not due yet: nothing asked */
+        atomic_fetch_add(&clock_ms, 1);
+        call_and_refresh(f, "tok-bob", 404);
+        expect_reviews(f, 2 + i, 2 + i);
     }
-    int tr, ar;
-    fake_counts(&f->api, &tr, &ar, NULL);
-    printf("%d calls over 5 s, answers cached 2 s: %.0f answered from the cache; %d "
-           "TokenReviews, %d SubjectAccessReviews\n",
-           CALLS, access_hits(f) - before, tr, ar);
-    assert_int_equal(access_hits(f) - before, CALLS);
-    assert_true(tr >= 3 && ar >= 3);
+    printf("6 calls over 4.5 s, answers cached 2 s: %.0f answered from the cache\n",
+           access_hits(f) - before);
+    assert_int_equal(access_hits(f) - before, 6);
 
-    /* The apiserver stops answering: the calls go on until the answer expires. */
+    /* The apiserver stops answering: at its expiry no answer is used, and
+     * the calls fail closed. */
     fake_script(&f->api, 201, 500, 0);
-    assert_true(call_until(f, 503, &b));
+    atomic_fetch_add(&clock_ms, 2000);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 503);
     assert_non_null(strstr(b.data, "SubjectAccessReview"));
     fake_script(&f->api, 201, 201, 0);
     assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    settle(f);
     /* A revoked grant is refused once its answer is asked again. */
     fake_revoke(&f->api, "system:serviceaccount:team:bob get team");
-    assert_true(call_until(f, 403, &b));
+    atomic_fetch_add(&clock_ms, 1500); /* three quarters of its life: asked again */
+    call_and_refresh(f, "tok-bob", 404);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 403);
     assert_non_null(strstr(b.data, "cannot get resource"));
 }
 
@@ -415,10 +498,12 @@ static void test_auth_revoked_token_is_refused_once_asked_again(void **state)
     fake_revoke_token(&f->api, "tok-bob");
     /* Answered from the cache until the answer is asked again, at three
      * quarters of its life. */
-    for (int i = 0; i < 200 && refused_reviews(f) == refused; i++) {
-        assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
-        usleep(20000);
-    }
+    atomic_fetch_add(&clock_ms, 1499);
+    assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 404);
+    settle(f);
+    assert_true(refused_reviews(f) == refused);
+    atomic_fetch_add(&clock_ms, 1);
+    call_and_refresh(f, "tok-bob", 404);
     assert_true(refused_reviews(f) > refused);
     assert_int_equal(rpc(f, "GetHolder", GET_X, "tok-bob", &b), 401);
 }
