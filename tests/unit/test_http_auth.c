@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
@@ -742,11 +741,9 @@ static void lead(fixture *f, stream_arg *a, const char *ns, const char *name)
     char get[128];
     snprintf(get, sizeof get, "{\"namespace\":\"%s\",\"name\":\"%s\"}", ns, name);
     body b;
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 20000; i++) /* each look is a GetHolder: seconds in all */
         if (rpc(f, "GetHolder", get, "tok-alice", &b) == 200 && strstr(b.data, "\"holder\":\"a\""))
             return;
-        usleep(10000);
-    }
     fail_msg("%s/%s was not elected: %s", ns, name, b.data);
 }
 
