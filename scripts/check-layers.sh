@@ -8,7 +8,7 @@
 # pure code that includes only itself. The server's layers, bottom to top (a
 # file may include its own layer and those below it):
 #
-#   common/ -> core/ -> kube/ -> store/ -> engine/ -> proto -> rpc/ -> http/ -> ops/ -> service/ and main.c
+#   common/ -> core/ -> kube/ -> auth/ -> store/ -> engine/ -> proto -> rpc/ -> http/ -> ops/ -> service/ and main.c
 #
 # proto is the code protoc-c generates (kubelease/v1/*.pb-c.h, in the build
 # directory): the wire types, for rpc/ and above. The client library
@@ -26,7 +26,7 @@ set -euo pipefail
 
 root=$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)
 cd "$root"
-SERVER_LAYERS="common core kube store engine proto rpc http ops service"
+SERVER_LAYERS="common core kube auth store engine proto rpc http ops service"
 # What each of the other directories may include (its own files among them).
 CLIENT_MAY_INCLUDE="client common include proto"
 WRAPPER_MAY_INCLUDE="wrapper include"

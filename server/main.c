@@ -216,7 +216,7 @@ static int configure_auth(const options *o, http_auth_config *cfg)
                 o->identity_policy);
         return -1;
     }
-    cfg->identity_policy = (http_identity_policy)i;
+    cfg->identity_policy = (auth_identity_policy)i;
     cfg->audience = o->token_audience;
     cfg->review_rate = (unsigned)o->review_rate;
     cfg->review_rate_per_ip = (unsigned)o->review_rate_per_ip;

@@ -127,6 +127,7 @@ service_status service_start(const service_config *cfg, service **out, char *err
     if (st != SERVICE_OK)
         goto fail;
     hc.engine = svc->engine;
+    hc.clock = svc->loop;
     hc.auth.loop = svc->loop;
     hc.auth.kube = svc->reviews;
     hc.ops = ops_http_hooks(); /* http/ serves the operator pages through ops/ */

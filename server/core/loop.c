@@ -124,6 +124,11 @@ int64_t loop_now(const loop *l)
     return atomic_load_explicit(&l->now_ms, memory_order_relaxed);
 }
 
+int64_t loop_clock(const loop *l)
+{
+    return l->clock(l->clock_ctx);
+}
+
 void loop_update_time(loop *l)
 {
     atomic_store_explicit(&l->now_ms, l->clock(l->clock_ctx), memory_order_relaxed);

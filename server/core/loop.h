@@ -44,6 +44,11 @@ void loop_set_clock(loop *l, loop_clock_fn fn, void *ctx);
  * A task therefore never sees a time earlier than when it was posted. Any
  * thread may read it (the time the loop last read). */
 int64_t loop_now(const loop *l);
+/* The loop's clock read now, not the time of the current phase: for
+ * threads that must not see a time older than the present (a cached
+ * answer's expiry checked on an MHD thread while the loop sleeps). Any
+ * thread (the clock function must allow it; mono_ms and the tests' do). */
+int64_t loop_clock(const loop *l);
 /* Reads the clock again (after a long computation, or before the loop runs). */
 void loop_update_time(loop *l);
 

@@ -16,10 +16,10 @@
  *   libmicrohttpd calls none of our callbacks while holding its own locks,
  *   and the engine holds nothing while it runs callbacks, so the lock order
  *   is simply s->mu -> (MHD, engine queue).
- * - auth.c (requests), auth_review.c and auth_list.c (the loop thread)
- *   decide who may call; pending authorizations (tickets) are shared under
- *   s->mu like calls (auth.h), and the answer caches have mutexes of their
- *   own, never held together with s->mu.
+ * - auth.c (requests, on MHD threads) asks the authorizer (server/auth/),
+ *   whose answer caches have mutexes of their own, never held together
+ *   with s->mu; pending checks (tickets) are shared under s->mu like calls
+ *   (auth.h). list.c narrows listings on the engine thread.
  * - conn_limit.c has its own mutex, never held together with s->mu: the
  *   timer thread lets go of s->mu before it checks the read deadlines.
  * - tls.c has its own locks (its registry's, then its pair's), never held
@@ -41,6 +41,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/buf.h"
+#include "auth/auth.h"
 #include "common/list.h"
 #include "engine/engine.h"
 #include "http/server.h"
@@ -50,18 +51,16 @@
 /* The message of whatever shutdown ends. */
 #define HTTP_SHUTTING_DOWN "the service is shutting down"
 
-typedef struct http_tls http_tls;           /* tls.c */
-typedef struct http_call http_call;         /* call.c */
-typedef struct http_stream http_stream;     /* stream.c */
-typedef struct http_limits http_limits;     /* conn_limit.c */
-typedef struct http_acceptor http_acceptor; /* accept.c */
-typedef struct http_auth http_auth;         /* auth.c */
-typedef struct http_auth_ticket http_auth_ticket;
-typedef struct auth_subject auth_subject;
+typedef struct http_tls http_tls;                 /* tls.c */
+typedef struct http_call http_call;               /* call.c */
+typedef struct http_stream http_stream;           /* stream.c */
+typedef struct http_limits http_limits;           /* conn_limit.c */
+typedef struct http_acceptor http_acceptor;       /* accept.c */
+typedef struct http_auth_ticket http_auth_ticket; /* auth.c */
 
 /* What a ListLeases (or the status page) may show: the Leases of ns (""
  * every namespace) and, when subject is set, only those in namespaces that
- * subject may list (auth_list.c). subject is a reference the holder owns.
+ * subject may list (list.c). subject is a reference the holder owns.
  * deny_empty (/leases): a listing narrowed for subject to no Lease at all is
  * answered permission_denied (call.c). */
 typedef struct http_list_scope {
@@ -77,6 +76,7 @@ struct http_server {
     struct MHD_Daemon *ops_daemon;    /* --ops-listen; NULL without */
     engine *engine;
     const http_ops_hooks *ops; /* the operator endpoints; NULL: none */
+    const loop *clock; /* Connect deadlines' (http_clock_ms); NULL: mono_ms */
     size_t max_body;
     unsigned user_timeout_ms;
     char **namespaces; /* NULL-terminated; NULL: all */
@@ -86,7 +86,7 @@ struct http_server {
     http_acceptor *ops_acceptor; /* the ops daemon's, without TLS */
     http_limits *limits;
     http_limits *ops_limits; /* the ops daemon's; NULL without */
-    http_auth *auth;         /* NULL: --auth none, every caller may do everything */
+    auth_ctx *auth;          /* NULL: --auth none, every caller may do everything */
     http_tls *tls;           /* NULL: plain HTTP (on both listeners) */
     atomic_bool refusing;    /* quiesced: new connections are closed at accept */
 
@@ -94,7 +94,7 @@ struct http_server {
     bool stopping;                /* no new engine requests: answer "unavailable" */
     bool gone;                    /* no engine calls at all */
     struct kl__list calls;        /* http_call: waiting for the engine (call.c) */
-    struct kl__list auth_tickets; /* http_auth_ticket: waiting for the apiserver (auth.c) */
+    struct kl__list auth_tickets; /* http_auth_ticket: parked for the apiserver (auth.c) */
     struct kl__list streams;      /* http_stream: open (stream.c) */
     int n_streams;
     /* The earliest Connect-Timeout-Ms of an open stream, INT64_MAX for
@@ -126,6 +126,10 @@ typedef struct http_req {
     http_call *call;
     http_stream *stream;
     http_auth_ticket *auth; /* a pending authorization */
+    /* The request's message, decoded from the body, kept while auth waits
+     * so that the handler, run again with the answer, does not decode the
+     * body twice (rpc.c); NULL otherwise. */
+    ProtobufCMessage *msg;
     /* Why the Pod of a Campaign's leader label is not the caller's (NULL:
      * it is, or none; malloc'd): the campaign goes on without the label. */
     char *label_refused;
@@ -141,11 +145,15 @@ typedef struct http_req {
     const char *csp;
 } http_req;
 
+/* The monotonic clock in ms: read deadlines, TLS reloads, the acceptor. */
 int64_t http_now_ms(void);
-/* The monotonic ms at which a Connect-Timeout-Ms of timeout_ms that starts now
- * has fully passed: one more than now + timeout_ms, since now is truncated to
- * whole milliseconds and a deadline must never end a call early. */
-int64_t http_deadline_ms(int64_t timeout_ms);
+/* The clock of Connect-Timeout-Ms deadlines: s->clock's, else http_now_ms. */
+int64_t http_clock_ms(const http_server *s);
+/* The time (http_clock_ms) at which a Connect-Timeout-Ms of timeout_ms that
+ * starts now has fully passed: one more than now + timeout_ms, since now is
+ * truncated to whole milliseconds and a deadline must never end a call
+ * early. */
+int64_t http_deadline_ms(const http_server *s, int64_t timeout_ms);
 
 /* --- router.c: the MHD access handler and request completion ----------- */
 
@@ -203,7 +211,7 @@ void http_req_account(const http_req *q, rpc_code code);
 /* Suspends the request and sends it to the engine: q->method's request m,
  * or (m NULL) a ListLeases of every namespace, answered as the status page
  * when q->method is NULL, else as q->method's reply (/leases). The call
- * takes over q->scope: a listing is narrowed to it (auth_list.c). */
+ * takes over q->scope: a listing is narrowed to it (list.c). */
 enum MHD_Result http_call_start(http_server *s, struct MHD_Connection *conn, http_req *q,
                                 const ProtobufCMessage *m);
 /* The access handler runs again after a resume: answer, or keep waiting. */

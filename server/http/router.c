@@ -166,6 +166,8 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     http_stream_request_done(s, q, toe);
     http_call_request_done(s, q);
     http_auth_request_done(s, q);
+    if (q->msg)
+        protobuf_c_message_free_unpacked(q->msg, NULL);
     http_list_scope_clear(&q->scope);
     kl__buf_free(&q->body);
     free(q->label_refused);

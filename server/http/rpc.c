@@ -191,19 +191,19 @@ typedef struct http_asker {
 
 /* admit's authorizer: auth.c, from its caches or by suspending the request
  * while the loop asks the apiserver (the handler then runs again with the
- * answer: the body is decoded again). */
+ * answer and the message decoded the first time, http_rpc_finish). */
 static rpc_auth_verdict authorize(void *ctx, const rpc_auth_action *a, rpc_code *code, char *msg,
                                   size_t msg_len)
 {
     const http_asker *w = ctx;
-    const http_auth_action act = {.verb = a->verb,
-                                  .ns = a->ns,
-                                  .name = a->name,
-                                  .identity = a->identity,
-                                  .narrow_on_deny = a->narrow_on_deny,
-                                  .pod_ns = a->pod_ns,
-                                  .pod = a->pod,
-                                  .pod_denies = a->pod_denies};
+    const auth_action act = {.verb = a->verb,
+                             .ns = a->ns,
+                             .name = a->name,
+                             .identity = a->identity,
+                             .narrow_on_deny = a->narrow_on_deny,
+                             .pod_ns = a->pod_ns,
+                             .pod = a->pod,
+                             .pod_denies = a->pod_denies};
     http_auth_denial d;
     switch (http_auth_authorize(w->s, w->conn, w->q, &act, &d)) {
     case HTTP_AUTH_ALLOWED:
@@ -259,21 +259,29 @@ enum MHD_Result http_rpc_finish(http_server *s, struct MHD_Connection *conn, htt
         snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", s->max_body);
         return http_respond_error(conn, q, RPC_RESOURCE_EXHAUSTED, msg);
     }
-    const uint8_t *data = (const uint8_t *)q->body.data;
-    size_t len = q->body.len;
-    uint8_t *env = NULL;
-    if (q->method->server_stream) {
-        rpc_code code = unwrap_envelope(s, q, &env, &len, msg, sizeof msg);
-        if (code != RPC_OK)
-            return http_respond_stream_error(conn, q, code, msg);
-        data = env;
+    ProtobufCMessage *m = q->msg; /* decoded before admission waited */
+    q->msg = NULL;
+    if (!m) {
+        const uint8_t *data = (const uint8_t *)q->body.data;
+        size_t len = q->body.len;
+        uint8_t *env = NULL;
+        if (q->method->server_stream) {
+            rpc_code code = unwrap_envelope(s, q, &env, &len, msg, sizeof msg);
+            if (code != RPC_OK)
+                return http_respond_stream_error(conn, q, code, msg);
+            data = env;
+        }
+        m = rpc_message_decode(q->codec, q->method->request, data ? data : (const uint8_t *)"", len,
+                               msg, sizeof msg);
+        free(env);
+        if (!m)
+            return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
     }
-    ProtobufCMessage *m = rpc_message_decode(
-        q->codec, q->method->request, data ? data : (const uint8_t *)"", len, msg, sizeof msg);
-    free(env);
-    if (!m)
-        return http_respond_error(conn, q, RPC_INVALID_ARGUMENT, msg);
     enum MHD_Result ret = http_rpc_dispatch(s, conn, q, m);
+    if (q->auth) { /* admission waits: the handler runs again with m */
+        q->msg = m;
+        return ret;
+    }
     protobuf_c_message_free_unpacked(m, NULL);
     if (q->stream) /* a stream lives for minutes or hours: its body is done with */
         kl__buf_free(&q->body);

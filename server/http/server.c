@@ -167,6 +167,7 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
     }
     s->engine = cfg->engine;
     s->ops = cfg->ops;
+    s->clock = cfg->clock;
     s->streams_due_ms = INT64_MAX;
     s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : DEFAULT_MAX_BODY;
     s->user_timeout_ms =
@@ -543,7 +544,7 @@ int http_server_finish(http_server *s, int timeout_ms)
     pthread_mutex_lock(&s->mu);
     s->stopping = s->gone = true;
     http_calls_end_locked(s);
-    http_auth_tickets_end_locked(s);
+    http_auth_tickets_fail_locked(s);
     http_streams_end_locked(s);
     pthread_mutex_unlock(&s->mu);
     return http_streams_drain(s, timeout_ms);
@@ -578,11 +579,13 @@ void http_server_stop(http_server *s)
     http_acceptor_free(s->ops_acceptor);
     http_tls_free(s->tls);
     free(s->namespaces);
+    /* The loop has stopped (or never reviewed anything); tickets it never
+     * answered are dropped under s->mu. */
+    auth_free(s->auth);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->drained);
     pthread_mutex_destroy(&s->mu);
     http_limits_free(s->limits); /* every connection was closed with the daemons */
     http_limits_free(s->ops_limits);
-    http_auth_free(s->auth); /* the loop has stopped (or never reviewed anything) */
     free(s);
 }

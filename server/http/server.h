@@ -18,6 +18,7 @@
 
 #include <microhttpd.h>
 
+#include "auth/auth.h"
 #include "core/loop.h"
 #include "engine/engine.h"
 #include "kube/client.h"
@@ -54,18 +55,10 @@ typedef enum http_auth_mode {
     HTTP_AUTH_KUBERNETES /* bearer tokens: TokenReview, then SubjectAccessReview */
 } http_auth_mode;
 
-/* Which campaign identities a caller may use (Campaign, Confirm, Resign). */
-typedef enum http_identity_policy {
-    HTTP_IDENTITY_ANY = 0,        /* any */
-    HTTP_IDENTITY_SERVICEACCOUNT, /* "<namespace>:<serviceaccount>", optionally followed by a
-                                     character names cannot hold (":", "/", "_", ...) */
-    HTTP_IDENTITY_POD,            /* the name of the caller's pod (a pod-bound token) */
-} http_identity_policy;
-
 typedef struct http_auth_config {
     http_auth_mode mode;
-    const char *audience; /* TokenReview audience; NULL: "kubelease" */
-    http_identity_policy identity_policy;
+    const char *audience;                 /* TokenReview audience; NULL: "kubelease" */
+    auth_identity_policy identity_policy; /* auth/auth.h */
     loop *loop;        /* where reviews run: the engine's loop (kubernetes mode) */
     kube_client *kube; /* reviews go through it on that loop; not owned, must outlive the
                           server */
@@ -82,14 +75,18 @@ typedef struct http_auth_config {
 } http_auth_config;
 
 typedef struct http_config {
-    const char *listen;              /* "ADDR:PORT" ("[::1]:8080" for IPv6); port 0: any */
-    engine *engine;                  /* not owned */
-    unsigned threads;                /* MHD thread pool size; 0: 2 */
-    unsigned max_connections;        /* 0: 1024; RPCs over it: resource_exhausted */
-    unsigned max_per_ip;             /* 0: no per-IP limit; RPCs over it: resource_exhausted,
-                                        and no more wait for their head (accept.c) */
-    size_t max_body_bytes;           /* request body cap; 0: 4096 */
-    size_t max_header_bytes;         /* room for a request head (else 431); 0: 3072 */
+    const char *listen;       /* "ADDR:PORT" ("[::1]:8080" for IPv6); port 0: any */
+    engine *engine;           /* not owned */
+    unsigned threads;         /* MHD thread pool size; 0: 2 */
+    unsigned max_connections; /* 0: 1024; RPCs over it: resource_exhausted */
+    unsigned max_per_ip;      /* 0: no per-IP limit; RPCs over it: resource_exhausted,
+                                 and no more wait for their head (accept.c) */
+    size_t max_body_bytes;    /* request body cap; 0: 4096 */
+    size_t max_header_bytes;  /* room for a request head (else 431); 0: 3072 */
+    /* Whose clock (loop_clock) Connect-Timeout-Ms deadlines are read on:
+     * the engine's loop, so that tests move it by hand; NULL: the
+     * monotonic clock. Not owned; must outlive the server. */
+    const loop *clock;
     unsigned idle_timeout_s;         /* idle connections (not streams); 0: 60 */
     unsigned stream_user_timeout_ms; /* TCP_USER_TIMEOUT on streams; 0: 10000 */
     /* A request's head and body must arrive within this, counted from the
@@ -145,6 +142,9 @@ bool http_server_ready(http_server *s, char *why, size_t why_len);
  *    function any more, so nothing new reaches the engine's queue. The ops
  *    listener keeps answering (/readyz: 503) until step 3. */
 void http_server_quiesce(http_server *s);
+/* The clock of http_config.clock was moved by hand (tests): the timer
+ * looks at the deadlines again at once. */
+void http_server_clock_moved(http_server *s);
 /* 2. Once the engine thread has been joined and engine_free() has returned
  *    (no engine callback can run any more): answers every call and ends
  *    every stream the engine never finished ("unavailable"), then waits up

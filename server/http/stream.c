@@ -8,7 +8,9 @@
  * A stream has three references: the request's (dropped when MHD completes
  * the request), the response's (dropped when MHD destroys it) and the
  * engine's (dropped in on_close, or when the engine is gone without calling
- * it). They change only through stream_ref/stream_unref.
+ * it). The stream waits in an http_wait (wait.h), whose done means the
+ * end-of-stream frame is queued; its references change only through
+ * http_wait_ref/unref.
  *
  * Locking: s->mu guards a stream from the moment it is shared (listed, or
  * known to MHD or the engine); it is taken by MHD threads (content reader,
@@ -27,6 +29,7 @@
 #include "core/log.h"
 #include "http/internal.h"
 #include "http/metrics.h"
+#include "http/wait.h"
 #include "rpc/lease_service.h"
 
 #define STREAM_QUEUE_MAX      (256 * 1024) /* bytes a stream may have unsent */
@@ -44,24 +47,20 @@ typedef struct frame {
 } frame;
 
 struct http_stream {
-    http_server *srv;
-    int refs;
-    struct MHD_Connection *conn; /* NULL once the request is over */
+    http_wait w; /* done: the end-of-stream frame is queued; listed in
+                  * s->streams from its start to its request's end */
     const rpc_method *method;
     rpc_codec codec;
     uint64_t engine_id;
     bool engine_open; /* the engine may still call on_event/on_close */
     bool detached;    /* we told the engine the peer is gone */
-    bool ended;       /* the end-of-stream frame is queued */
     bool aborted;     /* the peer does not keep up: close without end frame */
-    bool suspended;
     rpc_code end_code;
-    int64_t deadline_ms;  /* Connect-Timeout-Ms; 0: none */
-    int fd;               /* the connection's socket, for noticing a peer that left */
-    frame *head, *tail;   /* the queue: envelopes not yet (fully) read by MHD */
-    size_t off;           /* bytes of head already read */
-    size_t queued;        /* bytes in the queue */
-    struct kl__list link; /* in s->streams from its start to its request's end */
+    int64_t deadline_ms; /* Connect-Timeout-Ms; 0: none */
+    int fd;              /* the connection's socket, for noticing a peer that left */
+    frame *head, *tail;  /* the queue: envelopes not yet (fully) read by MHD */
+    size_t off;          /* bytes of head already read */
+    size_t queued;       /* bytes in the queue */
 };
 
 /* ---------- the stream object ---------- */
@@ -76,61 +75,54 @@ static void queue_clear(http_stream *st)
     st->queued = st->off = 0;
 }
 
+static http_stream *stream_of_wait(http_wait *w)
+{
+    return KL__LIST_ENTRY(w, http_stream, w);
+}
+
+static void stream_release(http_wait *w)
+{
+    http_stream *st = stream_of_wait(w);
+    queue_clear(st);
+    free(st);
+}
+
 /* A new stream holding the request's reference. */
 static http_stream *stream_new(http_server *s, struct MHD_Connection *conn, const http_req *q)
 {
     http_stream *st = calloc(1, sizeof *st);
     if (!st)
         return NULL;
-    st->srv = s;
-    st->refs = 1;
-    st->conn = conn;
+    http_wait_init(&st->w, s, conn, stream_release);
     st->method = q->method;
     st->codec = q->codec;
     st->fd = -1;
     if (q->timeout_ms >= 0)
-        st->deadline_ms = http_deadline_ms(q->timeout_ms);
+        st->deadline_ms = http_deadline_ms(s, q->timeout_ms);
     return st;
-}
-
-/* Both with s->mu held, or before the stream is shared with anyone. */
-static void stream_ref(http_stream *st)
-{
-    st->refs++;
-}
-
-static void stream_unref(http_stream *st)
-{
-    if (--st->refs > 0)
-        return;
-    queue_clear(st);
-    free(st);
 }
 
 static void stream_list(http_server *s, http_stream *st)
 {
-    kl__list_insert_head(&s->streams, &st->link);
+    http_wait_list(&s->streams, &st->w);
     s->n_streams++;
 }
 
 static void stream_unlist(http_server *s, http_stream *st)
 {
-    kl__list_remove(&st->link);
+    http_wait_unlist(&st->w);
     s->n_streams--;
     pthread_cond_broadcast(&s->drained);
 }
 
 static http_stream *stream_of(struct kl__list *link)
 {
-    return KL__LIST_ENTRY(link, http_stream, link);
+    return stream_of_wait(http_wait_of(link));
 }
 
 static void stream_wake_locked(http_stream *st)
 {
-    if (st->suspended && st->conn) {
-        st->suspended = false;
-        MHD_resume_connection(st->conn);
-    }
+    http_wait_resume(&st->w);
 }
 
 /* Queues an envelope (header + msg). Returns -1 when out of memory. */
@@ -180,9 +172,9 @@ static size_t stream_pop_locked(http_stream *st, char *buf, size_t max)
 /* Queues the end-of-stream frame (once). */
 static void stream_end_locked(http_stream *st, rpc_code code, const char *message)
 {
-    if (st->ended)
+    if (st->w.done)
         return;
-    st->ended = true;
+    st->w.done = true; /* the connection is woken by the caller */
     st->end_code = code;
     char *json = rpc_end_stream_json(code, message);
     if (!json || stream_push_locked(st, KL__ENVELOPE_FLAG_END_STREAM, (const uint8_t *)json,
@@ -206,9 +198,9 @@ static void stream_detach_locked(http_server *s, http_stream *st)
  * on_close follows. */
 static void stream_on_refused(http_stream *st, const engine_event *ev)
 {
-    http_server *s = st->srv;
+    http_server *s = st->w.srv;
     pthread_mutex_lock(&s->mu);
-    if (!st->ended && !st->aborted) {
+    if (!st->w.done && !st->aborted) {
         st->detached = true;
         stream_end_locked(st, rpc_code_of_engine(ev->code), ev->message);
         stream_wake_locked(st);
@@ -219,7 +211,7 @@ static void stream_on_refused(http_stream *st, const engine_event *ev)
 static void stream_on_event(void *ctx, const engine_event *ev)
 {
     http_stream *st = ctx;
-    http_server *s = st->srv;
+    http_server *s = st->w.srv;
     if (ev->kind == ENGINE_EVENT_REFUSED) {
         stream_on_refused(st, ev);
         return;
@@ -229,7 +221,7 @@ static void stream_on_event(void *ctx, const engine_event *ev)
     bool refused = ev->kind == ENGINE_EVENT_LOST && ev->code != ENGINE_OK;
     uint8_t *msg = refused ? NULL : rpc_event_encode(st->codec, ev, &len);
     pthread_mutex_lock(&s->mu);
-    if (!st->ended && !st->aborted) {
+    if (!st->w.done && !st->aborted) {
         if (refused) {
             st->detached = true; /* on_close follows */
             stream_end_locked(st, rpc_code_of_engine(ev->code), ev->message);
@@ -260,14 +252,14 @@ static void stream_on_event(void *ctx, const engine_event *ev)
 static void stream_on_close(void *ctx)
 {
     http_stream *st = ctx;
-    http_server *s = st->srv;
+    http_server *s = st->w.srv;
     pthread_mutex_lock(&s->mu);
     st->engine_open = false;
     if (!st->aborted)
         stream_end_locked(st, s->stopping ? RPC_UNAVAILABLE : RPC_OK,
                           s->stopping ? HTTP_SHUTTING_DOWN : NULL);
     stream_wake_locked(st);
-    stream_unref(st); /* the engine's */
+    http_wait_unref(&st->w); /* the engine's */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -278,21 +270,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     http_stream *st = cls;
-    http_server *s = st->srv;
+    http_server *s = st->w.srv;
     pthread_mutex_lock(&s->mu);
     if (st->aborted) {
         pthread_mutex_unlock(&s->mu);
         return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     size_t n = stream_pop_locked(st, buf, max);
-    if (n == 0 && st->ended) {
+    if (n == 0 && st->w.done) {
         pthread_mutex_unlock(&s->mu);
         return MHD_CONTENT_READER_END_OF_STREAM;
     }
-    if (n == 0 && st->conn) {
-        st->suspended = true;
-        MHD_suspend_connection(st->conn);
-    }
+    if (n == 0)
+        http_wait_park(&st->w);
     pthread_mutex_unlock(&s->mu);
     return (ssize_t)n;
 }
@@ -301,9 +291,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_response_free(void *cls)
 {
     http_stream *st = cls;
-    http_server *s = st->srv;
+    http_server *s = st->w.srv;
     pthread_mutex_lock(&s->mu);
-    stream_unref(st); /* the response's */
+    http_wait_unref(&st->w); /* the response's */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -339,14 +329,14 @@ static void stream_open_locked(http_server *s, http_stream *st, const ProtobufCM
         s->streams_due_ms = st->deadline_ms;
         http_timer_wake_locked(s); /* the timer thread learns the new deadline */
     }
-    stream_ref(st); /* the engine's, until on_close */
+    http_wait_ref(&st->w); /* the engine's, until on_close */
     st->engine_open = true;
     engine_listener l = {stream_on_event, stream_on_close, st};
     st->engine_id = rpc_stream_start(s->engine, st->method->id, m, q->peer[0] ? q->peer : NULL,
                                      q->label_refused, q->caller, l);
     if (!st->engine_id) {
         st->engine_open = false;
-        stream_unref(st); /* the engine never calls on_close */
+        http_wait_unref(&st->w); /* the engine never calls on_close */
         stream_end_locked(st, RPC_INTERNAL, "out of memory");
     }
 }
@@ -360,10 +350,10 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
     struct MHD_Response *resp = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, st, stream_response_free);
     if (!resp) {
-        stream_unref(st);
+        http_wait_unref(&st->w);
         return http_respond_stream_error(conn, q, RPC_INTERNAL, "out of memory");
     }
-    stream_ref(st); /* the response's, until stream_response_free */
+    http_wait_ref(&st->w); /* the response's, until stream_response_free */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rpc_content_type(q->codec, true));
     /* The connection ends with the stream: a later request on it would be
      * served by the streams' threads (accept.c). */
@@ -372,7 +362,7 @@ enum MHD_Result http_stream_start(http_server *s, struct MHD_Connection *conn, h
 
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
-        stream_unref(st); /* the request's: it never holds the stream */
+        http_wait_unref(&st->w); /* the request's: it never holds the stream */
         pthread_mutex_unlock(&s->mu);
         MHD_destroy_response(resp); /* the response's: frees st */
         return http_respond_stream_error(conn, q, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
@@ -393,14 +383,12 @@ void http_stream_request_done(http_server *s, http_req *q, enum MHD_RequestTermi
     if (!st)
         return;
     pthread_mutex_lock(&s->mu);
-    st->conn = NULL;
-    st->suspended = false;
     stream_detach_locked(s, st);
     stream_unlist(s, st);
-    rpc_code code = st->ended ? st->end_code : RPC_CANCELED;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !st->ended)
+    rpc_code code = st->w.done ? st->end_code : RPC_CANCELED;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !st->w.done)
         code = RPC_CANCELED;
-    stream_unref(st); /* the request's */
+    http_wait_request_done(&st->w);
     pthread_mutex_unlock(&s->mu);
     q->stream = NULL;
     http_metrics_stream(q->method->name, -1);
@@ -442,7 +430,7 @@ int64_t http_streams_expire_locked(http_server *s, int64_t now, int64_t wake)
     int64_t due = INT64_MAX;
     KL__LIST_FOREACH (link, &s->streams) {
         http_stream *st = stream_of(link);
-        if (!st->deadline_ms || st->ended || st->aborted)
+        if (!st->deadline_ms || st->w.done || st->aborted)
             continue;
         if (st->deadline_ms <= now) {
             stream_detach_locked(s, st);
@@ -465,7 +453,7 @@ void http_streams_poll_locked(http_server *s)
 {
     KL__LIST_FOREACH (link, &s->streams) {
         http_stream *st = stream_of(link);
-        if (!st->suspended || st->aborted)
+        if (!st->w.suspended || st->aborted)
             continue;
         peer_news news = peer_news_of(st);
         if (news == PEER_LEFT) {
@@ -483,7 +471,7 @@ void http_streams_end_locked(http_server *s)
         http_stream *st = stream_of(link);
         if (st->engine_open) {
             st->engine_open = false;
-            stream_unref(st); /* the engine's: it will never call on_close */
+            http_wait_unref(&st->w); /* the engine's: it will never call on_close */
         }
         stream_end_locked(st, RPC_UNAVAILABLE, HTTP_SHUTTING_DOWN);
         stream_wake_locked(st);
@@ -494,7 +482,7 @@ void http_streams_abort_locked(http_server *s)
 {
     KL__LIST_FOREACH (link, &s->streams) {
         http_stream *st = stream_of(link);
-        st->aborted = st->aborted || !st->ended;
+        st->aborted = st->aborted || !st->w.done;
         stream_wake_locked(st);
     }
 }

@@ -53,8 +53,8 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *q, const ht
 /* The handler may run twice (auth.c). */
 static enum MHD_Result metrics(http_server *s, struct MHD_Connection *conn, http_req *q)
 {
-    if (http_auth_metrics(s->auth)) {
-        http_auth_action act = {.verb = "get", .path = "/metrics", .ns = "", .name = ""};
+    if (auth_metrics(s->auth)) {
+        auth_action act = {.verb = "get", .path = "/metrics", .ns = "", .name = ""};
         http_auth_denial d;
         switch (http_auth_authorize(s, conn, q, &act, &d)) {
         case HTTP_AUTH_WAIT:
@@ -93,7 +93,7 @@ static http_auth_verdict authorize_list(http_server *s, struct MHD_Connection *c
 {
     if (!s->auth)
         return HTTP_AUTH_ALLOWED;
-    http_auth_action act = {.verb = "list", .ns = "", .name = "", .narrow_on_deny = true};
+    auth_action act = {.verb = "list", .ns = "", .name = "", .narrow_on_deny = true};
     return http_auth_authorize(s, conn, q, &act, d);
 }
 

@@ -191,6 +191,7 @@ static void *fake_conn(void *arg)
         s->access_reviews++;
     int status = token ? s->token_status : s->access_status;
     s->held++;
+    pthread_cond_broadcast(&s->cv); /* fake_wait_held */
     while (s->hold)
         pthread_cond_wait(&s->cv, &s->mu);
     s->held--;
@@ -295,6 +296,15 @@ static void fake_counts(fake_apiserver *s, int *token_reviews, int *access_revie
     *access_reviews = s->access_reviews;
     if (held)
         *held = s->held;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits until at least n reviews are held (fake_script's hold). */
+static void fake_wait_held(fake_apiserver *s, int n)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->held < n)
+        pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
 }
 

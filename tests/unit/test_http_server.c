@@ -2,6 +2,7 @@
  * against a slow store, the probes and the status page, the longest request
  * head, and the shutdown sequence with a stream open. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -30,7 +31,19 @@ typedef struct fixture {
     server_backend b;
     http_server *srv;
     char base[64];
+    loop *clock; /* a loop never run, whose clock the deadlines read; NULL: none */
 } fixture;
+
+/* The manual clock of the fixtures that have one: read by the timer
+ * thread, moved by the test. */
+static _Atomic int64_t manual_ms;
+static bool manual_clock; /* the next fixture's deadlines read it */
+
+static int64_t manual_read(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&manual_ms);
+}
 
 typedef struct latency_arg {
     store *st;
@@ -50,10 +63,16 @@ static fixture *start(size_t max_header_bytes)
     fixture *f = calloc(1, sizeof *f);
     server_backend_start(&f->b);
     char err[256];
+    if (manual_clock) {
+        atomic_store(&manual_ms, 1000000);
+        f->clock = loop_new();
+        loop_set_clock(f->clock, manual_read, NULL);
+    }
     http_config hc = {.ops = ops_http_hooks(),
                       .listen = "127.0.0.1:0",
                       .engine = f->b.e,
-                      .max_header_bytes = max_header_bytes};
+                      .max_header_bytes = max_header_bytes,
+                      .clock = f->clock};
     f->srv = http_server_start(&hc, err, sizeof err);
     if (!f->srv)
         fail_msg("http_server_start: %s", err);
@@ -64,6 +83,15 @@ static fixture *start(size_t max_header_bytes)
 static int setup(void **state)
 {
     *state = start(0);
+    return 0;
+}
+
+/* Connect deadlines on a clock the test moves. */
+static int setup_manual_clock(void **state)
+{
+    manual_clock = true;
+    *state = start(0);
+    manual_clock = false;
     return 0;
 }
 
@@ -84,6 +112,7 @@ static int teardown(void **state)
     fixture *f = *state;
     if (f->srv)
         shutdown_fixture(f);
+    loop_free(f->clock);
     free(f);
     return 0;
 }
@@ -127,6 +156,73 @@ static void test_http_connect_timeout_ms_answers_deadline_exceeded(void **state)
     /* Let the posted task run before a goes out of scope. */
     st = rpc(f, "ListLeases", "{}", NULL, &b);
     assert_int_equal(st, 200);
+}
+
+typedef struct slow_call {
+    const fixture *f;
+    long status;
+    body b;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} slow_call;
+
+static void *call_slow(void *arg)
+{
+    slow_call *c = arg;
+    const char *req = "{\"namespace\":\"default\",\"name\":\"slow\",\"consistent\":true}";
+    c->status = rpc(c->f, "GetHolder", req, "Connect-Timeout-Ms: 60000", &c->b);
+    pthread_mutex_lock(&c->mu);
+    c->done = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Connect-Timeout-Ms is read on the loop's clock: a minute of it passes in
+ * no time when the clock is moved, and the call waiting for a store that
+ * answers in 3 s is answered deadline_exceeded at once. The clock is moved
+ * on until the call is answered (it may not have started when first
+ * moved). */
+static void test_http_connect_timeout_ms_reads_the_loops_clock(void **state)
+{
+    fixture *f = *state;
+    latency_arg a = {f->b.st, 3000};
+    loop_post(f->b.l, set_latency, &a);
+    slow_call c = {.f = f};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_t t;
+    pthread_create(&t, NULL, call_slow, &c);
+    pthread_mutex_lock(&c.mu);
+    while (!c.done) {
+        atomic_fetch_add(&manual_ms, 60001);
+        http_server_clock_moved(f->srv);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 20 * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&c.cv, &c.mu, &until); /* the answer, or move on */
+    }
+    pthread_mutex_unlock(&c.mu);
+    pthread_join(t, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    printf("a 60 s Connect-Timeout-Ms on a moved clock ended the call in %ld ms\n", ms);
+    assert_int_equal(c.status, 504);
+    assert_non_null(strstr(c.b.data, "\"deadline_exceeded\""));
+    assert_true(ms < 2500); /* before the store's answer */
+    a.ms = 0;
+    loop_post(f->b.l, set_latency, &a);
+    body b;
+    assert_int_equal(rpc(f, "ListLeases", "{}", NULL, &b), 200); /* a's task has run */
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
 }
 
 /* A server stream honours Connect-Timeout-Ms too: a holder watch that
@@ -280,6 +376,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_http_connect_timeout_ms_answers_deadline_exceeded,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_connect_timeout_ms_reads_the_loops_clock,
+                                        setup_manual_clock, teardown),
         cmocka_unit_test_setup_teardown(test_http_probes_and_status_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_long_head_is_served_and_a_huge_one_refused, setup,
                                         teardown),

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "common/list.h"
-#include "http/auth_internal.h"
+#include "auth/internal.h"
 
 #define BURST_S 2 /* a bucket holds this many seconds' worth */
 

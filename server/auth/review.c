@@ -2,7 +2,7 @@
  * request per question in flight (callers asking the same question wait
  * on it), at most MAX_REVIEWS in flight and, for callers not known yet,
  * at most --review-rate a second in all and --review-rate-per-ip from one
- * address (auth_rate.c; over them: "unavailable", saying when to retry);
+ * address (rate.c; over them: "unavailable", saying when to retry);
  * answers cached, counted in kubelease_auth_reviews_total, and failures
  * turned into "unavailable" (fail closed: no answer is no access).
  *
@@ -16,7 +16,7 @@
 #include "common/secret.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "http/auth_internal.h"
+#include "auth/internal.h"
 #include "kube/api.h"
 #include "kube/lease_json.h"
 
@@ -38,7 +38,7 @@ typedef struct waiter {
 
 typedef struct auth_review {
     struct kl__list link; /* in a->reviews while in flight */
-    http_auth *a;
+    auth_ctx *a;
     review_kind kind;
     uint8_t key[AUTH_DIGEST_LEN]; /* the token's digest, or the access key */
     kube_request *req;
@@ -51,7 +51,7 @@ typedef struct auth_review {
 
 /* ---- the in-flight list --------------------------------------------------- */
 
-static auth_review *find_review(http_auth *a, review_kind kind, const uint8_t *key)
+static auth_review *find_review(auth_ctx *a, review_kind kind, const uint8_t *key)
 {
     KL__LIST_FOREACH (link, &a->reviews) {
         auth_review *r = KL__LIST_ENTRY(link, auth_review, link);
@@ -61,7 +61,7 @@ static auth_review *find_review(http_auth *a, review_kind kind, const uint8_t *k
     return NULL;
 }
 
-static void review_unlink(http_auth *a, auth_review *r)
+static void review_unlink(auth_ctx *a, auth_review *r)
 {
     kl__list_remove(&r->link);
     a->n_reviews--;
@@ -90,14 +90,14 @@ static int add_waiter(auth_review *r, auth_token_cb tcb, auth_access_cb acb, voi
     return 0;
 }
 
-/* Whether who may have one more review now (auth_rate.c); message says
+/* Whether who may have one more review now (rate.c); message says
  * why not, and when to try again. */
-static bool rate_allows(http_auth *a, const auth_asker *who, char *message, size_t message_len)
+static bool rate_allows(auth_ctx *a, const auth_asker *who, char *message, size_t message_len)
 {
     if (!who->limited)
         return true;
     int64_t retry_ms;
-    auth_rate_verdict v = auth_rate_take(a->rate, who->peer, mono_ms(), &retry_ms);
+    auth_rate_verdict v = auth_rate_take(a->rate, who->peer, auth_now(a), &retry_ms);
     if (v == AUTH_RATE_OK)
         return true;
     if (v == AUTH_RATE_PEER)
@@ -119,7 +119,7 @@ static bool rate_allows(http_auth *a, const auth_asker *who, char *message, size
 
 /* A new review, listed, with its first waiter; NULL (message set) when too
  * many are in flight, who is over a rate, or out of memory. */
-static auth_review *review_new(http_auth *a, review_kind kind, const uint8_t *key,
+static auth_review *review_new(auth_ctx *a, review_kind kind, const uint8_t *key,
                                const auth_asker *who, auth_token_cb tcb, auth_access_cb acb,
                                void (*drop)(void *), void *ctx, char *message, size_t message_len)
 {
@@ -251,12 +251,12 @@ static void refusal_message(const char *audience, const char *token, const char 
 /* The answer to a TokenReview, cached when it is one. */
 static void token_answer_of(auth_review *r, const kube_response *res, auth_token_answer *ans)
 {
-    http_auth *a = r->a;
-    int64_t now = mono_ms();
+    auth_ctx *a = r->a;
+    int64_t now = auth_now(a);
     kube_token_review tr;
     char err[256];
     memset(ans, 0, sizeof *ans);
-    ans->code = RPC_UNAVAILABLE;
+    ans->code = AUTH_UNAVAILABLE;
     if (res->http_code != 201) {
         failure_message("TokenReview", "tokenreviews.authentication.k8s.io", res, ans->message,
                         sizeof ans->message);
@@ -271,7 +271,7 @@ static void token_answer_of(auth_review *r, const kube_response *res, auth_token
     int64_t until = now + a->negative_ttl_ms;
     if (tr.authenticated) {
         ans->subject = subject_new(&tr);
-        ans->code = ans->subject ? RPC_OK : RPC_INTERNAL;
+        ans->code = ans->subject ? AUTH_OK : AUTH_INTERNAL;
         snprintf(ans->message, sizeof ans->message, "%s", ans->subject ? "" : "out of memory");
         kube_jwt_claims c;
         until = now + a->token_ttl_ms;
@@ -281,7 +281,7 @@ static void token_answer_of(auth_review *r, const kube_response *res, auth_token
                 until = now + left;
         }
     } else {
-        ans->code = RPC_UNAUTHENTICATED;
+        ans->code = AUTH_UNAUTHENTICATED;
         refusal_message(r->apiserver_audience ? NULL : a->audience, r->token, tr.error,
                         ans->message, sizeof ans->message);
         if (r->apiserver_audience)
@@ -290,19 +290,19 @@ static void token_answer_of(auth_review *r, const kube_response *res, auth_token
                      "; /metrics takes a ServiceAccount token for the apiserver's own audience");
     }
     kube_token_review_clear(&tr);
-    count_review("TokenReview", ans->code == RPC_OK ? "authenticated" : "unauthenticated");
+    count_review("TokenReview", ans->code == AUTH_OK ? "authenticated" : "unauthenticated");
     /* A refusal replaces an accepted answer still cached (a refresh that
      * finds the token revoked): the token stops working now, not when the
      * accepted answer would have expired; and an acceptance a refusal. */
-    if (ans->code == RPC_UNAUTHENTICATED)
+    if (ans->code == AUTH_UNAUTHENTICATED)
         auth_cache_remove(a->tokens, r->key);
-    else if (ans->code == RPC_OK)
+    else if (ans->code == AUTH_OK)
         auth_cache_remove(a->refused, r->key);
-    auth_token_answer *cached = ans->code != RPC_INTERNAL ? malloc(sizeof *cached) : NULL;
+    auth_token_answer *cached = ans->code != AUTH_INTERNAL ? malloc(sizeof *cached) : NULL;
     if (cached && until > now) {
         *cached = *ans;
         auth_subject_ref(cached->subject);
-        auth_cache_put(ans->code == RPC_OK ? a->tokens : a->refused, r->key, cached, now, until);
+        auth_cache_put(ans->code == AUTH_OK ? a->tokens : a->refused, r->key, cached, now, until);
     } else {
         free(cached);
     }
@@ -311,12 +311,12 @@ static void token_answer_of(auth_review *r, const kube_response *res, auth_token
 static void token_done(void *ctx, const kube_response *res)
 {
     auth_review *r = ctx;
-    http_auth *a = r->a;
+    auth_ctx *a = r->a;
     auth_token_answer ans;
     r->req = NULL;
     review_unlink(a, r); /* waiters may start reviews of their own */
     token_answer_of(r, res, &ans);
-    if (ans.code == RPC_UNAVAILABLE)
+    if (ans.code == AUTH_UNAVAILABLE)
         log_event(LOG_WARN, "auth_review_failed", "kind=TokenReview error=%s", log_q(ans.message));
     for (waiter *w = r->waiters; w; w = w->next)
         w->token_cb(w->ctx, &ans);
@@ -344,7 +344,7 @@ static int review_start(auth_review *r, const char *path, char *body, kube_done_
     return -1;
 }
 
-int auth_review_token(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
+int auth_review_token(auth_ctx *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
                       bool apiserver_audience, const auth_asker *who, auth_token_cb cb,
                       void (*drop)(void *ctx), void *ctx, char *message, size_t message_len)
 {
@@ -372,7 +372,7 @@ static void access_answer_of(auth_review *r, const kube_response *res, auth_acce
     kube_access_review ar;
     char err[256];
     memset(ans, 0, sizeof *ans);
-    ans->code = RPC_UNAVAILABLE;
+    ans->code = AUTH_UNAVAILABLE;
     if (res->http_code != 201) {
         failure_message("SubjectAccessReview", "subjectaccessreviews.authorization.k8s.io", res,
                         ans->message, sizeof ans->message);
@@ -384,14 +384,14 @@ static void access_answer_of(auth_review *r, const kube_response *res, auth_acce
         count_review("SubjectAccessReview", "error");
         return;
     }
-    ans->code = RPC_OK;
+    ans->code = AUTH_OK;
     ans->allowed = ar.allowed;
     snprintf(ans->message, sizeof ans->message, "%s", ar.reason);
     count_review("SubjectAccessReview", ar.allowed ? "allowed" : "denied");
     auth_access_answer *cached = malloc(sizeof *cached);
     if (cached) {
         *cached = *ans;
-        int64_t now = mono_ms();
+        int64_t now = auth_now(r->a);
         auth_cache_put(r->a->access, r->key, cached, now, now + r->a->access_ttl_ms);
     }
 }
@@ -403,7 +403,7 @@ static void access_done(void *ctx, const kube_response *res)
     r->req = NULL;
     review_unlink(r->a, r);
     access_answer_of(r, res, &ans);
-    if (ans.code != RPC_OK)
+    if (ans.code != AUTH_OK)
         log_event(LOG_WARN, "auth_review_failed", "kind=SubjectAccessReview error=%s",
                   log_q(ans.message));
     for (waiter *w = r->waiters; w; w = w->next)
@@ -411,7 +411,7 @@ static void access_done(void *ctx, const kube_response *res)
     review_free(r);
 }
 
-int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question *q,
+int auth_review_access(auth_ctx *a, auth_subject *s, const auth_access_question *q,
                        const auth_asker *who, auth_access_cb cb, void (*drop)(void *ctx), void *ctx,
                        char *message, size_t message_len)
 {
@@ -432,13 +432,12 @@ int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question
     snprintf(r->ns, sizeof r->ns, "%s", q->ns);
     snprintf(r->name, sizeof r->name, "%s", q->name);
     snprintf(r->path, sizeof r->path, "%s", q->path ? q->path : "");
-    kube_resource_attributes attrs = {r->verb, HTTP_AUTH_GROUP, HTTP_AUTH_RESOURCE,
-                                      r->ns,   r->name,         r->path};
+    kube_resource_attributes attrs = {r->verb, AUTH_GROUP, AUTH_RESOURCE, r->ns, r->name, r->path};
     char *body = kube_access_review_body(&s->user, &attrs);
     return review_start(r, KUBE_SUBJECTACCESSREVIEWS_PATH, body, access_done, message, message_len);
 }
 
-void auth_reviews_free(http_auth *a)
+void auth_reviews_free(auth_ctx *a)
 {
     while (!kl__list_empty(&a->reviews)) {
         auth_review *r = KL__LIST_ENTRY(kl__list_first(&a->reviews), auth_review, link);

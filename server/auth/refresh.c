@@ -1,10 +1,10 @@
-/* Refreshes: cached answers asked again before they expire (auth_cache.c
+/* Refreshes: cached answers asked again before they expire (cache.c
  * says when), so that a caller who keeps calling never waits for a review.
- * MHD threads queue them under a->refresh_mu; one task on the loop thread
- * takes the queue and starts the reviews (auth_review.c), which cache what
+ * Callers' threads queue them under a->refresh_mu; one task on the loop thread
+ * takes the queue and starts the reviews (review.c), which cache what
  * they learn. A refresh that fails is asked again a second later, by the
  * next call that finds the answer; no answer is used past its expiry.
- * Refreshes are not rate-limited (auth_rate.c): there is at most one per
+ * Refreshes are not rate-limited (rate.c): there is at most one per
  * answer in use every three quarters of its life, for callers once
  * admitted. */
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 #include "common/secret.h"
 #include "core/loop.h"
-#include "http/auth_internal.h"
+#include "auth/internal.h"
 
 #define REFRESH_QUEUE_MAX 1024 /* answers waiting to be asked again; more wait a second */
 
@@ -49,7 +49,7 @@ static void refresh_access_done(void *ctx, const auth_access_answer *ans)
 /* Loop thread: asks every queued question again. */
 static void refreshes_run(void *arg)
 {
-    http_auth *a = arg;
+    auth_ctx *a = arg;
     struct kl__list batch = {0};
     pthread_mutex_lock(&a->refresh_mu);
     KL__LIST_FOREACH_SAFE (node, &a->refreshes) {
@@ -76,7 +76,7 @@ static void refreshes_run(void *arg)
 }
 
 /* Any thread: queues r (taken) for the loop. */
-static void refresh_queue(http_auth *a, auth_refresh *r)
+static void refresh_queue(auth_ctx *a, auth_refresh *r)
 {
     pthread_mutex_lock(&a->refresh_mu);
     if (a->n_refreshes >= REFRESH_QUEUE_MAX) {
@@ -91,7 +91,7 @@ static void refresh_queue(http_auth *a, auth_refresh *r)
     pthread_mutex_unlock(&a->refresh_mu);
 }
 
-void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len,
+void auth_refresh_token(auth_ctx *a, const uint8_t *digest, const char *token, size_t len,
                         bool apiserver_audience)
 {
     auth_refresh *r = calloc(1, sizeof *r);
@@ -104,7 +104,7 @@ void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, 
     refresh_queue(a, r);
 }
 
-void auth_refresh_access(http_auth *a, auth_subject *s, const auth_access_question *q)
+void auth_refresh_access(auth_ctx *a, auth_subject *s, const auth_access_question *q)
 {
     auth_refresh *r = calloc(1, sizeof *r);
     if (!r)
@@ -117,7 +117,7 @@ void auth_refresh_access(http_auth *a, auth_subject *s, const auth_access_questi
     refresh_queue(a, r);
 }
 
-void auth_refreshes_free(http_auth *a)
+void auth_refreshes_free(auth_ctx *a)
 {
     KL__LIST_FOREACH_SAFE (node, &a->refreshes) {
         kl__list_remove(node);

@@ -2,7 +2,7 @@
  * maps from a SHA-256 digest to a value with an expiry, least recently used
  * first out, and the lookups of tokens and access questions in them
  * (counted in kubelease_auth_cache_hits_total). A hit is a mutex and a
- * bucket walk, so MHD threads answer cached callers without a hop to
+ * bucket walk, so callers' threads answer cached callers without a hop to
  * another thread.
  *
  * An answer is due for refreshing once three quarters of its life have
@@ -23,7 +23,7 @@
 #include "common/list.h"
 #include "core/loop.h"
 #include "core/metrics.h"
-#include "http/auth_internal.h"
+#include "auth/internal.h"
 
 typedef struct entry {
     uint8_t key[AUTH_DIGEST_LEN];
@@ -175,14 +175,6 @@ void auth_cache_remove(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN])
     pthread_mutex_unlock(&c->mu);
 }
 
-size_t auth_cache_count(auth_cache *c)
-{
-    pthread_mutex_lock(&c->mu);
-    size_t n = c->count;
-    pthread_mutex_unlock(&c->mu);
-    return n;
-}
-
 void auth_cache_free(auth_cache *c)
 {
     if (!c)
@@ -226,10 +218,10 @@ int auth_token_key(const char *token, size_t len, bool apiserver_audience,
     return auth_digest(buf, sizeof buf, key);
 }
 
-bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out,
+bool auth_token_lookup(auth_ctx *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out,
                        bool *refresh)
 {
-    int64_t now = mono_ms();
+    int64_t now = auth_now(a);
     if (auth_cache_get(a->tokens, digest, now, copy_token_answer, out, refresh)) {
         count_hit("token");
         return true;
@@ -265,10 +257,10 @@ static void copy_access_answer(const void *value, void *out)
     *(auth_access_answer *)out = *(const auth_access_answer *)value;
 }
 
-bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out,
+bool auth_access_lookup(auth_ctx *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out,
                         bool *refresh)
 {
-    if (!auth_cache_get(a->access, key, mono_ms(), copy_access_answer, out, refresh))
+    if (!auth_cache_get(a->access, key, auth_now(a), copy_access_answer, out, refresh))
         return false;
     count_hit("access");
     return true;

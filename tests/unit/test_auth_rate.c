@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "http/auth_internal.h"
+#include "auth/internal.h"
 
 #define T0 1000000 /* where the manual clock starts (as tests/support/manual_clock.h) */
 
@@ -203,7 +203,6 @@ static void test_auth_cache_refresh_at_three_quarters_and_expiry(void **state)
     assert_true(auth_cache_get(c, k, T0 + 29999, copy_int, &v, NULL));
     assert_false(auth_cache_get(c, k, T0 + 30000, copy_int, &v, NULL));
     assert_int_equal(freed, 1);
-    assert_int_equal(auth_cache_count(c), 0);
     auth_cache_free(c);
 }
 
@@ -224,7 +223,7 @@ static void test_auth_cache_is_bounded_least_recently_used_first_out(void **stat
     for (int i = 100; i < 10100; i++) {
         key_of(i, k);
         auth_cache_put(c, k, boxed(i), T0 + 2, T0 + 30000);
-        assert_true(auth_cache_count(c) <= 8);
+        assert_int_equal(freed, i - 99); /* one out for each in: 8 entries */
         if (i == 100) {
             key_of(1, k);
             assert_false(auth_cache_get(c, k, T0 + 2, copy_int, &v, NULL));
@@ -232,7 +231,6 @@ static void test_auth_cache_is_bounded_least_recently_used_first_out(void **stat
             assert_true(auth_cache_get(c, k, T0 + 2, copy_int, &v, NULL));
         }
     }
-    assert_int_equal(auth_cache_count(c), 8);
     assert_int_equal(freed, 10008 - 8);
     auth_cache_free(c);
     assert_int_equal(freed, 10008);

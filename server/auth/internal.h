@@ -1,17 +1,19 @@
-/* Private to server/http/auth*.c: the authorizer object, its caches, the
+/* Private to server/auth/: the authorizer object, its caches, the
  * subjects it authenticated, and the reviews it runs on the engine's loop.
  *
  * Who runs where:
- * - auth_cache.c: thread-safe maps (a mutex each) and the lookups in them;
- *   MHD threads read them for cached callers, the loop thread fills them.
- * - auth_review.c: the loop thread only (every kube_client call, the
- *   in-flight reviews and their waiters, and the rate limits of
- *   auth_rate.c, which have no lock). http_auth_free runs it down on
- *   the owner's thread once the loop has stopped.
- * - auth.c (requests, on MHD threads) and auth_list.c (ListLeases replies,
- *   on the engine thread, which runs the loop) use both. */
-#ifndef KL_HTTP_AUTH_INTERNAL_H
-#define KL_HTTP_AUTH_INTERNAL_H
+ * - cache.c: thread-safe maps (a mutex each) and the lookups in them;
+ *   callers' threads read them for cached callers, the loop thread fills
+ *   them.
+ * - review.c: the loop thread only (every kube_client call, the in-flight
+ *   reviews and their waiters, and the rate limits of rate.c, which have
+ *   no lock). auth_free runs it down on the owner's thread once the loop
+ *   has stopped.
+ * - auth.c (checks: any thread, then the loop thread) and list.c
+ *   (narrowing, on the loop thread) use both; policy.c is pure.
+ * - Time is auth_now: the loop's clock. */
+#ifndef KL_AUTH_INTERNAL_H
+#define KL_AUTH_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,18 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth/auth.h"
 #include "common/list.h"
-#include "http/auth.h"
 #include "kube/review.h"
-#include "rpc/connect.h"
 
 #define AUTH_DIGEST_LEN 32
-#define AUTH_PEER_LEN   48 /* a peer's address as text (http_peer_ip) */
+#define AUTH_PEER_LEN   48 /* a peer's address as text */
 
 /* SHA-256 of data into out. Returns 0, or -1 when libcrypto fails. Any thread. */
 int auth_digest(const void *data, size_t len, uint8_t out[AUTH_DIGEST_LEN]);
 
-/* ---- auth_cache.c ---------------------------------------------------------- */
+/* ---- cache.c ------------------------------------------------------------------- */
 
 typedef struct auth_cache auth_cache;
 
@@ -54,9 +55,8 @@ void auth_cache_put(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN], void *val
                     int64_t expires_ms);
 /* Forgets key's entry, if any. */
 void auth_cache_remove(auth_cache *c, const uint8_t key[AUTH_DIGEST_LEN]);
-size_t auth_cache_count(auth_cache *c);
 
-/* ---- auth_rate.c: reviews a second, overall and per peer ---------------- */
+/* ---- rate.c: reviews a second, overall and per peer ---------------------- */
 
 typedef struct auth_rate auth_rate;
 
@@ -96,19 +96,19 @@ auth_subject *auth_subject_ref(auth_subject *s);
 /* Frees a cached auth_token_answer (the token cache's free_value). */
 void auth_token_answer_free(void *v);
 
-/* What a token is, as cached. code RPC_OK: subject (a reference of the
- * holder's) is the caller; RPC_UNAUTHENTICATED: refused, message says why;
- * RPC_UNAVAILABLE (never cached): the apiserver could not tell. */
+/* What a token is, as cached. code AUTH_OK: subject (a reference of the
+ * holder's) is the caller; AUTH_UNAUTHENTICATED: refused, message says why;
+ * AUTH_UNAVAILABLE (never cached): the apiserver could not tell. */
 typedef struct auth_token_answer {
-    rpc_code code;
+    auth_code code;
     auth_subject *subject;
     char message[300];
 } auth_token_answer;
 
-/* What an access review said. code RPC_OK: decided (allowed, reason);
- * RPC_UNAVAILABLE (never cached): no decision, message says why. */
+/* What an access review said. code AUTH_OK: decided (allowed, reason);
+ * AUTH_UNAVAILABLE (never cached): no decision, message says why. */
 typedef struct auth_access_answer {
-    rpc_code code;
+    auth_code code;
     bool allowed;
     char message[300];
 } auth_access_answer;
@@ -122,9 +122,8 @@ typedef struct auth_access_question {
     const char *path; /* NULL or "": a question about elections; else about this URL */
 } auth_access_question;
 
-struct http_auth {
-    http_auth_mode mode;
-    http_identity_policy policy;
+struct auth_ctx {
+    auth_identity_policy policy;
     char audience[256];
     loop *loop;
     kube_client *kube;
@@ -137,32 +136,40 @@ struct http_auth {
     auth_cache *tokens;
     auth_cache *refused;
     auth_cache *access; /* SHA-256 of (subject, verb, ns, name) -> auth_access_answer */
-    /* loop thread only (auth_review.c) */
+    /* loop thread only (review.c) */
     struct kl__list reviews; /* auth_review.link: in flight */
     size_t n_reviews;
     auth_rate *rate; /* reviews of callers not known yet */
-    /* answers to ask again (auth.c): queued by MHD threads, asked on the loop */
+    /* answers to ask again (refresh.c): queued by any thread, asked on the loop */
     pthread_mutex_t refresh_mu;
     struct kl__list refreshes; /* auth_refresh.link */
     size_t n_refreshes;
     bool refresh_posted; /* the loop has a task to take them */
+    /* checks waiting for the loop (auth.c): added by any thread */
+    pthread_mutex_t checks_mu;
+    struct kl__list checks; /* auth_pending.link */
 };
+
+/* The loop's clock: the one time source of the caches, rates and reviews. */
+int64_t auth_now(const auth_ctx *a);
 
 /* The cache key of a token (len bytes) as reviewed for audience (NULL:
  * the apiserver's own, for /metrics): the same token may be good for one
  * and not for the other. Returns 0, or -1 when libcrypto fails. */
 int auth_token_key(const char *token, size_t len, bool apiserver_audience,
                    uint8_t key[AUTH_DIGEST_LEN]);
-/* auth_cache.c: the cached answer for a token (any thread). True on a hit,
+/* cache.c: the cached answer for a token (any thread). True on a hit,
  * with out->subject a new reference (release it with auth_subject_unref);
  * *refresh as auth_cache_get says (refresh may be NULL). */
-bool auth_token_lookup(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out,
+bool auth_token_lookup(auth_ctx *a, const uint8_t digest[AUTH_DIGEST_LEN], auth_token_answer *out,
                        bool *refresh);
 /* The cache key of an access question and the cached answer, if any. */
 void auth_access_key(const auth_subject *s, const auth_access_question *q,
                      uint8_t key[AUTH_DIGEST_LEN]);
-bool auth_access_lookup(http_auth *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out,
+bool auth_access_lookup(auth_ctx *a, const uint8_t key[AUTH_DIGEST_LEN], auth_access_answer *out,
                         bool *refresh);
+
+/* ---- policy.c: pure, on any thread ------------------------------------------- */
 
 /* A leader label's Pod (pod not NULL; pod_ns its namespace) is the
  * caller's: its token's pod claim names that namespace and Pod
@@ -173,31 +180,31 @@ int auth_pod_check(const auth_subject *s, const char *pod_ns, const char *pod, c
  * the Lease's namespace ns. Under the pod policy the identity is the
  * caller's Pod: "<namespace>/<pod>", or its bare name when the Lease is in
  * the Pod's namespace. Returns 0, or -1 with the reason in msg. */
-int auth_policy_check(const http_auth *a, const auth_subject *s, const char *identity,
+int auth_policy_check(auth_identity_policy policy, const auth_subject *s, const char *identity,
                       const char *ns, char *msg, size_t msg_len);
 /* The permission_denied message for a denied question, like kubectl's. */
 void auth_forbidden_message(const auth_subject *s, const auth_access_question *q,
                             const char *reason, char *msg, size_t msg_len);
 
-/* ---- auth_refresh.c: answers asked again before they expire -------------- */
+/* ---- refresh.c: answers asked again before they expire ------------------- */
 
 /* Any thread: queue a TokenReview of token (len bytes; digest its key; for
  * the apiserver's audience or kubeleased's), or an access question q about
  * s, for the loop to ask; what it learns is cached. */
-void auth_refresh_token(http_auth *a, const uint8_t *digest, const char *token, size_t len,
+void auth_refresh_token(auth_ctx *a, const uint8_t *digest, const char *token, size_t len,
                         bool apiserver_audience);
-void auth_refresh_access(http_auth *a, auth_subject *s, const auth_access_question *q);
+void auth_refresh_access(auth_ctx *a, auth_subject *s, const auth_access_question *q);
 /* The owner's thread, the loop stopped: frees what was never asked. */
-void auth_refreshes_free(http_auth *a);
+void auth_refreshes_free(auth_ctx *a);
 
-/* ---- auth_review.c: reviews on the loop thread ----------------------------- */
+/* ---- review.c: reviews on the loop thread ---------------------------------- */
 
 /* A review answered: a (valid during the call; take a subject reference to
  * keep it). Loop thread. */
 typedef void (*auth_token_cb)(void *ctx, const auth_token_answer *a);
 typedef void (*auth_access_cb)(void *ctx, const auth_access_answer *a);
 
-/* Who a review is for, in the rate limits (auth_rate.c). */
+/* Who a review is for, in the rate limits (rate.c). */
 typedef struct auth_asker {
     /* false: a refresh of an answer kept (not limited: there is at most one
      * per answer in use every three quarters of its life) */
@@ -211,15 +218,15 @@ typedef struct auth_asker {
  * (may be NULL) runs instead of cb when the authorizer is freed first.
  * Returns 0, or -1 when the review cannot be started (cb then never runs):
  * message says why (too many in flight, over a rate: what to do). */
-int auth_review_token(http_auth *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
+int auth_review_token(auth_ctx *a, const uint8_t digest[AUTH_DIGEST_LEN], const char *token,
                       bool apiserver_audience, const auth_asker *who, auth_token_cb cb,
                       void (*drop)(void *ctx), void *ctx, char *message, size_t message_len);
 /* The same for an access question about s. */
-int auth_review_access(http_auth *a, auth_subject *s, const auth_access_question *q,
+int auth_review_access(auth_ctx *a, auth_subject *s, const auth_access_question *q,
                        const auth_asker *who, auth_access_cb cb, void (*drop)(void *ctx), void *ctx,
                        char *message, size_t message_len);
 /* Cancels every review in flight and runs the waiters' drop functions. The
  * loop has stopped. */
-void auth_reviews_free(http_auth *a);
+void auth_reviews_free(auth_ctx *a);
 
 #endif
