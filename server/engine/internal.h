@@ -9,6 +9,7 @@
  *   notify.c    what streams are told: standby state, holder changes,
  *               keep-alives
  *   term.c      terms: grants, renewals, the guard, the end and the release
+ *   value.c     the leader value (docs/design.md, rule 10): Proclaim
  *   acquire.c   acquisitions and resumes; a foreign holder's expiry
  *   watch.c     the store's watch events
  *   sweep.c     forgetting idle leases
@@ -649,11 +650,6 @@ int64_t engine_grant_ms(const engine *e, int32_t retry_s);
 /* The validity of each grant of a term campaign c would start: its
  * grant_ms within the engine's bound, or the default. */
 int64_t engine_term_grant_of(const engine *e, const engine_campaign_req *req);
-/* Answers a Proclaim waiting for ls's term, if any (code ENGINE_OK: its
- * value is written). */
-void engine_term_answer_proclaim(lease_state *ls, engine_code code, const char *msg);
-/* Proclaim, on the engine thread (term.c). */
-void engine_term_proclaim(cmd *k);
 /* Validity the engine may grant now (docs/design.md, rule 3), 0 when none. */
 int64_t engine_term_valid_for(const engine *e, const term *t, int64_t now);
 /* Records a grant and returns its validity (0: the term cannot be vouched for). */
@@ -691,6 +687,14 @@ bool engine_term_finish_due(const lease_state *ls);
 bool engine_term_releasable(const lease_state *ls);
 void engine_term_release(lease_state *ls);
 void engine_term_forget(lease_state *ls);
+
+/* --- value.c --- */
+
+/* Answers a Proclaim waiting for ls's term, if any (code ENGINE_OK: its
+ * value is written). */
+void engine_term_answer_proclaim(lease_state *ls, engine_code code, const char *msg);
+/* Proclaim, on the engine thread. */
+void engine_term_proclaim(cmd *k);
 
 /* --- acquire.c --- */
 

@@ -34,8 +34,8 @@
  *   the next when every connection of the last has started
  *   (MHD_CONNECTION_NOTIFY_STARTED, at the head of a worker's pass), or
  *   after BATCH_WAIT_MS, so that one that never reports cannot stall the
- *   rest. A connection whose request is a Confirm or a Resign (urgent)
- *   skips the batches.
+ *   rest. A connection whose request is urgent (its method's row says so:
+ *   Confirm, Resign) skips the batches.
  * - A stream stays suspended in libmicrohttpd between its events, and
  *   every pass that resumes any connection walks all the suspended ones of
  *   that worker. Streams and calls are on daemons of their own, so a
@@ -356,7 +356,7 @@ static first_bytes request_class(const http_acceptor *a, const char *line, size_
     const rpc_method *m = rpc_method_find(path);
     if (!m)
         return FIRST_CALL;
-    if (m->id == RPC_METHOD_CONFIRM || m->id == RPC_METHOD_RESIGN)
+    if (m->urgent)
         return FIRST_URGENT;
     return m->server_stream ? FIRST_STREAM : FIRST_CALL;
 }

@@ -344,6 +344,80 @@ static void test_engine_pod_label_moves_on_handoff(void **state)
     sink_free(b);
 }
 
+typedef struct writes_wait {
+    fixture *f;
+    int64_t above;
+} writes_wait;
+
+static bool writes_above(void *arg)
+{
+    writes_wait *w = arg;
+    int64_t n = 0;
+    run_on_loop(w->f, harness_read_writes, &n);
+    return n > w->above;
+}
+
+static void slow_store(fixture *f, void *arg)
+{
+    store_memory_set_latency(f->store, *(int *)arg);
+}
+
+/* Rule 3 (release only after the holder's deadline): an operator's handoff
+ * that the holder does not acknowledge writes nothing, and takes no label
+ * off, before the holder's last grant has run out, even when a Pod request
+ * of the term ends during that wait (here the label's re-application after
+ * a renewal, on a slow apiserver) and so asks the Lease what comes next. */
+static void test_engine_handoff_waits_the_grant_when_a_pod_request_ends_first(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    watched wb = {b, f, {"pod-a", "pod-b"}, {false, false}, false};
+    campaign(f, a, labelled("ho-pod", "a", "pod-a"));
+    int64_t e1 = a->events[wait_kind(a, ENGINE_EVENT_ELECTED, 5000)].epoch;
+    campaign_watched(f, b, &wb, labelled("ho-pod", "b", "pod-b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    assert_true(wait_pod_label(f, "default", "pod-a", true));
+    int latency = 300;
+    run_on_loop(f, slow_store, &latency);
+    /* The holder confirms until the next renewal lands; its label's
+     * re-application is then in flight. */
+    writes_wait w = {f, 0};
+    run_on_loop(f, harness_read_writes, &w.above);
+    for (int k = 0; k < 10 && !writes_above(&w); k++) {
+        assert_int_equal(confirm(f, "ho-pod", "a", e1).code, ENGINE_OK);
+        harness_run_until(writes_above, &w, 1000);
+    }
+    assert_true(writes_above(&w));
+    int64_t writes = w.above + 1;
+    int64_t at = harness_now_ms();
+    engine_reply c = confirm(f, "ho-pod", "a", e1);
+    assert_int_equal(c.code, ENGINE_OK);
+    assert_true(c.valid_for_ms > latency);
+    int64_t granted_until = at + c.valid_for_ms;
+    reply_box box = BOX_INIT;
+    assert_int_equal(engine_handoff(f->engine, "default", "ho-pod", "", "", "b", box_done, &box),
+                     0);
+    box_wait(&box);
+    assert_int_equal(box.r.code, ENGINE_OK);
+    assert_true(wait_kind(a, ENGINE_EVENT_LOST, 1000) >= 0);
+    /* Up to the last grant's end: no Lease write, the label on a's Pod. */
+    manual_clock_advance(&f->clock, granted_until - 1 - harness_now_ms());
+    assert_int_equal(take_kind(b, ENGINE_EVENT_ELECTED), -1);
+    assert_non_null(label_of(f, "pod-a", KEY));
+    int64_t now_writes = 0;
+    run_on_loop(f, harness_read_writes, &now_writes);
+    assert_int_equal(now_writes, writes);
+    /* Then the label comes off, and the standby gets the next term. */
+    int i = wait_kind(b, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    assert_int_equal(b->events[i].epoch, e1 + 1);
+    assert_true(b->at_ms[i] >= granted_until);
+    assert_false(wb.labelled_at_elected[0]);
+    resign(f, "ho-pod", "b");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
 /* A label someone removes during the term is back after the next renewal. */
 static void test_engine_pod_label_reapplied_at_renewal(void **state)
 {
@@ -872,6 +946,7 @@ int main(void)
         T(test_engine_pod_label_moves_on_resign_never_on_two_pods),
         T(test_engine_pod_label_of_detached_holder_removed_before_next_term),
         T(test_engine_pod_label_moves_on_handoff),
+        T(test_engine_handoff_waits_the_grant_when_a_pod_request_ends_first),
         T(test_engine_pod_label_reapplied_at_renewal),
         T(test_engine_pod_label_changed_on_resume),
         T(test_engine_set_pod_label_moves_the_holders_label),
