@@ -107,6 +107,8 @@ only() {
 same_term() { [ "$(lease_holder "$KVNS" kv-master)" = "$holder" ] && [ "$(lease_epoch)" = "$epoch" ]; }
 
 
+kubeleased_pods() { pods_with "$RELNS" app.kubernetes.io/instance=kubelease; }
+
 # The safety watch, from here to the end (its violations fail wait_until).
 watch_log=$KWORK/watch.log
 python3 "$CLUSTER_TESTS/watch.py" "$APISERVER" "$KWORK" "$KVNS" kv-master "$LABEL_KEY=leader" kv-master \
@@ -137,7 +139,6 @@ only "$holder $epoch" "the client was not answered by $holder for epoch $epoch a
 pod_log "$KVNS" "$holder" | grep -q 'LOST' && fail "$holder reported its leadership lost: $(pod_log "$KVNS" "$holder" | grep LOST)"
 note "scenario 3: kubeleased rolled ($(echo $before) -> $(echo $(kubeleased_pods))); $holder led at epoch $epoch throughout"
 
-kubeleased_pods() { pods_with "$RELNS" app.kubernetes.io/instance=kubelease; }
 
 # --- the kubeleased Pod serving the leader's term force-deleted -------------------
 holder=$LEADER epoch=$(lease_epoch)
