@@ -4,7 +4,11 @@
 # kubeleased from the chart (two replicas), three kl_replica Pods, the
 # Service kv-master selecting the leader label, a client Pod (kl_ask)
 # asking it without pause — and N runs each of
-#   force:    the leader's Pod force-deleted (grace period 0);
+#   force:    the leader's Pod force-deleted (grace period 0; the kubelet
+#             still stops the container with SIGTERM, and the replica
+#             resigns);
+#   sigkill:  the leader's container SIGKILLed through containerd (a crash:
+#             kubeleased ends the term once its last grant has run out);
 #   graceful: the leader's Pod deleted with its grace period (it resigns on
 #             SIGTERM).
 # Each run's figure is the time from the delete to the client's first answer
@@ -61,15 +65,22 @@ BG_PIDS="$BG_PIDS $!"
 wait_until 30 "the safety watch listing" grep -q '"what": "synced"' "$watch_log"
 
 results=$KWORK/results
-for kind in force graceful; do
+for kind in force sigkill graceful; do
   for i in $(seq "$RUNS"); do
     wait_until 180 "a leader the client reaches through the Service" stable
     old=$LEADER epoch=$(lease_epoch)
-    qs=
-    [ "$kind" = graceful ] || qs="?gracePeriodSeconds=0"
-    t0=$(date +%s.%N)
-    kapi DELETE "/api/v1/namespaces/$KVNS/pods/$old$qs"
-    kexpect 200
+    if [ "$kind" = sigkill ]; then
+      get "/api/v1/namespaces/$KVNS/pods/$old"
+      cid=$(q 'j["status"]["containerStatuses"][0]["containerID"].split("//")[1]')
+      t0=$(date +%s.%N)
+      ctr --address "$KL_CONTAINERD_SOCK" --namespace k8s.io tasks kill -s SIGKILL "$cid"
+    else
+      qs=
+      [ "$kind" = graceful ] || qs="?gracePeriodSeconds=0"
+      t0=$(date +%s.%N)
+      kapi DELETE "/api/v1/namespaces/$KVNS/pods/$old$qs"
+      kexpect 200
+    fi
     moved() { one_leader "$KVNS" && [ "$LEADER" != "$old" ] && [ "$(lease_epoch)" -gt "$epoch" ] && routes_to "$LEADER"; }
     wait_until 60 "another replica leading, routed to" moved
     new=$LEADER nepoch=$(lease_epoch)
@@ -116,12 +127,13 @@ def pct(v, p):
     return v[max(0, math.ceil(p / 100 * len(v)) - 1)]
 print("ms after the delete, p50 / p99 / max over %s runs each (kubelease):" % sys.argv[2])
 print("| | %s |" % " | ".join(names))
-print("|---|%s" % "---|" * len(names))
-for kind in ("force", "graceful"):
+print("|---|" + "---|" * len(names))
+labels = {"force": "leader Pod force-deleted", "sigkill": "leader's container SIGKILLed",
+          "graceful": "leader Pod deleted (resigns)"}
+for kind in ("force", "sigkill", "graceful"):
     cells = []
     for i in range(len(names)):
         v = [float(r[1 + i]) for r in rows if r[0] == kind and r[1 + i] != "-"]
         cells.append("%.0f / %.0f / %.0f" % (pct(v, 50), pct(v, 99), max(v)) if v else "-")
-    print("| %s | %s |" % ("leader Pod force-deleted" if kind == "force" else "leader Pod deleted (resigns)",
-                            " | ".join(cells)))
+    print("| %s | %s |" % (labels[kind], " | ".join(cells)))
 PY

@@ -14,8 +14,9 @@
 # - the node's kubelet restarted, then containerd (the harness restarts them
 #   on SIGUSR1 and SIGUSR2): every container keeps running (same IDs, no
 #   restart), same holder and epoch, the label never moved;
-# - the leader's Pod force-deleted: another replica is labelled, holds a
-#   term of a larger epoch, and the EndpointSlices follow;
+# - the leader's Pod force-deleted, then its container SIGKILLed through
+#   containerd: another replica is labelled, holds a term of a larger
+#   epoch, the EndpointSlices follow and the client is answered by it;
 # - the leader's Pod deleted with its grace period: it resigns on SIGTERM
 #   (kubeleased logs the term lost "resigned"), the next one is labelled and
 #   the EndpointSlices follow;
@@ -229,6 +230,21 @@ wait_until 60 "another replica labelled, a new term, the EndpointSlices naming i
 wait_until 30 "the client answered by $LEADER for epoch $(lease_epoch)" answered "$LEADER" "$(lease_epoch)" 0
 note "scenario 1: force-deleted $first (epoch $epoch); $LEADER leads at epoch $(lease_epoch)"
 wait_until 120 "three replicas running again" kv_ready
+
+# --- the leader's container SIGKILLed through containerd (a crash) ------------------
+first=$LEADER epoch=$(lease_epoch)
+get "/api/v1/namespaces/$KVNS/pods/$first"
+cid=$(q 'j["status"]["containerStatuses"][0]["containerID"].split("//")[1]')
+ctr --address "$KL_CONTAINERD_SOCK" --namespace k8s.io tasks kill -s SIGKILL "$cid" >/dev/null ||
+  fail "ctr could not SIGKILL the container $cid of $first"
+wait_until 60 "another replica labelled, a new term, the EndpointSlices naming it" moved "$first" "$epoch"
+wait_until 30 "the client answered by $LEADER for epoch $(lease_epoch)" answered "$LEADER" "$(lease_epoch)" 0
+restarted_in_place() {
+  get "/api/v1/namespaces/$KVNS/pods/$first"
+  [ "$(q 'j["status"]["containerStatuses"][0]["restartCount"] >= 1 and ready(j)')" = true ]
+}
+wait_until 60 "$first's container restarted in its Pod" restarted_in_place
+note "scenario 1: SIGKILLed $first's container (epoch $epoch); $LEADER leads at epoch $(lease_epoch)"
 
 # --- the leader's Pod deleted gracefully: it resigns on SIGTERM -----------------------
 first=$LEADER epoch=$(lease_epoch)
