@@ -39,30 +39,30 @@ static int ask(const struct sockaddr_in *to, int timeout_ms, char *buf, size_t l
     int ok = 0;
     if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0 && errno != EINPROGRESS) {
         snprintf(buf, len, "connect:%s", strerror(errno));
-        goto out;
+        goto close_fd;
     }
     if (poll(&p, 1, timeout_ms) != 1) {
         snprintf(buf, len, "connect:timeout");
-        goto out;
+        goto close_fd;
     }
     int soerr = 0;
     socklen_t sl = sizeof(soerr);
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
     if (soerr) {
         snprintf(buf, len, "connect:%s", strerror(soerr));
-        goto out;
+        goto close_fd;
     }
     size_t got = 0;
     p.events = POLLIN;
     while (got < len - 1) {
         if (poll(&p, 1, timeout_ms) != 1) {
             snprintf(buf, len, "read:timeout");
-            goto out;
+            goto close_fd;
         }
         ssize_t n = read(fd, buf + got, len - 1 - got);
         if (n < 0) {
             snprintf(buf, len, "read:%s", strerror(errno));
-            goto out;
+            goto close_fd;
         }
         if (n == 0)
             break;
@@ -75,7 +75,7 @@ static int ask(const struct sockaddr_in *to, int timeout_ms, char *buf, size_t l
     ok = buf[0] != '\0';
     if (!ok)
         snprintf(buf, len, "read:%s", got ? "empty" : "closed");
-out:
+close_fd:
     close(fd);
     return ok;
 }
