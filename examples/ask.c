@@ -8,11 +8,15 @@
  *   WALL - ERROR N             N: the attempts so far; ERROR: why no answer
  *                              came (refused, timeout, unreachable, ...)
  *
- *   kl_ask HOST PORT [TIMEOUT_MS]
+ *   kl_ask HOST PORT [TIMEOUT_MS [PAUSE_MS]]
  *
  * TIMEOUT_MS (default 200) bounds the connect and the read of each attempt,
  * so that a Pod that is gone costs one short wait, not the kernel's
- * connect timeout. It runs until killed. */
+ * connect timeout. PAUSE_MS (default 5) between attempts, and a close
+ * with a reset (SO_LINGER 0: no TIME_WAIT), keep the connections the node's
+ * conntrack table and port range hold in the hundreds: a client opening
+ * thousands a second fills them, and the replicas' own new connections to
+ * kubeleased are then dropped. It runs until killed. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -76,20 +80,23 @@ static int ask(const struct sockaddr_in *to, int timeout_ms, char *buf, size_t l
     if (!ok)
         snprintf(buf, len, "read:%s", got ? "empty" : "closed");
 close_fd:
+    /* A reset, not a FIN: the connection leaves no TIME_WAIT behind. */
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){1, 0}, sizeof(struct linger));
     close(fd);
     return ok;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: kl_ask HOST PORT [TIMEOUT_MS]\n");
+    if (argc < 3 || argc > 5) {
+        fprintf(stderr, "usage: kl_ask HOST PORT [TIMEOUT_MS [PAUSE_MS]]\n");
         return 2;
     }
     struct sockaddr_in to = {.sin_family = AF_INET};
     char *end = NULL;
     long port = strtol(argv[2], &end, 10);
-    long timeout_ms = argc == 4 ? strtol(argv[3], NULL, 10) : 200;
+    long timeout_ms = argc >= 4 ? strtol(argv[3], NULL, 10) : 200;
+    long pause_ms = argc >= 5 ? strtol(argv[4], NULL, 10) : 5;
     if (inet_pton(AF_INET, argv[1], &to.sin_addr) != 1) {
         fprintf(stderr, "kl_ask: HOST must be an IPv4 address, not \"%s\"\n", argv[1]);
         return 2;
@@ -102,6 +109,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "kl_ask: TIMEOUT_MS must be 1-60000\n");
         return 2;
     }
+    if (pause_ms < 0 || pause_ms > 60000) {
+        fprintf(stderr, "kl_ask: PAUSE_MS must be 0-60000\n");
+        return 2;
+    }
+    struct timespec pause = {pause_ms / 1000, (pause_ms % 1000) * 1000000};
     to.sin_port = htons((uint16_t)port);
     setvbuf(stdout, NULL, _IOLBF, 0);
     char last[320] = "", buf[320], shown[330];
@@ -114,5 +126,7 @@ int main(int argc, char **argv)
             printf("%lld.%06ld %s %llu\n", (long long)ts.tv_sec, ts.tv_nsec / 1000, shown, n);
             snprintf(last, sizeof(last), "%s", shown);
         }
+        if (pause_ms)
+            nanosleep(&pause, NULL);
     }
 }
