@@ -3,7 +3,7 @@
 # (scripts/cluster.sh): the deployment of tests/cluster/test_failover.sh —
 # kubeleased from the chart (two replicas), three kl_replica Pods, the
 # Service kv-master selecting the leader label, a client Pod (kl_ask)
-# asking it without pause — and N runs each of
+# asking it every 5 ms — and N runs each of
 #   force:    the leader's Pod force-deleted (grace period 0; the kubelet
 #             still stops the container with SIGTERM, and the replica
 #             resigns);

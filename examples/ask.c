@@ -1,5 +1,5 @@
 /* kl_ask: a client of the Service that routes to the leader's Pod. It
- * connects to HOST:PORT without pause, reads the one line kl_replica --serve
+ * connects to HOST:PORT every few ms, reads the one line kl_replica --serve
  * answers ("IDENTITY EPOCH"), and prints a line each time the answer
  * changes:
  *

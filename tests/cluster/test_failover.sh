@@ -2,7 +2,7 @@
 # Failover on the one-node cluster, on the deployment of
 # test_election_service.sh (kubeleased from the chart, two replicas; three
 # kl_replica Pods, the leader's labelled; the Service kv-master selecting the
-# label; a client Pod asking that Service without pause, kl_ask), one
+# label; a client Pod asking that Service every 5 ms, kl_ask), one
 # install for every scenario (issue 26):
 # - kubeleased rolled (a helm upgrade changing a pod-template annotation
 #   replaces both its Pods, one after the other): the same holder and epoch
