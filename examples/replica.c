@@ -12,12 +12,18 @@
  * Health-gated leadership (--health-deadline MS): the replica's work thread
  * reports health (kl_health_ok) every MS/4; SIGUSR2 wedges it (and a second
  * SIGUSR2 unwedges it), as a hung application would be, and the library
- * then gives the leadership up within MS and a standby takes over. */
+ * then gives the leadership up within MS and a standby takes over.
+ *
+ * --serve PORT: answers every TCP connection on PORT with one line,
+ * "IDENTITY EPOCH\n" (EPOCH 0 when it does not act as leader), and closes
+ * it: what a Service routing to the leader's Pod reaches, so that a client
+ * can tell which replica answered and for which term. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,10 +54,11 @@ struct config {
     int health_deadline_ms; /* 0: leadership not gated on health */
     const char *value;      /* --value: the leader value; NULL: none */
     int grant_ms;           /* --grant-ms: 0 for the service's */
+    int serve_port;         /* --serve: 0 for none */
 };
 
-static struct config cfg = {NULL, "default", NULL, NULL, 15, 10, 2,   0,
-                            NULL, 0,         NULL, NULL, NULL, 0, NULL, 0};
+static struct config cfg = {NULL, "default", NULL, NULL, 15, 10,   2, 0, NULL,
+                            0,    NULL,      NULL, NULL, 0,  NULL, 0, 0};
 static atomic_int wedged; /* SIGUSR2: the work thread stops reporting health */
 static kl_client *client;
 static atomic_int stopping;
@@ -147,6 +155,47 @@ static void *work_thread(void *arg)
     return NULL;
 }
 
+/* --serve: each connection gets "IDENTITY EPOCH\n", the epoch this process
+ * acts as leader for at that moment (0: none), and is closed. One
+ * connection at a time: an answer is one write of a few bytes. */
+static void *serve_thread(void *arg)
+{
+    int fd = *(int *)arg;
+    for (;;) {
+        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            say("ERROR", "--serve: accept: %s", strerror(errno));
+            pause_ms(100);
+            continue;
+        }
+        pthread_mutex_lock(&lead_mu);
+        int64_t epoch = leading_epoch;
+        pthread_mutex_unlock(&lead_mu);
+        char line[320];
+        int n = snprintf(line, sizeof(line), "%s %" PRId64 "\n", cfg.identity, epoch);
+        if (n > 0 && (size_t)n < sizeof(line))
+            (void)send(c, line, (size_t)n, MSG_NOSIGNAL);
+        close(c);
+    }
+    return NULL;
+}
+
+/* Listens on PORT (every IPv4 address) for --serve; exits 1 if it cannot. */
+static int serve_listen(int port)
+{
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = {htonl(INADDR_ANY)}};
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+        fprintf(stderr, "kl_replica: --serve %d: %s\n", port, strerror(errno));
+        exit(1);
+    }
+    return fd;
+}
+
 /* SIGINT, SIGTERM and SIGUSR1 are blocked in every thread and taken here,
  * where calling the library is allowed (it is not from a signal handler).
  * SIGUSR1 ends a leadership in progress ("handoff"); the main loop then
@@ -205,6 +254,8 @@ static void usage(FILE *out)
             "  --pod-label POD/KEY=VALUE  while leading, kubeleased puts label KEY=VALUE on\n"
             "                        Pod POD (this replica's own) and takes it off before the\n"
             "                        next leader is elected\n"
+            "  --serve PORT          answer each TCP connection on PORT with \"IDENTITY EPOCH\"\n"
+            "                        (EPOCH 0 when not leading) and close it\n"
             "  --print-monotonic     print CLOCK_MONOTONIC in ns and exit (for test scripts)\n"
             "  --help                this text\n");
 }
@@ -254,6 +305,7 @@ static void parse_args(int argc, char **argv)
         {"pod-label", required_argument, NULL, 'L'},
         {"value", required_argument, NULL, 'V'},
         {"grant-ms", required_argument, NULL, 'G'},
+        {"serve", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -298,6 +350,14 @@ static void parse_args(int argc, char **argv)
             break;
         case 'G':
             cfg.grant_ms = parse_int("--grant-ms", optarg, 1);
+            break;
+        case 'S':
+            cfg.serve_port = parse_int("--serve", optarg, 1);
+            if (cfg.serve_port > 65535) {
+                fprintf(stderr, "kl_replica: --serve must be a port (1-65535), not \"%s\"\n",
+                        optarg);
+                exit(2);
+            }
             break;
         case 'H':
             cfg.health_deadline_ms = parse_int("--health-deadline", optarg, 1);
@@ -476,6 +536,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "kl_replica: cannot start the signal thread\n");
         kl_client_free(client);
         return 1;
+    }
+    static int serve_fd;
+    pthread_t serve;
+    if (cfg.serve_port) {
+        serve_fd = serve_listen(cfg.serve_port);
+        if (pthread_create(&serve, NULL, serve_thread, &serve_fd) != 0 ||
+            pthread_detach(serve) != 0) {
+            fprintf(stderr, "kl_replica: cannot start the --serve thread\n");
+            return 1;
+        }
     }
     pthread_t work;
     int working = cfg.health_deadline_ms > 0 && pthread_create(&work, NULL, work_thread, NULL) == 0;

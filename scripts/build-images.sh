@@ -5,7 +5,7 @@
 #   debian:bookworm, debian:bookworm-slim   the Dockerfiles' base images,
 #       bootstrapped with mmdebstrap from the host's Debian sources
 #   localhost/kubelease/kubeleased:VERSION  the top-level Dockerfile, as written
-#   localhost/kubelease/replica:VERSION     examples/Dockerfile (kl_replica,
+#   localhost/kubelease/replica:VERSION     examples/Dockerfile (kl_replica, kl_ask,
 #       k8s_lease_supervisor on the drop-in libk8s_lease_wrapper, kubeleasectl)
 #   localhost/kubelease/pause:3.10          the Pods' sandbox (tests/cluster/pause)
 #

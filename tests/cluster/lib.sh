@@ -134,10 +134,11 @@ install_kubelease() {
     --wait --timeout 180s "$@" >"$KWORK/helm.out" 2>&1 || { cat "$KWORK/helm.out" >&2; fail "helm install of the chart failed"; }
 }
 
-# install_kv NS KUBELEASE-NS: the demo replicas (tests/cluster/kv) in NS,
-# reaching kubeleased through the ClusterIP of its Service in KUBELEASE-NS.
+# install_kv NS KUBELEASE-NS [HELM-ARGS...]: the demo replicas
+# (tests/cluster/kv) in NS, reaching kubeleased through the ClusterIP of its
+# Service in KUBELEASE-NS.
 install_kv() {
-  helm_admin install kv "$CLUSTER_TESTS/kv" -n "$1" --create-namespace --set "kubelease.namespace=$2" \
+  helm_admin install kv "$CLUSTER_TESTS/kv" -n "$1" --create-namespace --set "kubelease.namespace=$2" "${@:3}" \
     >"$KWORK/helm.out" 2>&1 || { cat "$KWORK/helm.out" >&2; fail "helm install of tests/cluster/kv failed"; }
 }
 

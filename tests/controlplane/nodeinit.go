@@ -19,12 +19,12 @@ import (
 // node-init is the first process of the node's namespaces (PID 1 of its PID
 // namespace). It only reaps: it starts node-supervise, which sets the node
 // up and runs the components, collects every orphan that the components'
-// double forks leave it (containerd's shims), forwards SIGTERM and SIGINT,
+// double forks leave it (containerd's shims), forwards SIGTERM, SIGINT, SIGUSR1 and SIGUSR2,
 // and exits with node-supervise's status. When it exits, the kernel kills
 // every process left in the namespace, so nothing of the node outlives it.
 func nodeInit(specPath string) int {
 	sigc := make(chan os.Signal, 4)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
 	self, err := os.Executable()
 	if err != nil {
 		logf("node-init: %v", err)
@@ -74,10 +74,15 @@ type supervisor struct {
 // nodeSupervise sets up the namespaces' mounts and network, starts the
 // components one after the other, each once the one before is ready, reports
 // "ready" (or "error: ...") on fd 3, then waits for SIGTERM or SIGINT and
-// stops them in reverse order.
+// stops them in reverse order. Once ready, SIGUSR1 restarts the kubelet and
+// SIGUSR2 containerd (stopped with SIGTERM, started again with the same
+// arguments; the Pods' containers and shims keep running), as a node's
+// service manager does: tests fault the node with them.
 func nodeSupervise(specPath string) int {
 	sigc := make(chan os.Signal, 4)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	restartc := make(chan os.Signal, 4)
+	signal.Notify(restartc, syscall.SIGUSR1, syscall.SIGUSR2)
 	// The components must not inherit the report pipe, or it would stay open
 	// after the report.
 	syscall.CloseOnExec(3)
@@ -102,9 +107,53 @@ func nodeSupervise(specPath string) int {
 	}
 	fmt.Fprintln(report, "ready")
 	report.Close()
-	<-ctx.Done()
-	s.down()
-	return 0
+	for {
+		select {
+		case <-ctx.Done():
+			s.down()
+			return 0
+		case sig := <-restartc:
+			name := "kubelet"
+			if sig == syscall.SIGUSR2 {
+				name = "containerd"
+			}
+			s.restart(name)
+		}
+	}
+}
+
+// restart stops the component name and starts it again, waiting until it
+// is ready as at bring-up (the kubelet: until its healthz answers). Its log
+// gets a new "==== controlplane: starting" line; the outcome goes to
+// node-supervise's log.
+func (s *supervisor) restart(name string) {
+	for _, p := range s.procs {
+		if p.name != name {
+			continue
+		}
+		t := time.Now()
+		p.stop(syscall.SIGTERM, stopGrace)
+		err := p.start()
+		if err == nil {
+			err = waitReady(s.ctx, p, s.timeout(), s.ready(name))
+		}
+		if err != nil {
+			logf("node: restarting %s: %v", name, err)
+			return
+		}
+		logf("node: %s restarted in %.1fs", name, time.Since(t).Seconds())
+		return
+	}
+	logf("node: no component %s to restart", name)
+}
+
+// ready is the readiness check restart waits on for component name.
+func (s *supervisor) ready(name string) func() bool {
+	if name == "containerd" {
+		return s.containerdReady
+	}
+	plain := &http.Client{Timeout: 2 * time.Second}
+	return func() bool { return probe(plain, "http://127.0.0.1:10248/healthz", "") }
 }
 
 func (s *supervisor) load(specPath string) error {
@@ -359,15 +408,17 @@ func (s *supervisor) controllerFlags(user string) []string {
 }
 
 func (s *supervisor) startContainerd() error {
-	sock := s.d.containerdSock()
-	return s.start("containerd", "containerd", []string{"--config", s.d.conf("containerd.toml")}, func() bool {
-		c, err := net.DialTimeout("unix", sock, time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
+	return s.start("containerd", "containerd", []string{"--config", s.d.conf("containerd.toml")}, s.containerdReady)
+}
+
+// containerdReady: containerd's socket accepts connections.
+func (s *supervisor) containerdReady() bool {
+	c, err := net.DialTimeout("unix", s.d.containerdSock(), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // importImages loads the image archives into containerd's k8s.io namespace,
