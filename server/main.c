@@ -184,18 +184,18 @@ static ssize_t read_term_key(const char *path, uint8_t key[TERM_KEY_MAX + 1])
 /* --auth, --token-audience, --identity-policy, --review-rate,
  * --review-rate-per-ip and --metrics-auth into cfg. Returns 0, or -1
  * after saying what is wrong. */
-static int configure_auth(const options *o, http_auth_config *cfg)
+static int configure_auth(const options *o, http_config *cfg)
 {
     const char *mode = o->auth ? o->auth : o->dev ? "none" : "kubernetes";
     if (strcmp(mode, "kubernetes") == 0) {
-        cfg->mode = HTTP_AUTH_KUBERNETES;
+        cfg->auth_mode = HTTP_AUTH_KUBERNETES;
     } else if (strcmp(mode, "none") == 0) {
-        cfg->mode = HTTP_AUTH_NONE;
+        cfg->auth_mode = HTTP_AUTH_NONE;
     } else {
         fprintf(stderr, "kubeleased: --auth: \"%s\" is not kubernetes or none\n", mode);
         return -1;
     }
-    if (o->dev && cfg->mode == HTTP_AUTH_KUBERNETES) {
+    if (o->dev && cfg->auth_mode == HTTP_AUTH_KUBERNETES) {
         fprintf(stderr, "kubeleased: --auth kubernetes needs a cluster to review tokens: drop "
                         "--dev, or use --auth none\n");
         return -1;
@@ -209,26 +209,26 @@ static int configure_auth(const options *o, http_auth_config *cfg)
                 o->identity_policy);
         return -1;
     }
-    if (i != 0 && cfg->mode == HTTP_AUTH_NONE) {
+    if (i != 0 && cfg->auth_mode == HTTP_AUTH_NONE) {
         fprintf(stderr,
                 "kubeleased: --identity-policy %s needs --auth kubernetes (without it "
                 "callers are unknown)\n",
                 o->identity_policy);
         return -1;
     }
-    cfg->identity_policy = (auth_identity_policy)i;
-    cfg->audience = o->token_audience;
-    cfg->review_rate = (unsigned)o->review_rate;
-    cfg->review_rate_per_ip = (unsigned)o->review_rate_per_ip;
-    const char *metrics = o->metrics_auth                     ? o->metrics_auth
-                          : cfg->mode == HTTP_AUTH_KUBERNETES ? "kubernetes"
-                                                              : "none";
+    cfg->auth.identity_policy = (auth_identity_policy)i;
+    cfg->auth.audience = o->token_audience;
+    cfg->auth.review_rate = (unsigned)o->review_rate;
+    cfg->auth.review_rate_per_ip = (unsigned)o->review_rate_per_ip;
+    const char *metrics = o->metrics_auth                          ? o->metrics_auth
+                          : cfg->auth_mode == HTTP_AUTH_KUBERNETES ? "kubernetes"
+                                                                   : "none";
     if (strcmp(metrics, "kubernetes") != 0 && strcmp(metrics, "none") != 0) {
         fprintf(stderr, "kubeleased: --metrics-auth: \"%s\" is not kubernetes or none\n", metrics);
         return -1;
     }
-    cfg->metrics = strcmp(metrics, "kubernetes") == 0;
-    if (cfg->metrics && cfg->mode == HTTP_AUTH_NONE) {
+    cfg->auth.metrics = strcmp(metrics, "kubernetes") == 0;
+    if (cfg->auth.metrics && cfg->auth_mode == HTTP_AUTH_NONE) {
         fprintf(stderr, "kubeleased: --metrics-auth kubernetes needs --auth kubernetes (with "
                         "--auth none every RPC, ListLeases among them, is open anyway)\n");
         return -1;
@@ -324,7 +324,7 @@ static int configure(const options *o, service_config *cfg, log_level *level, ch
                  .tls_cert_file = o->tls_cert_file,
                  .tls_key_file = o->tls_key_file},
     };
-    if (configure_auth(o, &cfg->http.auth) != 0) {
+    if (configure_auth(o, &cfg->http) != 0) {
         free(*namespaces);
         *namespaces = NULL;
         free(*pod_label_keys);
@@ -462,7 +462,7 @@ int main(int argc, char **argv)
     char ops[32] = "";
     if (o.ops_listen)
         snprintf(ops, sizeof ops, " ops_port=%u", (unsigned)service_ops_port(svc));
-    bool auth = cfg.http.auth.mode == HTTP_AUTH_KUBERNETES;
+    bool auth = cfg.http.auth_mode == HTTP_AUTH_KUBERNETES;
     log_event(LOG_INFO, "started",
               "version=%s listen=%s port=%u%s store=%s namespaces=%s max_connections=%ld "
               "max_body_bytes=%ld read_timeout_s=%ld auth=%s token_audience=%s "

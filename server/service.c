@@ -64,7 +64,7 @@ static service_status store_start(service *svc, const service_config *cfg, char 
 static service_status reviews_start(service *svc, const service_config *cfg, char *err,
                                     size_t err_len)
 {
-    if (cfg->http.auth.mode != HTTP_AUTH_KUBERNETES)
+    if (cfg->http.auth_mode != HTTP_AUTH_KUBERNETES)
         return SERVICE_OK;
     kube_config kc;
     int rc = cfg->kube.kubeconfig

@@ -30,7 +30,7 @@ typedef struct service_config {
     const uint8_t *term_key;           /* engine_config.term_key (copied by the engine) */
     size_t term_key_len;
     http_config http; /* its engine, and its auth's loop and kube, are the service's own;
-                         auth.mode kubernetes reviews through the store's apiserver */
+                         auth_mode kubernetes reviews through the store's apiserver */
 } service_config;
 
 typedef enum service_status {

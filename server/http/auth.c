@@ -31,21 +31,6 @@ struct http_auth_ticket {
 
 /* ---- the authorizer ------------------------------------------------------------- */
 
-auth_ctx *http_auth_new(const http_auth_config *cfg)
-{
-    auth_config c = {.audience = cfg->audience,
-                     .identity_policy = cfg->identity_policy,
-                     .loop = cfg->loop,
-                     .kube = cfg->kube,
-                     .token_ttl_ms = cfg->token_ttl_ms,
-                     .negative_ttl_ms = cfg->negative_ttl_ms,
-                     .access_ttl_ms = cfg->access_ttl_ms,
-                     .review_rate = cfg->review_rate,
-                     .review_rate_per_ip = cfg->review_rate_per_ip,
-                     .metrics = cfg->metrics};
-    return auth_new(&c);
-}
-
 /* auth/'s codes as Connect's. */
 static rpc_code code_of(auth_code c)
 {

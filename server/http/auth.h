@@ -13,10 +13,9 @@
 #include "auth/auth.h"
 #include "http/internal.h"
 
-/* Made by http_server_start when cfg->auth.mode is kubernetes; NULL when out
- * of memory. Freed with auth_free once the loop has stopped and before
+/* s->auth is made by http_server_start (auth_new) when cfg->auth_mode is
+ * kubernetes, and freed with auth_free once the loop has stopped and before
  * s->mu is destroyed (a ticket the loop never answered is dropped then). */
-auth_ctx *http_auth_new(const http_auth_config *cfg);
 
 typedef enum http_auth_verdict {
     HTTP_AUTH_ALLOWED, /* go on (q->scope.subject set when the answer must be narrowed) */

@@ -192,20 +192,12 @@ typedef struct http_asker {
 /* admit's authorizer: auth.c, from its caches or by suspending the request
  * while the loop asks the apiserver (the handler then runs again with the
  * answer and the message decoded the first time, http_rpc_finish). */
-static rpc_auth_verdict authorize(void *ctx, const rpc_auth_action *a, rpc_code *code, char *msg,
+static rpc_auth_verdict authorize(void *ctx, const auth_action *a, rpc_code *code, char *msg,
                                   size_t msg_len)
 {
     const http_asker *w = ctx;
-    const auth_action act = {.verb = a->verb,
-                             .ns = a->ns,
-                             .name = a->name,
-                             .identity = a->identity,
-                             .narrow_on_deny = a->narrow_on_deny,
-                             .pod_ns = a->pod_ns,
-                             .pod = a->pod,
-                             .pod_denies = a->pod_denies};
     http_auth_denial d;
-    switch (http_auth_authorize(w->s, w->conn, w->q, &act, &d)) {
+    switch (http_auth_authorize(w->s, w->conn, w->q, a, &d)) {
     case HTTP_AUTH_ALLOWED:
         return RPC_AUTH_ALLOWED;
     case HTTP_AUTH_WAIT:

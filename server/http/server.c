@@ -196,7 +196,7 @@ static http_server *server_new(const http_config *cfg, char *err, size_t err_len
         snprintf(err, err_len, "cannot build the connection limits: out of memory");
         goto fail;
     }
-    if (cfg->auth.mode == HTTP_AUTH_KUBERNETES && !(s->auth = http_auth_new(&cfg->auth))) {
+    if (cfg->auth_mode == HTTP_AUTH_KUBERNETES && !(s->auth = auth_new(&cfg->auth))) {
         snprintf(err, err_len, "cannot build the authorization state: out of memory");
         goto fail;
     }

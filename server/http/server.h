@@ -55,25 +55,6 @@ typedef enum http_auth_mode {
     HTTP_AUTH_KUBERNETES /* bearer tokens: TokenReview, then SubjectAccessReview */
 } http_auth_mode;
 
-typedef struct http_auth_config {
-    http_auth_mode mode;
-    const char *audience;                 /* TokenReview audience; NULL: "kubelease" */
-    auth_identity_policy identity_policy; /* auth/auth.h */
-    loop *loop;        /* where reviews run: the engine's loop (kubernetes mode) */
-    kube_client *kube; /* reviews go through it on that loop; not owned, must outlive the
-                          server */
-    /* Cache lifetimes in ms; 0: 60000 (tokens, never past their expiry),
-     * 30000 (refused tokens), 10000 (access answers). */
-    int token_ttl_ms, negative_ttl_ms, access_ttl_ms;
-    /* Reviews a second for callers not known yet, in all and from one
-     * address (--review-rate, --review-rate-per-ip); 0: no limit. Over
-     * them, a caller gets "unavailable" saying when to retry. */
-    unsigned review_rate, review_rate_per_ip;
-    /* /metrics (on both listeners) needs a bearer token allowed get on the
-     * non-resource URL /metrics (--metrics-auth kubernetes). */
-    bool metrics;
-} http_auth_config;
-
 typedef struct http_config {
     const char *listen;       /* "ADDR:PORT" ("[::1]:8080" for IPv6); port 0: any */
     engine *engine;           /* not owned */
@@ -99,7 +80,7 @@ typedef struct http_config {
      * that send nothing do not hold slots. 0: 3000. */
     unsigned first_request_timeout_ms;
     const char *const *namespaces; /* served namespaces, NULL-terminated; NULL: all */
-    /* Without auth (auth.mode NONE), a leader label is taken on only when
+    /* Without auth (auth_mode NONE), a leader label is taken on only when
      * its Pod's status.podIP is the caller's address (docs/design.md, rule
      * 9). Off only in --dev, whose memory store has no Pod addresses. */
     bool pod_ip_check;
@@ -113,7 +94,11 @@ typedef struct http_config {
      * Both listeners serve it. */
     const char *tls_cert_file;
     const char *tls_key_file;
-    http_auth_config auth;     /* mode NONE (zeroed): no authorization */
+    /* Who may call: with HTTP_AUTH_KUBERNETES, the authorizer made of auth
+     * (auth/auth.h; its loop is the engine's, its kube client the
+     * reviews'). HTTP_AUTH_NONE (zeroed): no authorization. */
+    http_auth_mode auth_mode;
+    auth_config auth;
     const http_ops_hooks *ops; /* the operator endpoints; NULL: none (404) */
 } http_config;
 

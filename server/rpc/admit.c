@@ -38,7 +38,7 @@ rpc_admit_result rpc_admit(const rpc_method *m, const ProtobufCMessage *req, con
     if (in->authorize) {
         const char *name = rpc_request_name(m->id, req),
                    *identity = rpc_request_identity(m->id, req);
-        const rpc_auth_action act = {
+        const auth_action act = {
             .verb = m->holder_verb && identity ? m->holder_verb : m->verb,
             .ns = ns ? ns : "",
             .name = name ? name : "",

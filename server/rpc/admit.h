@@ -20,26 +20,9 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "auth/auth.h"
 #include "rpc/connect.h"
 #include "rpc/route.h"
-
-/* What a request asks to do on elections.kubelease.io (docs/design.md,
- * rule 7), as the method's row reads it from the request. Valid during the
- * authorizer's call only: it copies what it keeps. */
-typedef struct rpc_auth_action {
-    const char *verb;     /* "campaign", "get", "watch", "list", "handoff" */
-    const char *ns;       /* the Lease's namespace; "": the cluster scope */
-    const char *name;     /* the Lease's name; "": every name */
-    const char *identity; /* the campaign identity the policy binds; NULL: none */
-    /* A denial at the cluster scope is narrowed to the namespaces the
-     * caller may list, not the end. */
-    bool narrow_on_deny;
-    /* The Pod (pod_ns/pod) a leader label is for; pod NULL: none. When it
-     * is not the caller's, the request is denied (pod_denies) or goes on
-     * without the label. */
-    const char *pod_ns, *pod;
-    bool pod_denies;
-} rpc_auth_action;
 
 typedef enum rpc_auth_verdict {
     RPC_AUTH_ALLOWED,
@@ -47,8 +30,11 @@ typedef enum rpc_auth_verdict {
     RPC_AUTH_PENDING /* the answer comes later: the request is parked */
 } rpc_auth_verdict;
 
-/* Decides act for the request that ctx names. */
-typedef rpc_auth_verdict (*rpc_authorizer)(void *ctx, const rpc_auth_action *act, rpc_code *code,
+/* Decides act (auth/auth.h: what the request asks to do on
+ * elections.kubelease.io, docs/design.md rule 7, as the method's row reads
+ * it from the request; valid during the call only) for the request that
+ * ctx names. */
+typedef rpc_auth_verdict (*rpc_authorizer)(void *ctx, const auth_action *act, rpc_code *code,
                                            char *msg, size_t msg_len);
 
 /* The facts admission needs from the transport. */

@@ -21,7 +21,7 @@ typedef struct asked {
     bool has_identity, has_pod, narrow_on_deny, pod_denies;
 } asked;
 
-static rpc_auth_verdict record(void *ctx, const rpc_auth_action *a, rpc_code *code, char *msg,
+static rpc_auth_verdict record(void *ctx, const auth_action *a, rpc_code *code, char *msg,
                                size_t msg_len)
 {
     asked *k = ctx;
