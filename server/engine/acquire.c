@@ -21,8 +21,16 @@ static void retry_fire(void *arg)
     engine_try_acquire(arg);
 }
 
+static candidate *next_in_line(const lease_state *ls);
+
+/* The next attempt, a retry period from now: c's, or, when c has left,
+ * that of whoever is next in line (a write that failed for a candidate
+ * gone must not leave the others waiting for an event that may never
+ * come). */
 static void retry_later(lease_state *ls, const candidate *c)
 {
+    if (!c)
+        c = next_in_line(ls);
     if (!loop_timer_active(&ls->retry_timer) && c) {
         int64_t retry = (int64_t)c->req.retry_period_s * 1000;
         loop_timer_start(&ls->retry_timer, engine_now_ms(ls->e) + retry, retry_fire, ls);
@@ -112,7 +120,12 @@ static void acquire_done(void *ctx, const store_result *r)
         return;
     }
     if (resume && c) {
+        /* The write slot is free again: standbys that came while the
+         * resume was in flight are served now (engine_try_acquire returned
+         * early for them, and a Lease that expired meanwhile has no timer
+         * left to call it again). */
         engine_candidate_end(c, ENGINE_LOST_RESUME_FAILED, 0, r->message);
+        engine_lease_next(ls);
         return;
     }
 #ifdef KL_SIM_BREAKS

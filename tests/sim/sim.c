@@ -539,7 +539,7 @@ int sim_run(const sim_opts *o, sim_result *r)
     W.rng = o->seed * 0x2545f4914f6cdd1dULL + 1;
     r->trace_hash = 0xcbf29ce484222325ULL;
     W.quiet_since = -1;
-    log_set_level(LOG_ERROR + 1);
+    log_set_level(getenv("KL_SIM_DEBUG") ? LOG_DEBUG : LOG_ERROR + 1);
     W.label_rule = o->brk == SIM_BREAK_RELABEL_EARLY ||
                    (getenv("KL_SIM_LABEL_RULE") && atoi(getenv("KL_SIM_LABEL_RULE")));
     W.late_pod_patches =
