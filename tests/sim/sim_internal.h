@@ -115,6 +115,10 @@ typedef struct sim_world {
 
 extern sim_world W;
 
+/* With KL_SIM_DEBUG=1 (the engines' debug log on stderr), a line saying
+ * which engine the log lines that follow come from. */
+void sim_debug_engine(const sim_engine *e);
+
 uint64_t sim_rand(void);
 int64_t sim_between(int64_t lo, int64_t hi);
 bool sim_chance(double p);

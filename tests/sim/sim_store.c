@@ -177,6 +177,7 @@ static void deliver(void *arg, uint64_t a, uint64_t b)
         return;
     }
     loop_update_time(w->v->e->loop);
+    sim_debug_engine(w->v->e);
     w->cb(w->ctx, d->type,
           d->type == STORE_EVENT_PUT || d->type == STORE_EVENT_DELETE ? &d->lease : NULL);
     free(d);
@@ -306,6 +307,7 @@ static void answer(void *arg, uint64_t a, uint64_t b)
     }
     o->v->reachable = o->res.status != STORE_UNAVAILABLE;
     loop_update_time(o->v->e->loop);
+    sim_debug_engine(o->v->e);
     o->cb(o->ctx, &o->res);
     free(o);
 }
