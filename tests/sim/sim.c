@@ -556,8 +556,6 @@ int sim_run(const sim_opts *o, sim_result *r)
     r->trace_hash = 0xcbf29ce484222325ULL;
     W.quiet_since = -1;
     log_set_level(getenv("KL_SIM_DEBUG") ? LOG_DEBUG : LOG_ERROR + 1);
-    W.label_rule = o->brk == SIM_BREAK_RELABEL_EARLY ||
-                   (getenv("KL_SIM_LABEL_RULE") && atoi(getenv("KL_SIM_LABEL_RULE")));
     W.late_pod_patches =
         getenv("KL_SIM_LATE_POD_PATCHES") && atoi(getenv("KL_SIM_LATE_POD_PATCHES"));
     W.strict_check = getenv("KL_SIM_STRICT_CHECK") && atoi(getenv("KL_SIM_STRICT_CHECK"));

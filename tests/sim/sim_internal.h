@@ -107,7 +107,6 @@ typedef struct sim_world {
     int64_t store_writes;
     bool strict_check;
     bool late_pod_patches; /* KL_SIM_LATE_POD_PATCHES */
-    bool label_rule;       /* rule 9 violations fail the run */
     int64_t steps_now;     /* loop steps at this simulated time */
     char tail[SIM_TAIL][600];
     uint64_t tail_next;
