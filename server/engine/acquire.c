@@ -108,6 +108,15 @@ static void acquire_done(void *ctx, const store_result *r)
     int64_t sent = w.sent_ms;
     if (r->status == STORE_OK) {
         ls->acq.lost.epoch = 0;
+        if (resume && ls->exists) {
+            /* The replica this term comes from sent label sets only while
+             * its grant was live, from its last write that landed — at the
+             * latest the record this resume replaced, seen at observed_ms
+             * (rule 9). Until that record would have expired, one of them
+             * may still land: a removal waits for it (podlabel.c). */
+            ls->label.foreign_sets_until_ms =
+                ls->observed_ms + (int64_t)ls->record.lease_duration_s * 1000;
+        }
         if (!c || ls->term) {
             engine_term_release_unclaimed(ls, &r->lease);
             return;

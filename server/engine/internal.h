@@ -320,6 +320,9 @@ struct lease_state {
         char removed_rv[STORE_RV_MAX];
         char removed_label[STORE_POD_LABEL_MAX];
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
+        /* Until then a replica the term was resumed from may still have a
+         * set of its label in flight: no removal before (acquire.c). */
+        int64_t foreign_sets_until_ms;
         loop_timer retry_timer;
     } label;
     uint64_t handoff_id; /* the standby the ending term goes to (handoff.c); 0: none */

@@ -330,6 +330,13 @@ bool engine_podlabel_clear(lease_state *ls)
         return false;
     if (!ls->exists || !ls->record.pod_label[0] || recorded_removed(ls))
         return true;
+    int64_t now = engine_now_ms(ls->e);
+    if (now < ls->label.foreign_sets_until_ms) {
+        /* A set by the replica the term was resumed from may still land
+         * (acquire.c): the removal comes after it could. */
+        loop_timer_start(&ls->label.retry_timer, ls->label.foreign_sets_until_ms, retry_fire, ls);
+        return false;
+    }
     return !start_removal(ls); /* an ignored annotation is off at once */
 }
 
