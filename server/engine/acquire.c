@@ -21,8 +21,16 @@ static void retry_fire(void *arg)
     engine_try_acquire(arg);
 }
 
+static candidate *next_in_line(const lease_state *ls);
+
+/* The next attempt, a retry period from now: c's, or, when c has left,
+ * that of whoever is next in line (a write that failed for a candidate
+ * gone must not leave the others waiting for an event that may never
+ * come). */
 static void retry_later(lease_state *ls, const candidate *c)
 {
+    if (!c)
+        c = next_in_line(ls);
     if (!loop_timer_active(&ls->retry_timer) && c) {
         int64_t retry = (int64_t)c->req.retry_period_s * 1000;
         loop_timer_start(&ls->retry_timer, engine_now_ms(ls->e) + retry, retry_fire, ls);
@@ -100,6 +108,15 @@ static void acquire_done(void *ctx, const store_result *r)
     int64_t sent = w.sent_ms;
     if (r->status == STORE_OK) {
         ls->acq.lost.epoch = 0;
+        if (resume && ls->exists) {
+            /* The replica this term comes from sent label sets only while
+             * its grant was live, from its last write that landed — at the
+             * latest the record this resume replaced, seen at observed_ms
+             * (rule 9). Until that record would have expired, one of them
+             * may still land: a removal waits for it (podlabel.c). */
+            ls->label.foreign_sets_until_ms =
+                ls->observed_ms + (int64_t)ls->record.lease_duration_s * 1000;
+        }
         if (!c || ls->term) {
             engine_term_release_unclaimed(ls, &r->lease);
             return;
@@ -112,7 +129,12 @@ static void acquire_done(void *ctx, const store_result *r)
         return;
     }
     if (resume && c) {
+        /* The write slot is free again: standbys that came while the
+         * resume was in flight are served now (engine_try_acquire returned
+         * early for them, and a Lease that expired meanwhile has no timer
+         * left to call it again). */
         engine_candidate_end(c, ENGINE_LOST_RESUME_FAILED, 0, r->message);
+        engine_lease_next(ls);
         return;
     }
 #ifdef KL_SIM_BREAKS

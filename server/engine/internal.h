@@ -313,10 +313,17 @@ struct lease_state {
         bool busy;                         /* a Pod patch is in flight */
         int verifying;                     /* address checks in flight (podlabel_admit.c) */
         char setting[STORE_POD_LABEL_MAX]; /* while busy with a set: the label */
-        bool removed; /* the label the record names at removed_epoch is off its Pod */
+        /* The label the record names at removed_epoch is off its Pod, as
+         * of the record at removed_rv: a later version of the Lease (a
+         * resume or renewal on another replica) may have set it again. */
+        bool removed;
         int64_t removed_epoch;
+        char removed_rv[STORE_RV_MAX];
         char removed_label[STORE_POD_LABEL_MAX];
         int64_t failing_since_ms; /* removals of the recorded label fail since; 0: not */
+        /* Until then a replica the term was resumed from may still have a
+         * set of its label in flight: no removal before (acquire.c). */
+        int64_t foreign_sets_until_ms;
         loop_timer retry_timer;
     } label;
     uint64_t handoff_id; /* the standby the ending term goes to (handoff.c); 0: none */
@@ -785,6 +792,11 @@ void engine_podlabel_clear_stale(lease_state *ls);
  * renewal). When the term wants another label than the Lease records, the
  * recorded one is removed first, then a renewal records the new one. */
 void engine_podlabel_apply(lease_state *ls);
+/* How long ls's live term may still have a Pod label set in flight: the
+ * time left until its grant, from the send time of its last write that
+ * landed, ends (podlabel.c; a set is sent only with enough left and times
+ * out within it). */
+int64_t engine_podlabel_set_window_ms(const lease_state *ls, int64_t now);
 /* What the live term's label needs next, if anything (engine_lease_next):
  * the recorded label off its Pod when the term wants another, the wanted
  * one recorded by a renewal, then set when due. */

@@ -49,8 +49,11 @@
 #include "core/metrics.h"
 #include "engine/internal.h"
 
-#define LABEL_RETRY_MS    1000
-#define LABEL_MAC_CONTEXT "kubelease-pod-label-v1"
+#define LABEL_RETRY_MS 1000
+/* A set with less of its term's grant left than this waits for the next
+ * renewal. */
+#define LABEL_MIN_WINDOW_MS 100
+#define LABEL_MAC_CONTEXT   "kubelease-pod-label-v1"
 
 /* ---------- the record ---------- */
 
@@ -128,6 +131,12 @@ void engine_podlabel_display(const lease_state *ls, char *out, size_t n)
         snprintf(out, n, "%s", "");
 }
 
+int64_t engine_podlabel_set_window_ms(const lease_state *ls, int64_t now)
+{
+    const term *t = ls->term;
+    return t->renewed_sent_ms + (int64_t)t->renew_s * 1000 - now;
+}
+
 static int timeout_ms(const lease_state *ls)
 {
     return engine_request_timeout_ms(ls->term ? ls->term->renew_s : 10);
@@ -196,15 +205,17 @@ static void retry_fire(void *arg)
 static bool recorded_removed(const lease_state *ls)
 {
     return ls->label.removed && ls->label.removed_epoch == ls->record.transitions &&
+           strcmp(ls->label.removed_rv, ls->record.resource_version) == 0 &&
            strcmp(ls->label.removed_label, ls->record.pod_label) == 0;
 }
 
 /* ---------- removal ---------- */
 
-static void mark_removed(lease_state *ls, const char *label, int64_t epoch)
+static void mark_removed(lease_state *ls, const char *label, int64_t epoch, const char *rv)
 {
     ls->label.removed = true;
     ls->label.removed_epoch = epoch;
+    engine_copy_str(ls->label.removed_rv, sizeof ls->label.removed_rv, rv);
     engine_copy_str(ls->label.removed_label, sizeof ls->label.removed_label, label);
     ls->label.failing_since_ms = 0;
 }
@@ -227,18 +238,20 @@ static void ignore(lease_state *ls, const char *rec, label_trust why, const engi
                   "ns=%s lease=%s reason=%s annotation=%s: not written by this service; no Pod "
                   "is touched",
                   ls->ns, ls->name, trust_names[why], log_q(rec));
-    mark_removed(ls, rec, ls->record.transitions);
+    mark_removed(ls, rec, ls->record.transitions, ls->record.resource_version);
 }
 
 static void remove_done(void *ctx, const store_result *res)
 {
     lease_state *ls = ctx;
     ls->label.busy = false;
-    /* While removed is false, removed_label and removed_epoch say what is
+    /* While removed is false, removed_label, removed_epoch and removed_rv say what is
      * being removed. */
     char rec[STORE_POD_LABEL_MAX];
     engine_copy_str(rec, sizeof rec, ls->label.removed_label);
     int64_t epoch = ls->label.removed_epoch;
+    char rv[STORE_RV_MAX];
+    engine_copy_str(rv, sizeof rv, ls->label.removed_rv);
     engine_pod_label l;
     parse(ls, rec, &l); /* it was trusted when the removal started */
     term *t = ls->term;
@@ -247,7 +260,7 @@ static void remove_done(void *ctx, const store_result *res)
     if (res->status == STORE_OK || res->status == STORE_NOT_FOUND) {
         log_event(LOG_INFO, "pod_label_removed", "ns=%s lease=%s label=%s pod_exists=%d", ls->ns,
                   ls->name, log_q(rec), (int)(res->status == STORE_OK));
-        mark_removed(ls, rec, epoch);
+        mark_removed(ls, rec, epoch, rv);
         if (for_holder && !t->label[0])
             tell_holder(ls, ENGINE_LABEL_REMOVED, ENGINE_OK, &l, "");
         else if (for_holder && t->owner)
@@ -267,7 +280,7 @@ static void remove_done(void *ctx, const store_result *res)
                   "ns=%s lease=%s label=%s status=%s msg=%s: the next term goes ahead", ls->ns,
                   ls->name, log_q(rec), store_status_name(res->status), log_q(res->message));
         metrics_add("kubelease_pod_label_given_up_total", "", 1);
-        mark_removed(ls, rec, epoch);
+        mark_removed(ls, rec, epoch, rv);
         engine_lease_next(ls);
         return;
     }
@@ -293,8 +306,15 @@ static bool start_removal(lease_state *ls)
         ignore(ls, rec, tr, &l);
         return false;
     }
+    /* The give-up bound counts this removal's failures only: an earlier
+     * one that failed and was then left (its term resumed or superseded)
+     * must not make the first failure of this one give up at once. */
+    if (ls->label.removed || ls->label.removed_epoch != ls->record.transitions ||
+        strcmp(ls->label.removed_label, rec) != 0)
+        ls->label.failing_since_ms = 0;
     ls->label.removed = false;
     ls->label.removed_epoch = ls->record.transitions;
+    engine_copy_str(ls->label.removed_rv, sizeof ls->label.removed_rv, ls->record.resource_version);
     engine_copy_str(ls->label.removed_label, sizeof ls->label.removed_label, rec);
     ls->label.busy = true;
     ls->e->store->ops->pod_label(ls->e->store, l.ns, l.pod, l.key, NULL, timeout_ms(ls),
@@ -310,6 +330,13 @@ bool engine_podlabel_clear(lease_state *ls)
         return false;
     if (!ls->exists || !ls->record.pod_label[0] || recorded_removed(ls))
         return true;
+    int64_t now = engine_now_ms(ls->e);
+    if (now < ls->label.foreign_sets_until_ms) {
+        /* A set by the replica the term was resumed from may still land
+         * (acquire.c): the removal comes after it could. */
+        loop_timer_start(&ls->label.retry_timer, ls->label.foreign_sets_until_ms, retry_fire, ls);
+        return false;
+    }
     return !start_removal(ls); /* an ignored annotation is off at once */
 }
 
@@ -408,11 +435,26 @@ void engine_podlabel_step(lease_state *ls)
                     "pod_label_key: not one of --pod-label-keys");
         return;
     }
+    /* A set is sent only while the term's grant is live, measured from the
+     * send time of its last write that landed, and it must be over before
+     * that grant ends: another replica removes the label only after the
+     * Lease has been unrenewed for leaseDurationSeconds by its own clock,
+     * which is later (renewDeadline < leaseDuration, rule 1). An answer
+     * that comes late (a pause, a slow apiserver) is no licence to label:
+     * the next renewal that lands sets it again. */
+    int timeout = timeout_ms(ls);
+    int64_t left = engine_podlabel_set_window_ms(ls, engine_now_ms(ls->e));
+    if (left < LABEL_MIN_WINDOW_MS) {
+        log_event(LOG_INFO, "pod_label_set_deferred", "ns=%s lease=%s left_ms=%lld", ls->ns,
+                  ls->name, (long long)left);
+        return;
+    }
+    if (left < timeout)
+        timeout = (int)left;
     ls->label.removed = false;
     ls->label.busy = true;
     engine_copy_str(ls->label.setting, sizeof ls->label.setting, t->label);
-    ls->e->store->ops->pod_label(ls->e->store, l.ns, l.pod, l.key, l.value, timeout_ms(ls),
-                                 set_done, ls);
+    ls->e->store->ops->pod_label(ls->e->store, l.ns, l.pod, l.key, l.value, timeout, set_done, ls);
 }
 
 void engine_podlabel_apply(lease_state *ls)

@@ -56,9 +56,8 @@ static int run_one(uint64_t seed, sim_result *r, bool quiet)
 static void print_result(uint64_t seed, const sim_result *r)
 {
     printf("seed %" PRIu64 ": %" PRId64 " leadership changes, %" PRId64 " store writes, %" PRId64
-           " faults, %" PRId64 " trace lines, trace %016" PRIx64 "%s%s%s\n",
+           " faults, %" PRId64 " trace lines, trace %016" PRIx64 "%s%s\n",
            seed, r->leader_changes, r->store_writes, r->faults, r->trace_lines, r->trace_hash,
-           r->label_findings ? ", rule 9 breached (not enforced yet)" : "",
            r->violations ? ", VIOLATION: " : "", r->violations ? r->first_violation : "");
 }
 

@@ -46,7 +46,6 @@ typedef struct sim_result {
     int64_t violation_at_ms;
     int64_t store_writes;
     int64_t faults;
-    int64_t label_findings; /* rule 9 breaches while it is not enforced */
 } sim_result;
 
 /* Runs one seed. Returns 0 when no checker found anything. */

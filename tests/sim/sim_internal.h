@@ -107,13 +107,16 @@ typedef struct sim_world {
     int64_t store_writes;
     bool strict_check;
     bool late_pod_patches; /* KL_SIM_LATE_POD_PATCHES */
-    bool label_rule;       /* rule 9 violations fail the run */
     int64_t steps_now;     /* loop steps at this simulated time */
     char tail[SIM_TAIL][600];
     uint64_t tail_next;
 } sim_world;
 
 extern sim_world W;
+
+/* With KL_SIM_DEBUG=1 (the engines' debug log on stderr), a line saying
+ * which engine the log lines that follow come from. */
+void sim_debug_engine(const sim_engine *e);
 
 uint64_t sim_rand(void);
 int64_t sim_between(int64_t lo, int64_t hi);

@@ -120,6 +120,7 @@ static void up_arrive(void *arg, uint64_t a, uint64_t b)
         return;
     }
     loop_update_time(e->loop);
+    sim_debug_engine(e);
     sim_engine_serve(k, m);
     free(m);
 }

@@ -439,6 +439,54 @@ static void test_engine_pod_label_reapplied_at_renewal(void **state)
     sink_free(a);
 }
 
+/* A renewal answered late is no licence to label (rule 9; the simulator's
+ * seed 306): the replica pauses with its renewal in flight, past the
+ * term's renew deadline, and on resuming takes the renewal's OK answer
+ * before its timers (the answer's timer is due first). A set sent then
+ * lands after the grant has ended, when another replica may already have
+ * removed the label and elected the next holder. A set goes out only with
+ * enough of the grant, from the renewal's send time, left to land within
+ * it. Manual clock: renewals every 5 s, renewDeadline 10 s, grants 2 s. */
+static void test_engine_pod_label_not_set_on_a_late_renewal_answer(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new();
+    campaign(f, a, labelled("late-answer", "a", "pod-a"));
+    int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(i >= 0);
+    int64_t epoch = a->events[i].epoch;
+    int64_t t0 = harness_now_ms(); /* the term's acquisition was sent now */
+    assert_true(wait_pod_label(f, "default", "pod-a", true));
+    /* Off behind the engine's back; the next renewal would put it back. */
+    other_label o = {"pod-a", false};
+    f->store->ops->pod_label(f->store, "default", "pod-a", KEY, NULL, 1000, other_done, &o);
+    assert_true(harness_run_until(other_done_yet, &o, 1000));
+    assert_null(label_of(f, "pod-a", KEY));
+    assert_int_equal(harness_now_ms(), t0);
+    /* Every request now takes 1 s; the holder confirms until the renewal
+     * sent at t0 + 5 s is in flight. */
+    store_memory_set_latency(f->store, 1000);
+    for (int64_t t = t0 + 1000; t <= t0 + 5200; t += 700) {
+        manual_clock_advance_to(&f->clock, t);
+        assert_int_equal(confirm(f, "late-answer", "a", epoch).code, ENGINE_OK);
+    }
+    int64_t writes = 0;
+    run_on_loop(f, harness_read_writes, &writes);
+    /* The pause: 10 s pass at once, nothing runs meanwhile. */
+    f->clock.now_ms += 10000;
+    int64_t after = 0;
+    for (int waited = 0; waited < 5000; waited += 50) {
+        harness_sleep_ms(50);
+        assert_null(label_of(f, "pod-a", KEY));
+    }
+    run_on_loop(f, harness_read_writes, &after);
+    assert_true(after > writes); /* the renewal landed, answered after its deadline */
+    assert_true(take_kind(a, ENGINE_EVENT_LOST) >= 0); /* and the term ended */
+    store_memory_set_latency(f->store, 0);
+    assert_true(wait_closed(a, 20000));
+    sink_free(a);
+}
+
 /* A resume may carry another label: the old Pod's comes off before the new
  * Pod's is set; a resume without a label clears it. */
 static void test_engine_pod_label_changed_on_resume(void **state)
@@ -948,6 +996,7 @@ int main(void)
         T(test_engine_pod_label_moves_on_handoff),
         T(test_engine_handoff_waits_the_grant_when_a_pod_request_ends_first),
         T(test_engine_pod_label_reapplied_at_renewal),
+        T(test_engine_pod_label_not_set_on_a_late_renewal_answer),
         T(test_engine_pod_label_changed_on_resume),
         T(test_engine_set_pod_label_moves_the_holders_label),
         T(test_engine_set_pod_label_refusals_change_nothing),
