@@ -171,6 +171,35 @@ int loop_post_urgent(loop *l, loop_fn fn, void *arg)
     return post(l, &l->urgent_head, &l->urgent_tail, fn, arg);
 }
 
+static unsigned drop_from(loop_task **head, loop_task **tail, loop_fn fn,
+                          bool (*drop)(void *arg, void *ctx), void *ctx)
+{
+    unsigned n = 0;
+    loop_task *last = NULL;
+    for (loop_task **p = head; *p;) {
+        loop_task *t = *p;
+        if (t->fn == fn && drop(t->arg, ctx)) {
+            *p = t->next;
+            free(t);
+            n++;
+        } else {
+            last = t;
+            p = &t->next;
+        }
+    }
+    *tail = last;
+    return n;
+}
+
+unsigned loop_drop(loop *l, loop_fn fn, bool (*drop)(void *arg, void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&l->mu);
+    unsigned n = drop_from(&l->head, &l->tail, fn, drop, ctx);
+    n += drop_from(&l->urgent_head, &l->urgent_tail, fn, drop, ctx);
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
 /* --- timers: a min-heap on (due_ms, seq) --- */
 
 #define TIMER_OF(n) ((loop_timer *)((char *)(n)-offsetof(loop_timer, node)))

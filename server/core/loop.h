@@ -72,6 +72,13 @@ int loop_post(loop *l, loop_fn fn, void *arg);
  * themselves (a leader's Confirm must not wait behind a storm of stream
  * setups). */
 int loop_post_urgent(loop *l, loop_fn fn, void *arg);
+/* Thread-safe: removes the posted tasks not yet run that would call fn
+ * (either queue) and for which drop(arg, ctx) returns true; drop has then
+ * taken arg (freed it), and the task never runs. drop runs under the
+ * loop's lock: it must not call the loop. For owners that go away while
+ * their tasks are still posted (loop_free() drops tasks without their
+ * args). Returns how many were removed. */
+unsigned loop_drop(loop *l, loop_fn fn, bool (*drop)(void *arg, void *ctx), void *ctx);
 
 /* A one-shot timer, embedded in its owner (libuv's uv_timer_t): starting and
  * stopping never allocate and never fail, and a timer that fired is simply

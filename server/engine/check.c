@@ -42,7 +42,7 @@ int engine_check_epoch(engine *e, const char *ns, const char *name, const char *
     k->epoch = epoch;
     k->done = done;
     k->ctx = ctx;
-    if (engine_get_holder(e, ns, name, caller, false, check_done, k) != 0) {
+    if (engine_get_holder_owned(e, ns, name, caller, false, check_done, k, free) != 0) {
         free(k);
         return -1;
     }

@@ -165,13 +165,35 @@ void engine_stop(engine *e)
     }
 }
 
+/* loop_drop's: e's commands still posted (the engine's loop may be shared
+ * with another engine's). */
+static bool cmd_drop(void *arg, void *ctx)
+{
+    cmd *k = arg;
+    if (k->e != ctx)
+        return false;
+    if (k->ctx_free)
+        k->ctx_free(k->ctx);
+    free(k);
+    return true;
+}
+
 void engine_free(engine *e)
 {
     if (!e)
         return;
+    /* Commands posted too late to run (after the last pass of the loop, or
+     * with the loop never run again) never will: they are freed unrun and
+     * answer nobody (whoever posted them ends what it still waits for,
+     * service.c). */
+    loop_drop(e->loop, engine_cmd_run, cmd_drop, e);
     /* Reads the store will never complete (it is destroyed after us). */
-    KL__LIST_FOREACH_SAFE (link, &e->gets)
-        free(engine_get_of(link));
+    KL__LIST_FOREACH_SAFE (link, &e->gets) {
+        pending_get *p = engine_get_of(link);
+        if (p->done && p->ctx_free) /* unanswered (no shutdown): the engine's own ctx */
+            p->ctx_free(p->ctx);
+        free(p);
+    }
     engine_podlabel_checks_free(e);
     loop_timer_stop(&e->sweep_timer);
     loop_timer_stop(&e->leaderless_timer);
@@ -247,9 +269,17 @@ int engine_resign(engine *e, const char *ns, const char *name, const char *ident
 int engine_get_holder(engine *e, const char *ns, const char *name, const char *caller,
                       bool consistent, engine_done done, void *ctx)
 {
+    return engine_get_holder_owned(e, ns, name, caller, consistent, done, ctx, NULL);
+}
+
+int engine_get_holder_owned(engine *e, const char *ns, const char *name, const char *caller,
+                            bool consistent, engine_done done, void *ctx,
+                            void (*ctx_free)(void *ctx))
+{
     cmd *k = unary_cmd(e, CMD_GET, ns, name, "", done, ctx);
     if (!k)
         return -1;
+    k->ctx_free = ctx_free;
     k->consistent = consistent;
     engine_copy_str(k->req.caller, sizeof k->req.caller, caller);
     return cmd_post(k);

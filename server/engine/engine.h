@@ -319,8 +319,9 @@ void engine_run(engine *e);
  *     never run either): stop posting before step 1.
  *  3. engine_free(e), by the owner once engine_run has returned (joined). */
 void engine_stop(engine *e);
-/* Frees the engine; calls no callback. The store and the loop outlive it
- * (free them after). NULL is a no-op. */
+/* Frees the engine; calls no callback. Requests still posted to its loop
+ * (never run) are freed with it, unanswered. The store and the loop outlive
+ * it (free them after). NULL is a no-op. */
 void engine_free(engine *e);
 
 /* Validation before anything touches the store. Returns 0, or

@@ -219,6 +219,7 @@ struct pending_get {
     char caller[ENGINE_CALLER_MAX];
     engine_done done; /* NULL once answered (at shutdown) */
     void *ctx;
+    void (*ctx_free)(void *ctx); /* the command's: engine_free frees an unanswered ctx */
 };
 
 /* What a Lease's one write in flight writes (write.c). A Lease has at most
@@ -462,6 +463,10 @@ typedef struct cmd {
     engine_listener listener;
     engine_done done;
     void *ctx;
+    /* Frees ctx when the command is dropped unrun (engine_free with it
+     * still posted): for contexts the engine made itself (CheckEpoch's);
+     * NULL when ctx is the caller's. */
+    void (*ctx_free)(void *ctx);
 } cmd;
 
 /* --- small helpers (inline) --- */
@@ -541,6 +546,11 @@ void engine_lease_next(lease_state *ls);
 
 /* The loop_fn that runs a posted command and frees it. */
 void engine_cmd_run(void *arg);
+/* engine_get_holder whose ctx the engine made: ctx_free frees it if the
+ * command is dropped unrun (check.c). */
+int engine_get_holder_owned(engine *e, const char *ns, const char *name, const char *caller,
+                            bool consistent, engine_done done, void *ctx,
+                            void (*ctx_free)(void *ctx));
 /* Marks the engine stopping, ends every stream and answers every request
  * still waiting; idempotent. */
 void engine_shutdown(engine *e);

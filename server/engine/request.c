@@ -428,6 +428,7 @@ static void do_get(cmd *k)
     engine_copy_str(p->name, sizeof p->name, k->req.name);
     engine_copy_str(p->caller, sizeof p->caller, k->req.caller);
     p->done = k->done;
+    p->ctx_free = k->ctx_free;
     p->ctx = k->ctx;
     kl__list_insert_head(&e->gets, &p->link);
     e->store->ops->get(e->store, p->ns, p->name, 2000, get_done, p);

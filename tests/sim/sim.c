@@ -117,7 +117,7 @@ static bool ev_less(const sim_event *a, const sim_event *b)
     return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
 
-void sim_at(int64_t t, sim_fn fn, void *arg, uint64_t a, uint64_t b)
+static void ev_push(int64_t t, sim_fn fn, void *arg, uint64_t a, uint64_t b, bool owned)
 {
     if (t < W.now)
         t = W.now;
@@ -128,12 +128,23 @@ void sim_at(int64_t t, sim_fn fn, void *arg, uint64_t a, uint64_t b)
             abort();
     }
     size_t i = W.n_ev++;
-    sim_event e = {.t = t, .seq = W.next_seq++, .fn = fn, .arg = arg, .a = a, .b = b};
+    sim_event e = {
+        .t = t, .seq = W.next_seq++, .fn = fn, .arg = arg, .a = a, .b = b, .owned = owned};
     while (i > 0 && ev_less(&e, &W.ev[(i - 1) / 2])) {
         W.ev[i] = W.ev[(i - 1) / 2];
         i = (i - 1) / 2;
     }
     W.ev[i] = e;
+}
+
+void sim_at(int64_t t, sim_fn fn, void *arg, uint64_t a, uint64_t b)
+{
+    ev_push(t, fn, arg, a, b, false);
+}
+
+void sim_at_owned(int64_t t, sim_fn fn, void *arg, uint64_t a, uint64_t b)
+{
+    ev_push(t, fn, arg, a, b, true);
 }
 
 static sim_event ev_pop(void)
@@ -538,6 +549,13 @@ static void world_free(void)
 {
     for (int i = 0; i < W.opts.engines; i++)
         sim_engine_crash(&W.engines[i]);
+    /* What was still scheduled never fires: the messages, store requests
+     * and watch events it carries are freed (the crashes above scheduled
+     * more of them). */
+    for (size_t i = 0; i < W.n_ev; i++)
+        if (W.ev[i].owned)
+            free(W.ev[i].arg);
+    W.n_ev = 0;
     sim_clients_free();
     sim_net_free();
     sim_store_free();

@@ -48,6 +48,7 @@ typedef struct sim_event {
     sim_fn fn;
     void *arg;
     uint64_t a, b;
+    bool owned; /* arg is malloc'd and the event's: freed if the run ends first */
 } sim_event;
 
 typedef struct sim_clock {
@@ -124,6 +125,9 @@ bool sim_chance(double p);
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sim_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sim_at(int64_t t, sim_fn fn, void *arg, uint64_t a, uint64_t b);
+/* As sim_at, for an arg that is malloc'd and owned by the event: fn frees
+ * or reschedules it; if the run ends before it fires, the world frees it. */
+void sim_at_owned(int64_t t, sim_fn fn, void *arg, uint64_t a, uint64_t b);
 
 int64_t sim_local(const sim_clock *c, int64_t t);
 int64_t sim_global(const sim_clock *c, int64_t local);

@@ -98,7 +98,7 @@ static void up_arrive(void *arg, uint64_t a, uint64_t b);
 void sim_conn_send_up(sim_conn *k, sim_msg *m)
 {
     m->k = k;
-    sim_at(hop(k, 0), up_arrive, m, 0, 0);
+    sim_at_owned(hop(k, 0), up_arrive, m, 0, 0);
 }
 
 static void up_arrive(void *arg, uint64_t a, uint64_t b)
@@ -116,7 +116,7 @@ static void up_arrive(void *arg, uint64_t a, uint64_t b)
         return;
     }
     if (!sim_engine_runs(e)) {
-        sim_at(e->paused_until, up_arrive, m, 0, 0); /* the kernel queues it */
+        sim_at_owned(e->paused_until, up_arrive, m, 0, 0); /* the kernel queues it */
         return;
     }
     loop_update_time(e->loop);
@@ -139,7 +139,7 @@ static void down_arrive(void *arg, uint64_t a, uint64_t b)
         return;
     }
     if (W.now < c->paused_until) {
-        sim_at(c->paused_until, down_arrive, m, 0, 0);
+        sim_at_owned(c->paused_until, down_arrive, m, 0, 0);
         return;
     }
     sim_client_receive(c, k, m);
@@ -153,7 +153,7 @@ void sim_conn_send_down(sim_conn *k, sim_msg *m)
         free(m);
         return;
     }
-    sim_at(hop(k, 1), down_arrive, m, 0, 0);
+    sim_at_owned(hop(k, 1), down_arrive, m, 0, 0);
 }
 
 /* ---------- resets ---------- */
@@ -184,7 +184,7 @@ void sim_conn_reset(sim_conn *k, const char *why)
         abort();
     m->kind = SM_RESET;
     m->k = k;
-    sim_at(W.now + sim_between(1, 200), down_arrive, m, 0, 0);
+    sim_at_owned(W.now + sim_between(1, 200), down_arrive, m, 0, 0);
     sim_at(W.now + sim_between(1, W.quiet_since >= 0 ? 200 : 5000), engine_learns_reset, k, 0, 0);
 }
 

@@ -207,7 +207,7 @@ static void deliver(void *arg, uint64_t a, uint64_t b)
         return;
     }
     if (!sim_engine_runs(w->v->e)) {
-        sim_at(w->v->e->paused_until, deliver, d, 0, 0);
+        sim_at_owned(w->v->e->paused_until, deliver, d, 0, 0);
         return;
     }
     loop_update_time(w->v->e->loop);
@@ -232,7 +232,7 @@ static void send_event(struct store_watch *w, store_event_type type, const store
     if (at < w->last_at)
         at = w->last_at;
     w->last_at = at;
-    sim_at(at, deliver, d, 0, 0);
+    sim_at_owned(at, deliver, d, 0, 0);
 }
 
 static bool matches(const struct store_watch *w, const store_lease *l)
@@ -336,7 +336,7 @@ static void answer(void *arg, uint64_t a, uint64_t b)
         return;
     }
     if (!sim_engine_runs(o->v->e)) {
-        sim_at(o->v->e->paused_until, answer, o, 0, 0);
+        sim_at_owned(o->v->e->paused_until, answer, o, 0, 0);
         return;
     }
     o->v->reachable = o->res.status != STORE_UNAVAILABLE;
@@ -447,7 +447,7 @@ static void schedule_answer(op *o, int64_t at)
         o->res = r;
         at = o->deadline;
     }
-    sim_at(at, answer, o, 0, 0);
+    sim_at_owned(at, answer, o, 0, 0);
 }
 
 static void arrive(void *arg, uint64_t a, uint64_t b)
@@ -518,7 +518,7 @@ static op *submit(sim_view *v, op_kind kind, const store_lease *l, const char *r
         schedule_answer(o, INT64_MAX);
         return o;
     }
-    sim_at(W.now + latency(), arrive, o, 0, 0);
+    sim_at_owned(W.now + latency(), arrive, o, 0, 0);
     return o;
 }
 
