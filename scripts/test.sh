@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine and runs every test: unit, integration
 # (against a real kube-apiserver + etcd on loopback), interop (third-party
-# clients), chart, the nemesis (random faults, about 3 minutes), the cluster
+# clients), chart, the nemesis (random faults, about 3 minutes), the simulator
+# (seeded, about 15 s), the cluster
 # suite (the chart on a one-node cluster: scripts/cluster.sh); then the
 # unit, integration, nemesis and sim suites again under ASan+UBSan, unit and
 # integration under TSan, the client library under valgrind, and a short
