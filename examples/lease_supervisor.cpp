@@ -25,6 +25,11 @@
 // --serve PORT answers each TCP connection on PORT with "IDENTITY EPOCH\n",
 // the epoch this process acts as leader for at that moment (0: none), as
 // kl_replica --serve does (the Service client of the cluster bench).
+// --elect-timeout S bounds each wait to be elected (default: the lease
+// duration), after which the campaign is cancelled and the loop stands by
+// again. client-go's elector trusts a record for a full lease duration from
+// when it first saw it, so on the Go wrapper a campaign started when a dead
+// holder's record expired needs longer than that.
 // --intervals FILE appends "start|end ID PID EPOCH MONO_NS WHY" lines for the
 // tests, which check that no two leaders overlap.
 #include "libk8s_lease_wrapper.h"
@@ -56,7 +61,8 @@ struct Config {
     std::string intervals;
     std::string pod_ns, pod, label_key, label_value; // the leader label; pod "": none
     int warm_up_ms = 0;
-    int serve_port = 0; // --serve: 0 for none
+    int serve_port = 0;    // --serve: 0 for none
+    int elect_timeout = 0; // --elect-timeout: 0 for the lease duration
 };
 
 Config cfg;
@@ -262,8 +268,9 @@ void one_round()
     if (is_stopping()) // a signal raced with K8sLeaseRunElection
         K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
     // Another standby may win: the timeout cancels this election.
-    if (K8sLeaseWaitElected(c_str(cfg.ns), c_str(cfg.lease), cfg.lease_duration, &epoch, &msg) !=
-        0) {
+    if (K8sLeaseWaitElected(c_str(cfg.ns), c_str(cfg.lease),
+                            cfg.elect_timeout ? cfg.elect_timeout : cfg.lease_duration, &epoch,
+                            &msg) != 0) {
         say("NOT-ELECTED", take(msg));
         pause_ms(1000); // e.g. the service refused the campaign: do not spin
         return;
@@ -367,7 +374,7 @@ void parse_args(int argc, char **argv)
                         "  [--lease-duration S] [--renew-deadline S] [--retry-period S]\n"
                         "  [--intervals FILE] [--pod-label POD/KEY=VALUE]\n"
                         "  [--leader-label KEY=VALUE (the Pod: $POD_NAME, $POD_NAMESPACE)]\n"
-                        "  [--warm-up-ms MS] [--serve PORT]\n"
+                        "  [--warm-up-ms MS] [--serve PORT] [--elect-timeout S]\n"
                         "  (the service: $KUBELEASE_ENDPOINT)\n");
             std::exit(0);
         }
@@ -417,6 +424,8 @@ void parse_args(int argc, char **argv)
             }
         } else if (a == "--warm-up-ms") {
             cfg.warm_up_ms = parse_int("--warm-up-ms", v);
+        } else if (a == "--elect-timeout") {
+            cfg.elect_timeout = parse_int("--elect-timeout", v);
         } else if (a == "--serve") {
             char *end = nullptr;
             errno = 0;
