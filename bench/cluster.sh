@@ -186,7 +186,7 @@ print("ms after the delete, p50 / p99 / max over %s runs each (%s):" % (sys.argv
 print("| | %s |" % " | ".join(names))
 print("|---|" + "---|" * len(names))
 labels = {"force": "leader Pod force-deleted", "sigkill": "leader's container SIGKILLed",
-          "graceful": "leader Pod deleted (resigns)"}
+          "graceful": "leader Pod deleted (SIGTERM, 10 s grace)"}
 for kind in ("force", "sigkill", "graceful"):
     cells = []
     for i in range(len(names)):
