@@ -22,6 +22,14 @@
 // process crashes. The Pod: $POD_NAME and $POD_NAMESPACE (the Downward API)
 // with --leader-label KEY=VALUE, or --pod-label POD/KEY=VALUE (a Pod of
 // --namespace, or of $POD_NAMESPACE when set).
+// --serve PORT answers each TCP connection on PORT with "IDENTITY EPOCH\n",
+// the epoch this process acts as leader for at that moment (0: none), as
+// kl_replica --serve does (the Service client of the cluster bench).
+// --elect-timeout S bounds each wait to be elected (default: the lease
+// duration), after which the campaign is cancelled and the loop stands by
+// again. client-go's elector trusts a record for a full lease duration from
+// when it first saw it, so on the Go wrapper a campaign started when a dead
+// holder's record expired needs longer than that.
 // --intervals FILE appends "start|end ID PID EPOCH MONO_NS WHY" lines for the
 // tests, which check that no two leaders overlap.
 #include "libk8s_lease_wrapper.h"
@@ -33,8 +41,10 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <string>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -51,6 +61,8 @@ struct Config {
     std::string intervals;
     std::string pod_ns, pod, label_key, label_value; // the leader label; pod "": none
     int warm_up_ms = 0;
+    int serve_port = 0;    // --serve: 0 for none
+    int elect_timeout = 0; // --elect-timeout: 0 for the lease duration
 };
 
 Config cfg;
@@ -164,8 +176,8 @@ void *signal_thread(void *arg)
     pthread_mutex_unlock(&mu);
     stop_leading("resigned");
     char *msg = nullptr;
-    if (!cfg.pod.empty() && K8sRemovePodLabel(c_str(cfg.pod_ns), c_str(cfg.pod),
-                                              c_str(cfg.label_key), &msg) != 0)
+    if (!cfg.pod.empty() &&
+        K8sRemovePodLabel(c_str(cfg.pod_ns), c_str(cfg.pod), c_str(cfg.label_key), &msg) != 0)
         say("LABEL-ERROR", take(msg));
     K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
     return nullptr;
@@ -205,8 +217,8 @@ void keep_label()
             if (K8sPatchPodLabel(c_str(cfg.pod_ns), c_str(cfg.pod), c_str(cfg.label_key),
                                  c_str(cfg.label_value), &msg) == 0) {
                 labelled = true;
-                say("LABELLED", what + " (in " + std::to_string((monotonic_ns() - t0) / 1000000) +
-                                    " ms)");
+                say("LABELLED",
+                    what + " (in " + std::to_string((monotonic_ns() - t0) / 1000000) + " ms)");
             } else {
                 say("LABEL-ERROR", take(msg));
             }
@@ -256,8 +268,9 @@ void one_round()
     if (is_stopping()) // a signal raced with K8sLeaseRunElection
         K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
     // Another standby may win: the timeout cancels this election.
-    if (K8sLeaseWaitElected(c_str(cfg.ns), c_str(cfg.lease), cfg.lease_duration, &epoch, &msg) !=
-        0) {
+    if (K8sLeaseWaitElected(c_str(cfg.ns), c_str(cfg.lease),
+                            cfg.elect_timeout ? cfg.elect_timeout : cfg.lease_duration, &epoch,
+                            &msg) != 0) {
         say("NOT-ELECTED", take(msg));
         pause_ms(1000); // e.g. the service refused the campaign: do not spin
         return;
@@ -281,10 +294,48 @@ void one_round()
     if (monitoring)
         pthread_join(monitor, nullptr);
     say(is_stopping() ? "RESIGNED" : "LOST", "epoch=" + std::to_string(epoch));
-    if (!cfg.pod.empty() && K8sRemovePodLabel(c_str(cfg.pod_ns), c_str(cfg.pod),
-                                              c_str(cfg.label_key), &msg) != 0)
+    if (!cfg.pod.empty() &&
+        K8sRemovePodLabel(c_str(cfg.pod_ns), c_str(cfg.pod), c_str(cfg.label_key), &msg) != 0)
         say("LABEL-ERROR", take(msg));
     K8sLeaseCancelElection(c_str(cfg.ns), c_str(cfg.lease), nullptr);
+}
+
+// --serve: one connection at a time, each given one line and closed.
+void *serve_thread(void *arg)
+{
+    int fd = *static_cast<int *>(arg);
+    for (;;) {
+        int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno != EINTR && errno != ECONNABORTED) {
+                say("ERROR", std::string("--serve: accept: ") + std::strerror(errno));
+                pause_ms(100);
+            }
+            continue;
+        }
+        pthread_mutex_lock(&mu);
+        std::string line = cfg.identity + " " + std::to_string(leading_epoch) + "\n";
+        pthread_mutex_unlock(&mu);
+        (void)send(c, line.data(), line.size(), MSG_NOSIGNAL);
+        close(c);
+    }
+    return nullptr;
+}
+
+// Listens on PORT (every IPv4 address) for --serve; exits 1 if it cannot.
+int serve_listen(int port)
+{
+    struct sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, reinterpret_cast<struct sockaddr *>(&a), sizeof(a)) < 0 || listen(fd, 128) < 0) {
+        std::fprintf(stderr, "k8s_lease_supervisor: --serve %d: %s\n", port, std::strerror(errno));
+        std::exit(1);
+    }
+    return fd;
 }
 
 } // namespace
@@ -323,7 +374,7 @@ void parse_args(int argc, char **argv)
                         "  [--lease-duration S] [--renew-deadline S] [--retry-period S]\n"
                         "  [--intervals FILE] [--pod-label POD/KEY=VALUE]\n"
                         "  [--leader-label KEY=VALUE (the Pod: $POD_NAME, $POD_NAMESPACE)]\n"
-                        "  [--warm-up-ms MS]\n"
+                        "  [--warm-up-ms MS] [--serve PORT] [--elect-timeout S]\n"
                         "  (the service: $KUBELEASE_ENDPOINT)\n");
             std::exit(0);
         }
@@ -373,6 +424,19 @@ void parse_args(int argc, char **argv)
             }
         } else if (a == "--warm-up-ms") {
             cfg.warm_up_ms = parse_int("--warm-up-ms", v);
+        } else if (a == "--elect-timeout") {
+            cfg.elect_timeout = parse_int("--elect-timeout", v);
+        } else if (a == "--serve") {
+            char *end = nullptr;
+            errno = 0;
+            long port = std::strtol(v, &end, 10);
+            if (errno || !end || *end || port < 1 || port > 65535) {
+                std::fprintf(stderr,
+                             "k8s_lease_supervisor: --serve must be a port (1-65535), not \"%s\"\n",
+                             v);
+                std::exit(2);
+            }
+            cfg.serve_port = static_cast<int>(port);
         } else {
             std::fprintf(stderr, "k8s_lease_supervisor: unknown option %s\n", a.c_str());
             std::exit(2);
@@ -409,6 +473,16 @@ int main(int argc, char **argv)
     if (K8sLeaseInit(&msg) != 0) {
         std::fprintf(stderr, "k8s_lease_supervisor: %s\n", take(msg).c_str());
         return 1;
+    }
+    static int serve_fd;
+    pthread_t serve;
+    if (cfg.serve_port) {
+        serve_fd = serve_listen(cfg.serve_port);
+        if (pthread_create(&serve, nullptr, serve_thread, &serve_fd) != 0 ||
+            pthread_detach(serve) != 0) {
+            std::fprintf(stderr, "k8s_lease_supervisor: cannot start the --serve thread\n");
+            return 1;
+        }
     }
     if (pthread_create(&sig_thread, nullptr, signal_thread, &set) != 0) {
         std::fprintf(stderr, "k8s_lease_supervisor: cannot start the signal thread\n");
