@@ -76,7 +76,7 @@ struct http_server {
     struct MHD_Daemon *ops_daemon;    /* --ops-listen; NULL without */
     engine *engine;
     const http_ops_hooks *ops; /* the operator endpoints; NULL: none */
-    const loop *clock; /* Connect deadlines' (http_clock_ms); NULL: mono_ms */
+    const loop *clock;         /* Connect deadlines' (http_clock_ms); NULL: mono_ms */
     size_t max_body;
     unsigned user_timeout_ms;
     char **namespaces; /* NULL-terminated; NULL: all */
