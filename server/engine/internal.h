@@ -318,6 +318,14 @@ struct lease_state {
          * of the record at removed_rv: a later version of the Lease (a
          * resume or renewal on another replica) may have set it again. */
         bool removed;
+        /* The removal was sent when no other replica could still set the
+         * label for removed_rv: the record was this replica's term's own
+         * write, or had expired by our clock. A removal sent while the
+         * record was another replica's live term (the term resumed there)
+         * counts only until the record expires: a set from there may land
+         * after it. */
+        bool removed_final;
+        bool removing_final; /* while a removal is in flight: what it will be */
         int64_t removed_epoch;
         char removed_rv[STORE_RV_MAX];
         char removed_label[STORE_POD_LABEL_MAX];

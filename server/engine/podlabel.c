@@ -202,18 +202,35 @@ static void retry_fire(void *arg)
     engine_lease_next(arg);
 }
 
+/* Whether the label the record names is off its Pod. A removal sent while
+ * the record was another replica's live term does not count once the record
+ * has expired: that replica may have set the label again after it, within
+ * its grant (rule 9), so the acquisition that follows removes it again. */
 static bool recorded_removed(const lease_state *ls)
 {
     return ls->label.removed && ls->label.removed_epoch == ls->record.transitions &&
            strcmp(ls->label.removed_rv, ls->record.resource_version) == 0 &&
-           strcmp(ls->label.removed_label, ls->record.pod_label) == 0;
+           strcmp(ls->label.removed_label, ls->record.pod_label) == 0 &&
+           (ls->label.removed_final || !engine_record_expired(ls, engine_now_ms(ls->e)));
+}
+
+/* No other replica can still set the label the record names: the record is
+ * this replica's term's own last write, or it has expired by our clock (its
+ * writer set only within its grant, which ended before). */
+static bool removal_final_now(const lease_state *ls)
+{
+    const term *t = ls->term;
+    return (t && strcmp(t->rv, ls->record.resource_version) == 0) ||
+           engine_record_expired(ls, engine_now_ms(ls->e));
 }
 
 /* ---------- removal ---------- */
 
-static void mark_removed(lease_state *ls, const char *label, int64_t epoch, const char *rv)
+static void mark_removed(lease_state *ls, const char *label, int64_t epoch, const char *rv,
+                         bool final)
 {
     ls->label.removed = true;
+    ls->label.removed_final = final;
     ls->label.removed_epoch = epoch;
     engine_copy_str(ls->label.removed_rv, sizeof ls->label.removed_rv, rv);
     engine_copy_str(ls->label.removed_label, sizeof ls->label.removed_label, label);
@@ -238,7 +255,7 @@ static void ignore(lease_state *ls, const char *rec, label_trust why, const engi
                   "ns=%s lease=%s reason=%s annotation=%s: not written by this service; no Pod "
                   "is touched",
                   ls->ns, ls->name, trust_names[why], log_q(rec));
-    mark_removed(ls, rec, ls->record.transitions, ls->record.resource_version);
+    mark_removed(ls, rec, ls->record.transitions, ls->record.resource_version, true);
 }
 
 static void remove_done(void *ctx, const store_result *res)
@@ -260,7 +277,7 @@ static void remove_done(void *ctx, const store_result *res)
     if (res->status == STORE_OK || res->status == STORE_NOT_FOUND) {
         log_event(LOG_INFO, "pod_label_removed", "ns=%s lease=%s label=%s pod_exists=%d", ls->ns,
                   ls->name, log_q(rec), (int)(res->status == STORE_OK));
-        mark_removed(ls, rec, epoch, rv);
+        mark_removed(ls, rec, epoch, rv, ls->label.removing_final);
         if (for_holder && !t->label[0])
             tell_holder(ls, ENGINE_LABEL_REMOVED, ENGINE_OK, &l, "");
         else if (for_holder && t->owner)
@@ -280,7 +297,7 @@ static void remove_done(void *ctx, const store_result *res)
                   "ns=%s lease=%s label=%s status=%s msg=%s: the next term goes ahead", ls->ns,
                   ls->name, log_q(rec), store_status_name(res->status), log_q(res->message));
         metrics_add("kubelease_pod_label_given_up_total", "", 1);
-        mark_removed(ls, rec, epoch, rv);
+        mark_removed(ls, rec, epoch, rv, true); /* given up: the next term goes ahead */
         engine_lease_next(ls);
         return;
     }
@@ -313,6 +330,7 @@ static bool start_removal(lease_state *ls)
         strcmp(ls->label.removed_label, rec) != 0)
         ls->label.failing_since_ms = 0;
     ls->label.removed = false;
+    ls->label.removing_final = removal_final_now(ls);
     ls->label.removed_epoch = ls->record.transitions;
     engine_copy_str(ls->label.removed_rv, sizeof ls->label.removed_rv, ls->record.resource_version);
     engine_copy_str(ls->label.removed_label, sizeof ls->label.removed_label, rec);

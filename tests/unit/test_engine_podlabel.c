@@ -886,6 +886,70 @@ static void test_engine_stale_pod_label_cleared_when_seen(void **state)
     assert_int_equal(l.transitions, 4);
 }
 
+/* The term resumed on another replica while this one's copy of it runs
+ * out (its stream reset): this replica takes the label off, but the other
+ * replica's set, sent within its grant from that resume, lands after the
+ * removal. That removal was sent while the record was another replica's
+ * live term, so it is not taken as final for that record: when the record
+ * has expired and a standby here is elected, the label comes off first
+ * (kl_sim seed 6216 of 3600 s). */
+typedef struct lease_write {
+    store_lease lease;
+    bool done;
+} lease_write;
+
+static void lease_write_done(void *ctx, const store_result *r)
+{
+    lease_write *w = ctx;
+    assert_int_equal(r->status, STORE_OK);
+    w->done = true;
+}
+
+static void lease_write_on_loop(fixture *f, void *arg)
+{
+    lease_write *w = arg;
+    f->store->ops->update(f->store, &w->lease, 1000, lease_write_done, w);
+}
+
+static bool lease_write_done_yet(void *arg)
+{
+    return ((lease_write *)arg)->done;
+}
+
+static void test_engine_pod_label_removed_during_a_resume_elsewhere_removed_again(void **state)
+{
+    fixture *f = *state;
+    sink *a = sink_new(), *b = sink_new();
+    watched wb = {b, f, {"pod-a", "pod-b"}, {false, false}, false};
+    campaign(f, a, labelled("resumed-away", "a", "pod-a"));
+    assert_true(wait_kind(a, ENGINE_EVENT_ELECTED, 5000) >= 0);
+    assert_true(wait_pod_label(f, "default", "pod-a", true));
+    engine_campaign_detach(f->engine, a->id); /* a's stream reset */
+    /* a resumes its term on another replica: the same holder and epoch, a
+     * later renewTime, written on this replica's last write. */
+    lease_write w = {0};
+    w.lease = read_lease(f, "resumed-away");
+    w.lease.renew_time_us += 1000000;
+    run_on_loop(f, lease_write_on_loop, &w);
+    assert_true(harness_run_until(lease_write_done_yet, &w, 1000));
+    /* This replica's copy of the term runs out and takes the label off. */
+    assert_true(wait_pod_label(f, "default", "pod-a", false));
+    /* The other replica's set, sent within its grant, lands after that. */
+    other_label o = {"pod-a", false};
+    f->store->ops->pod_label(f->store, "default", "pod-a", KEY, "leader", 1000, other_done, &o);
+    assert_true(harness_run_until(other_done_yet, &o, 1000));
+    /* That replica dies; a standby here is elected once the record expired. */
+    campaign_watched(f, b, &wb, labelled("resumed-away", "b", "pod-b"));
+    assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 30000) >= 0);
+    assert_false(wb.labelled_at_elected[0]);
+    assert_true(wait_pod_label(f, "default", "pod-b", true));
+    assert_null(label_of(f, "pod-a", KEY));
+    resign(f, "resumed-away", "b");
+    assert_true(wait_closed(b, 5000));
+    sink_free(a);
+    sink_free(b);
+}
+
 /* Whoever may write a Lease may write its annotation: a record this service
  * did not write (a bad MAC, the old unsigned form, another Lease's), or one
  * naming a key not in --pod-label-keys, is never acted on — the Pod keeps
@@ -998,6 +1062,7 @@ int main(void)
         T(test_engine_pod_label_reapplied_at_renewal),
         T(test_engine_pod_label_not_set_on_a_late_renewal_answer),
         T(test_engine_pod_label_changed_on_resume),
+        T(test_engine_pod_label_removed_during_a_resume_elsewhere_removed_again),
         T(test_engine_set_pod_label_moves_the_holders_label),
         T(test_engine_set_pod_label_refusals_change_nothing),
         T(test_engine_pod_label_that_fails_never_costs_the_term),
