@@ -71,16 +71,6 @@ lease_epoch() {
   q 'j["spec"].get("leaseTransitions", 0)'
 }
 routes_to() { [ "$(endpoints_name "$KVNS" kv-master)" = "$1" ] && [ "$(leaders "$KVNS")" = "$1" ]; }
-client_log() {
-  local p; p=$(pods_with "$KVNS" app=kv-client)
-  [ -n "$p" ] || return 1
-  kapi GET "/api/v1/namespaces/$KVNS/pods/$p/log"
-  [ "$KCODE" = 200 ] || return 1
-  cp "$KWORK/out.json" "$KWORK/client.log"
-}
-answered() {
-  client_log && python3 "$CLUSTER_TESTS/answers.py" "$KWORK/client.log" first "$1" "$2" "$3" >/dev/null
-}
 stable() {
   kv_ready && one_leader "$KVNS" && routes_to "$LEADER" && answered "$LEADER" "$(lease_epoch)" 0
 }

@@ -173,6 +173,20 @@ one_leader() {
   [ -n "$LEADER" ] && [ "$(lease_holder "$1" kv-master)" = "$LEADER" ]
 }
 
+# The client Pod (kl_ask) of $KVNS and its log in $KWORK/client.log
+# (false while the Pod or its log is not there yet).
+client_log() {
+  local p; p=$(pods_with "$KVNS" app=kv-client)
+  [ -n "$p" ] || return 1
+  kapi GET "/api/v1/namespaces/$KVNS/pods/$p/log"
+  [ "$KCODE" = 200 ] || return 1
+  cp "$KWORK/out.json" "$KWORK/client.log"
+}
+# answered ID EPOCH T: the client was answered by ID for EPOCH at or after T.
+answered() {
+  client_log && python3 "$CLUSTER_TESTS/answers.py" "$KWORK/client.log" first "$1" "$2" "$3" >/dev/null
+}
+
 # endpoints_name NS SERVICE: the Pods the Service's EndpointSlices name as
 # ready endpoints, one a line.
 endpoints_name() {

@@ -85,19 +85,6 @@ PY
 }
 labels_since() { seen_since pods "$1"; }
 
-# The client Pod (kl_ask) and its log in $KWORK/client.log
-# (false while the Pod or its log is not there yet).
-client_log() {
-  local p; p=$(pods_with "$KVNS" app=kv-client)
-  [ -n "$p" ] || return 1
-  kapi GET "/api/v1/namespaces/$KVNS/pods/$p/log"
-  [ "$KCODE" = 200 ] || return 1
-  cp "$KWORK/out.json" "$KWORK/client.log"
-}
-# answered ID EPOCH T: the client was answered by ID for EPOCH at or after T.
-answered() {
-  client_log && python3 "$CLUSTER_TESTS/answers.py" "$KWORK/client.log" first "$1" "$2" "$3" >/dev/null
-}
 # answers_since T: the client's answers in force from T on, one a line.
 answers_since() { client_log && python3 "$CLUSTER_TESTS/answers.py" "$KWORK/client.log" since "$1"; }
 
