@@ -12,8 +12,8 @@
  * refused (the term is over), but the transfer waits until the holder
  * acknowledges with a Resign carrying its token (its library sends one on
  * Lost HANDED_OFF after it stopped reporting leadership) or, at the
- * latest, until the last validity granted to it has passed
- * (term->finish_at_ms).
+ * latest, until the last validity granted to it has passed, with rule 3's
+ * allowance for clock rates (term->finish_at_ms: believed_until).
  *
  * The Lease's spec.preferredHolder (Kubernetes' coordinated leader
  * election) asks the same: when it names a standby campaigning here and
@@ -70,7 +70,7 @@ static void handoff_start(lease_state *ls, term *t, candidate *c, const char *to
     char msg[512];
     ls->handoff_id = c ? c->id : 0;
     engine_copy_str(ls->handoff_remote, sizeof ls->handoff_remote, c ? "" : to);
-    t->finish_at_ms = by_holder ? 0 : t->granted_until_ms;
+    t->finish_at_ms = by_holder ? 0 : t->believed_until_ms;
     log_event(LOG_INFO, "handoff",
               "ns=%s lease=%s identity=%s epoch=%lld to=%s remote=%d by_holder=%d why=%s "
               "wait_ms=%lld",

@@ -145,8 +145,9 @@ typedef enum term_state {
  *   min(last renewal send time + renewDeadline, now + grant) - now
  * and granted_until remembers the latest such deadline. When it passes
  * without a fresher Confirm (holder dead, frozen, or its stream gone), the
- * term ends and the Lease is released: nobody can still believe in it
- * (docs/design.md, rule 3). A resignation releases at once. */
+ * term ends, and the Lease is released once believed_until has passed too:
+ * nobody can still believe in it (docs/design.md, rule 3). A resignation
+ * releases at once. */
 struct term {
     candidate *owner; /* NULL once its stream is gone (waiting for granted_until) */
     term_state state;
@@ -157,15 +158,22 @@ struct term {
     int32_t lease_s, renew_s, retry_s;
     int64_t renewed_sent_ms; /* send time of the last successful write */
     int64_t granted_until_ms;
+    /* granted_until plus the clock-rate allowance of the grants: until
+     * then the holder may still believe it leads, by its own clock
+     * (term.c, engine_rate_allowance_ms). Nothing that ends a term without
+     * its holder's word releases the Lease or lets another candidate in
+     * before it. */
+    int64_t believed_until_ms;
     int64_t confirmed_ms;    /* the last grant: the holder's last sign of life */
     bool release_wanted;     /* once over: release the Lease (else just forget the term) */
     loop_timer renew_timer;  /* the next renewal; once over, a release tried again */
     loop_timer guard_timer;  /* fires at granted_until / the renew deadline */
     engine_done resign_done; /* a Resign waiting for the release to land */
     void *resign_ctx;
-    /* Over, but not released (nor handed off) before this time: a handoff
-     * not asked by the holder waits for its granted validity, or for its
-     * acknowledgement (handoff.c). 0: at once. */
+    /* Over, but not released (nor handed off) before this time: a term
+     * that ran out, or was superseded or handed off without its holder's
+     * word, waits for believed_until (a handoff also for the holder's
+     * acknowledgement, handoff.c). 0: at once. */
     int64_t finish_at_ms;
     bool finish_pending; /* the guard timer will finish it at finish_at_ms */
     /* The resourceVersion of this term's last successful write. Renewals and
@@ -677,6 +685,9 @@ int64_t engine_grant_ms(const engine *e, int32_t retry_s);
 int64_t engine_term_grant_of(const engine *e, const engine_campaign_req *req);
 /* Validity the engine may grant now (docs/design.md, rule 3), 0 when none. */
 int64_t engine_term_valid_for(const engine *e, const term *t, int64_t now);
+/* How much later than this replica's clock says a grant of v ms may end on
+ * its holder's clock (rule 3's allowance for clock rates). */
+int64_t engine_rate_allowance_ms(int64_t v);
 /* Records a grant and returns its validity (0: the term cannot be vouched for). */
 int64_t engine_term_grant(lease_state *ls, int64_t now);
 /* ls's term when identity holds it and it is not over, else NULL. */

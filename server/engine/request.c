@@ -139,7 +139,8 @@ static void do_detach(cmd *k)
     log_event(LOG_INFO, "client_gone", "ns=%s lease=%s identity=%s", ls->ns, ls->name,
               log_q(c->req.identity));
     /* If it led, the term stays until granted_until passes (the guard timer
-     * then releases), unless the client resumes before that. */
+     * then ends it, released at believed_until), unless the client resumes
+     * before that. */
     bool led = KL_SIM_BROKEN(3) && ls->term && ls->term->owner == c && !engine_term_over(ls->term);
     engine_candidate_end(c, ENGINE_LOST_UNSPECIFIED, 0, NULL);
     if (led) /* the simulator's break: released before the last grant ran out */

@@ -70,13 +70,28 @@ int64_t engine_term_valid_for(const engine *e, const term *t, int64_t now)
     return v > 0 ? v : 0;
 }
 
+/* How much later than ours a grant of v may end on its holder's clock. The
+ * holder's deadline is its own send time plus v read on its own clock,
+ * which may run slower than this replica's: rule 1 holds for rates within
+ * 5% of each other (real clocks drift by 10^-5 to 10^-4, NTP slews by at
+ * most 5 * 10^-4), so a release waits 5% of the grant past granted_until.
+ * docs/design.md, rule 3. */
+int64_t engine_rate_allowance_ms(int64_t v)
+{
+    return (v + 19) / 20;
+}
+
 int64_t engine_term_grant(lease_state *ls, int64_t now)
 {
     term *t = ls->term;
     int64_t v = engine_term_valid_for(ls->e, t, now);
-    if (v > 0)
-        t->confirmed_ms = now;
-    if (v > 0 && now + v > t->granted_until_ms) {
+    if (v <= 0)
+        return 0;
+    t->confirmed_ms = now;
+    int64_t believed = now + v + engine_rate_allowance_ms(v);
+    if (believed > t->believed_until_ms)
+        t->believed_until_ms = believed;
+    if (now + v > t->granted_until_ms) {
         t->granted_until_ms = now + v;
         term_schedule_guard(ls);
     }
@@ -98,10 +113,14 @@ static void guard_fire(void *arg)
     term *t = ls->term;
     int64_t now = engine_now_ms(ls->e);
     int64_t renew_deadline = t->renewed_sent_ms + (int64_t)t->renew_s * 1000;
+    /* Either way the holder may still believe it leads, on its slower
+     * clock, until believed_until: the release waits for it. */
     if (now >= renew_deadline) {
+        t->finish_at_ms = t->believed_until_ms;
         engine_term_end(ls, ENGINE_LOST_RENEW_FAILED,
                         "the Lease could not be renewed within the renew deadline", true);
     } else if (now >= t->granted_until_ms) {
+        t->finish_at_ms = t->believed_until_ms;
         engine_term_end(
             ls, ENGINE_LOST_EXPIRED,
             t->owner ? "the term was not confirmed in time" : "the holder's stream is gone", true);
@@ -284,7 +303,7 @@ static void renew_done(void *ctx, const store_result *r)
          * (rule 3): if nobody wrote (the conflict came from elsewhere), the
          * next leader need not wait a lease duration. */
         if (r->status == STORE_CONFLICT)
-            t->finish_at_ms = t->granted_until_ms;
+            t->finish_at_ms = t->believed_until_ms;
         engine_term_end(ls,
                         r->status == STORE_CONFLICT ? ENGINE_LOST_SUPERSEDED : ENGINE_LOST_DELETED,
                         r->message, r->status == STORE_CONFLICT);
@@ -304,7 +323,8 @@ static void renew_fire(void *arg)
 {
     lease_state *ls = arg;
     term *t = ls->term;
-    /* A term whose stream is gone is not renewed: it ends at granted_until. */
+    /* A term whose stream is gone is not renewed: it ends at granted_until
+     * (and is released at believed_until). */
     if (t->state != TERM_LEADING || !t->owner)
         return;
     if (engine_lease_writing(ls)) {

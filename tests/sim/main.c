@@ -7,8 +7,12 @@
  *                              --find again for more than one
  *   kl_sim --find-all          every break in turn
  * KL_SIM_SEEDS (how many seeds) and KL_SIM_SECONDS (simulated seconds each)
- * make long runs; --seconds, --engines, --clients, --leases too. */
+ * make long runs; --seconds, --engines, --clients, --leases too; with
+ * --cpu-seconds S (KL_SIM_CPU_SECONDS) seeds from --seed on run until S
+ * CPU seconds are spent (an hour of one core: --cpu-seconds 3600). */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +40,23 @@ static double cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A non-negative decimal number, or exit 2 naming what is wrong. */
+static int64_t number(const char *what, const char *v)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < 0) {
+        fprintf(stderr, "kl_sim: %s must be a non-negative number, not \"%s\"\n", what, v);
+        exit(2);
+    }
+    return n;
+}
+
 static int64_t env_int(const char *name, int64_t dflt)
 {
     const char *v = getenv(name);
-    return v && *v ? strtoll(v, NULL, 10) : dflt;
+    return v && *v ? number(name, v) : dflt;
 }
 
 static sim_opts base_opts;
@@ -107,6 +124,7 @@ int main(int argc, char **argv)
     base_opts = (sim_opts){
         .seconds = env_int("KL_SIM_SECONDS", 120), .engines = 3, .clients = 8, .leases = 4};
     int64_t seeds = env_int("KL_SIM_SEEDS", 0);
+    int64_t cpu_budget = env_int("KL_SIM_CPU_SECONDS", 0);
     int64_t replay_seed = -1, first = 1;
     unsigned find_mask = 0;
     int brk = -1, find_all = 0, max_seeds = (int)env_int("KL_SIM_MAX_SEEDS", 40);
@@ -114,19 +132,19 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--replay") && v)
-            replay_seed = strtoll(argv[++i], NULL, 10);
+            replay_seed = number("--replay", argv[++i]);
         else if (!strcmp(a, "--seed") && v)
-            first = strtoll(argv[++i], NULL, 10);
+            first = number("--seed", argv[++i]);
         else if (!strcmp(a, "--seeds") && v)
-            seeds = strtoll(argv[++i], NULL, 10);
+            seeds = number("--seeds", argv[++i]);
         else if (!strcmp(a, "--seconds") && v)
-            base_opts.seconds = strtoll(argv[++i], NULL, 10);
+            base_opts.seconds = number("--seconds", argv[++i]);
         else if (!strcmp(a, "--engines") && v)
-            base_opts.engines = atoi(argv[++i]);
+            base_opts.engines = (int)number("--engines", argv[++i]);
         else if (!strcmp(a, "--clients") && v)
-            base_opts.clients = atoi(argv[++i]);
+            base_opts.clients = (int)number("--clients", argv[++i]);
         else if (!strcmp(a, "--leases") && v)
-            base_opts.leases = atoi(argv[++i]);
+            base_opts.leases = (int)number("--leases", argv[++i]);
         else if (!strcmp(a, "--break") && v)
             brk = break_of(argv[++i]);
         else if (!strcmp(a, "--find") && v) {
@@ -134,12 +152,14 @@ int main(int argc, char **argv)
             find_all = -1;
         } else if (!strcmp(a, "--find-all"))
             find_all = 1;
+        else if (!strcmp(a, "--cpu-seconds") && v)
+            cpu_budget = number("--cpu-seconds", argv[++i]);
         else if (!strcmp(a, "--max-seeds") && v)
-            max_seeds = atoi(argv[++i]);
+            max_seeds = (int)number("--max-seeds", argv[++i]);
         else {
             fprintf(stderr,
                     "usage: %s [--replay SEED] [--seed FIRST] [--seeds N] [--seconds S] "
-                    "[--break NAME | --find NAME | --find-all] [--max-seeds N]\n",
+                    "[--cpu-seconds S] [--break NAME | --find NAME | --find-all] [--max-seeds N]\n",
                     argv[0]);
             return 2;
         }
@@ -161,44 +181,47 @@ int main(int argc, char **argv)
         return missed ? 1 : 0;
     }
 
-    /* The CI run (or a long one with KL_SIM_SEEDS). */
-    uint64_t list[64];
-    int n = 0;
-    if (seeds > 0) {
-        for (int64_t i = 0; i < seeds && n < 64; i++)
-            list[n++] = (uint64_t)first + (uint64_t)i;
-    } else {
-        static const uint64_t fixed[] = {1, 2, 3, 42, 1234};
-        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-            list[n++] = fixed[i];
-        uint64_t fresh = (uint64_t)time(NULL);
-        for (int i = 0; i < 3; i++)
-            list[n++] = fresh * 1000 + (uint64_t)i; /* printed: replayable */
-    }
+    /* The CI run: fixed seeds and fresh ones (printed: replayable); or a
+     * long one, seeds from first on, KL_SIM_SEEDS of them or until the CPU
+     * budget is spent. */
+    static const uint64_t fixed[] = {1, 2, 3, 42, 1234};
+    int64_t n_fixed = (int64_t)(sizeof fixed / sizeof fixed[0]);
+    uint64_t fresh = (uint64_t)time(NULL) * 1000;
+    bool long_run = seeds > 0 || cpu_budget > 0;
     int failed = 0;
-    int64_t changes = 0, sim_s = 0;
+    int64_t n = 0, changes = 0, sim_s = 0;
+    uint64_t seed0 = long_run ? (uint64_t)first : fixed[0];
     double t0 = cpu_s();
-    for (int i = 0; i < n; i++) {
+    for (;; n++) {
+        bool done = long_run ? (seeds > 0 && n >= seeds) ||
+                                   (cpu_budget > 0 && cpu_s() - t0 >= (double)cpu_budget)
+                             : n >= n_fixed + 3;
+        if (done)
+            break;
+        uint64_t seed = long_run      ? (uint64_t)first + (uint64_t)n
+                        : n < n_fixed ? fixed[n]
+                                      : fresh + (uint64_t)(n - n_fixed);
         sim_result r;
-        failed += run_one(list[i], &r, false) != 0;
-        print_result(list[i], &r);
+        failed += run_one(seed, &r, false) != 0;
+        print_result(seed, &r);
         changes += r.leader_changes;
         sim_s += base_opts.seconds;
         if (r.violations)
-            printf("replay: kl_sim --replay %" PRIu64 "\n", list[i]);
+            printf("replay: kl_sim --replay %" PRIu64 "\n", seed);
+        fflush(stdout);
     }
     double cpu = cpu_s() - t0;
     /* The same seed twice: the same trace, byte for byte. */
     sim_result a, b;
-    run_one(list[0], &a, true);
-    run_one(list[0], &b, true);
+    run_one(seed0, &a, true);
+    run_one(seed0, &b, true);
     if (a.trace_hash != b.trace_hash || a.trace_lines != b.trace_lines) {
         printf("NOT DETERMINISTIC: seed %" PRIu64 " gave traces %016" PRIx64 " and %016" PRIx64
                "\n",
-               list[0], a.trace_hash, b.trace_hash);
+               seed0, a.trace_hash, b.trace_hash);
         failed++;
     }
-    printf("%d seeds, %" PRId64 " simulated s, %" PRId64
+    printf("%" PRId64 " seeds, %" PRId64 " simulated s, %" PRId64
            " leadership changes in %.2f CPU s: %.0f changes per CPU second, %.0f simulated s per "
            "CPU second\n",
            n, sim_s, changes, cpu, cpu > 0 ? (double)changes / cpu : 0.0,

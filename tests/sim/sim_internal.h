@@ -11,7 +11,9 @@
 #include "store/store.h"
 
 /* Clock rates differ by at most this (parts per million) from simulated
- * time: well inside the ratio leaseDuration/renewDeadline rule 1 allows. */
+ * time: two clocks by at most 1.02/0.98 (4.1%), inside the 5% rule 1
+ * allows between a holder and its replica (docs/design.md, rule 3) and
+ * well inside the ratio leaseDuration/renewDeadline for the rest. */
 #define SIM_SKEW_PPM      20000
 #define SIM_WALL_START_US ((int64_t)1767225600 * 1000000) /* 2026-01-01 */
 
