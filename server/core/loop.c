@@ -315,6 +315,8 @@ void loop_curl_remove(loop *l, CURL *easy)
 static unsigned run_transfers(loop *l)
 {
     loop_update_time(l);
+    if (kl__list_empty(&l->xfers))
+        return 0; /* nothing for curl to move */
     int running = 0;
     curl_multi_perform(l->multi, &running);
     CURLMsg *msg;

@@ -13,7 +13,11 @@
 #define MAX_SIDES 64
 
 static struct {
+    /* Connections not yet seen closed; the scans below move closed ones to
+     * `closed` (messages and events may still point at them: every one is
+     * freed with the network). */
     sim_conn *conns;
+    sim_conn *closed;
     uint64_t next_id;
     /* blocked[c][e][0]: client to engine, [1]: back; simulated time */
     int64_t blocked[MAX_SIDES][8][2];
@@ -24,13 +28,32 @@ void sim_net_init(void)
     memset(&N, 0, sizeof N);
 }
 
-void sim_net_free(void)
+static void free_list(sim_conn *k)
 {
-    for (sim_conn *k = N.conns, *n; k; k = n) {
+    for (sim_conn *n; k; k = n) {
         n = k->next;
         free(k);
     }
+}
+
+void sim_net_free(void)
+{
+    free_list(N.conns);
+    free_list(N.closed);
     memset(&N, 0, sizeof N);
+}
+
+/* The next open connection from *pp on (pp is where the scan is), moving
+ * the closed ones it passes to N.closed; NULL at the end. */
+static sim_conn *next_open(sim_conn **pp)
+{
+    while (*pp && !(*pp)->open) {
+        sim_conn *k = *pp;
+        *pp = k->next;
+        k->next = N.closed;
+        N.closed = k;
+    }
+    return *pp;
 }
 
 void sim_net_heal(void)
@@ -200,13 +223,13 @@ void sim_conn_close(sim_conn *k)
 void sim_net_reset_random(void)
 {
     int n = 0;
-    for (sim_conn *k = N.conns; k; k = k->next)
-        n += k->open && k->stream;
+    for (sim_conn **pp = &N.conns, *k; (k = next_open(pp)); pp = &k->next)
+        n += k->stream;
     if (!n)
         return;
     int pick = (int)sim_between(0, n - 1);
-    for (sim_conn *k = N.conns; k; k = k->next)
-        if (k->open && k->stream && pick-- == 0) {
+    for (sim_conn **pp = &N.conns, *k; (k = next_open(pp)); pp = &k->next)
+        if (k->stream && pick-- == 0) {
             sim_conn_reset(k, "nemesis");
             return;
         }
@@ -215,8 +238,8 @@ void sim_net_reset_random(void)
 /* An engine crashed: its connections break (the kernel resets them). */
 void sim_net_engine_gone(sim_engine *e)
 {
-    for (sim_conn *k = N.conns; k; k = k->next)
-        if (k->e == e && k->egen == e->gen && k->open) {
+    for (sim_conn **pp = &N.conns, *k; (k = next_open(pp)); pp = &k->next)
+        if (k->e == e && k->egen == e->gen) {
             k->engine_closed = true;
             sim_conn_reset(k, "engine crashed");
         }
@@ -225,8 +248,8 @@ void sim_net_engine_gone(sim_engine *e)
 /* A client crashed: the engines see its connections break, in time. */
 void sim_net_client_gone(sim_client *c)
 {
-    for (sim_conn *k = N.conns; k; k = k->next)
-        if (k->c == c && k->open) {
+    for (sim_conn **pp = &N.conns, *k; (k = next_open(pp)); pp = &k->next)
+        if (k->c == c) {
             k->open = false;
             sim_at(W.now + sim_between(1, W.quiet_since >= 0 ? 200 : 5000), engine_learns_reset, k,
                    0, 0);

@@ -139,7 +139,11 @@ static struct {
     int64_t revision;
     int level; /* fault level; 0 none */
     sim_view *views;
+    /* Watches not yet seen dead; the scans move dead ones to `dead` (an
+     * event in flight may still point at one: all are freed with the
+     * store). */
     struct store_watch *watches;
+    struct store_watch *dead;
 } S;
 
 int sim_lease_index(const char *name)
@@ -259,9 +263,22 @@ static void sync_watch(struct store_watch *w, int64_t delay)
     send_event(w, STORE_EVENT_SYNCED, NULL, delay);
 }
 
+/* The next live watch from *pp on, moving the dead ones it passes to
+ * S.dead; NULL at the end. */
+static struct store_watch *next_alive(struct store_watch **pp)
+{
+    while (*pp && !(*pp)->alive) {
+        struct store_watch *w = *pp;
+        *pp = w->next;
+        w->next = S.dead;
+        S.dead = w;
+    }
+    return *pp;
+}
+
 static void notify(store_event_type type, const store_lease *l)
 {
-    for (struct store_watch *w = S.watches; w; w = w->next)
+    for (struct store_watch **pp = &S.watches, *w; (w = next_alive(pp)); pp = &w->next)
         if (matches(w, l) && view_runs(w->v))
             send_event(w, type, l, watch_delay());
 }
@@ -287,8 +304,8 @@ static void restart_watch(struct store_watch *w)
 void sim_store_restart_watches(void)
 {
     sim_trace("store: watches restart");
-    for (struct store_watch *w = S.watches; w; w = w->next)
-        if (w->alive && view_runs(w->v) && sim_chance(0.6))
+    for (struct store_watch **pp = &S.watches, *w; (w = next_alive(pp)); pp = &w->next)
+        if (view_runs(w->v) && sim_chance(0.6))
             restart_watch(w);
 }
 
@@ -623,7 +640,7 @@ void sim_store_view_dead(store *s)
         return;
     sim_view *v = (sim_view *)s;
     v->dead = true;
-    for (struct store_watch *w = S.watches; w; w = w->next)
+    for (struct store_watch **pp = &S.watches, *w; (w = next_alive(pp)); pp = &w->next)
         if (w->v == v)
             w->alive = false;
 }
@@ -640,10 +657,11 @@ void sim_store_init(void)
 
 void sim_store_free(void)
 {
-    for (struct store_watch *w = S.watches, *n; w; w = n) {
-        n = w->next;
-        free(w);
-    }
+    for (int i = 0; i < 2; i++)
+        for (struct store_watch *w = i ? S.dead : S.watches, *n; w; w = n) {
+            n = w->next;
+            free(w);
+        }
     for (sim_view *v = S.views, *n; v; v = n) {
         n = v->next;
         free(v);
