@@ -326,7 +326,7 @@ static void nemesis(void *arg, uint64_t a, uint64_t b)
         return;
     }
     W.res->faults++;
-    int kind = (int)sim_between(0, 10);
+    int kind = (int)sim_between(0, 11);
     sim_engine *e = &W.engines[sim_between(0, W.opts.engines - 1)];
     sim_client *c = &W.clients[sim_between(0, W.opts.clients - 1)];
     int64_t d = sim_between(100, 8000);
@@ -372,6 +372,9 @@ static void nemesis(void *arg, uint64_t a, uint64_t b)
         break;
     case 10:
         sim_client_forge(c);
+        break;
+    case 11:
+        sim_client_operator_handoff(c);
         break;
     }
     sim_at(W.now + sim_between(50, 2000), nemesis, NULL, 0, 0);

@@ -76,6 +76,22 @@ static pending *pending_of(cl *s, uint64_t id)
 
 static void drain(sim_client *c, int64_t now);
 
+/* Whom a handoff of c's Lease names: "" (the next in line) or another
+ * client of the Lease, campaigning or not. */
+static void pick_standby(const sim_client *c, char *to)
+{
+    int n = 0, pick;
+    to[0] = '\0';
+    for (int i = 0; i < W.opts.clients; i++)
+        n += W.clients[i].lease == c->lease && &W.clients[i] != c;
+    if (!n || sim_chance(0.5))
+        return;
+    pick = (int)sim_between(0, n - 1);
+    for (int i = 0; i < W.opts.clients; i++)
+        if (W.clients[i].lease == c->lease && &W.clients[i] != c && pick-- == 0)
+            snprintf(to, 16, "c%d", i);
+}
+
 static void start_election(sim_client *c)
 {
     cl *s = c->impl;
@@ -152,11 +168,17 @@ static void do_send(sim_client *c, const struct kl__core_action *a, int64_t now)
                  a->u.send.req.confirm.term_token ? a->u.send.req.confirm.term_token : "");
         break;
     case KL__RPC_RESIGN:
-    case KL__RPC_HANDOFF: /* never asked for here; a Resign does the same for the sim */
         m = msg_new(SM_RESIGN, c);
         snprintf(m->token, sizeof m->token, "%s",
                  a->u.send.req.resign.term_token ? a->u.send.req.resign.term_token : "");
         break;
+    case KL__RPC_HANDOFF: {
+        const Kubelease__V1__HandoffRequest *r = &a->u.send.req.handoff;
+        m = msg_new(SM_HANDOFF, c);
+        snprintf(m->token, sizeof m->token, "%s", r->term_token ? r->term_token : "");
+        snprintf(m->to, sizeof m->to, "%s", r->to_identity ? r->to_identity : "");
+        break;
+    }
     default:
         kl__core_send_failed(&s->core, now, a->u.send.id, KL_ERR_INTERNAL);
         return;
@@ -253,7 +275,12 @@ static void tick(sim_client *c)
     }
     if (s->cancel_at && now >= s->cancel_at) {
         s->cancel_at = 0;
-        kl__core_cancel(&s->core, "the application resigns");
+        char to[16];
+        if (sim_chance(0.3) && (pick_standby(c, to), kl__core_handoff(&s->core, to) == 0))
+            sim_trace("c%d hands lease-%d off to %s", c->id, c->lease,
+                      to[0] ? to : "the next in line");
+        else
+            kl__core_cancel(&s->core, "the application resigns");
         drain(c, now);
     }
     if (s->cancel_at && s->cancel_at < next)
@@ -455,6 +482,38 @@ void sim_client_forge(sim_client *c)
     sim_trace("c%d confirms lease-%d epoch %" PRId64 " as %s with a made-up token", c->id, l,
               m->epoch, m->identity);
     sim_conn *k = sim_conn_open(c, pick_engine(), false);
+    sim_conn_send_up(k, m);
+}
+
+/* ---------- operators ---------- */
+
+/* An operator (kubeleasectl handoff, from c's machine) hands a Lease's
+ * term off through some replica: to the next in line or to a client of
+ * the Lease. */
+void sim_client_operator_handoff(sim_client *c)
+{
+    if (!c->up)
+        return;
+    int l = (int)sim_between(0, W.opts.leases - 1);
+    sim_client *of = NULL;
+    for (int i = 0; i < W.opts.clients && !of; i++)
+        if (W.clients[i].lease == l)
+            of = &W.clients[i];
+    if (!of)
+        return;
+    sim_msg *m = sim_msg_alloc();
+    if (!m)
+        abort();
+    m->kind = SM_HANDOFF;
+    m->lease = l;
+    m->by_operator = true;
+    pick_standby(of, m->to);
+    if (!m->to[0] && sim_chance(0.5))
+        snprintf(m->to, sizeof m->to, "c%d", of->id);
+    sim_engine *e = pick_engine();
+    sim_trace("c%d asks e%d to hand lease-%d off to %s", c->id, e->id, l,
+              m->to[0] ? m->to : "the next in line");
+    sim_conn *k = sim_conn_open(c, e, false);
     sim_conn_send_up(k, m);
 }
 

@@ -187,5 +187,7 @@ int64_t sim_client_believes_until(const sim_client *c);
 int64_t sim_client_epoch(const sim_client *c);
 /* c sends a Confirm as the holder of a Lease, with a made-up token. */
 void sim_client_forge(sim_client *c);
+/* c sends an operator's Handoff (no identity, no token) of some Lease. */
+void sim_client_operator_handoff(sim_client *c);
 
 #endif

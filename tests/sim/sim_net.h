@@ -10,6 +10,7 @@ typedef enum sim_msg_kind {
     SM_CONFIRM,
     SM_RESIGN,
     SM_CHECK_EPOCH,
+    SM_HANDOFF,
     /* engine to client */
     SM_EVENT,      /* a Campaign stream message */
     SM_STREAM_END, /* the engine ended the stream */
@@ -28,6 +29,8 @@ typedef struct sim_msg {
     char identity[16];  /* "": the sender's own (c<id>) */
     char pod[32];       /* Campaign: the leader label's Pod ("" none) */
     bool forged;        /* an impostor's request (sim_client_forge) */
+    bool by_operator;   /* SM_HANDOFF: someone else's (no identity, no token) */
+    char to[16];        /* SM_HANDOFF: the standby to elect ("" next in line) */
     engine_event ev;    /* SM_EVENT */
     engine_reply reply; /* SM_REPLY (no lists) */
 } sim_msg;

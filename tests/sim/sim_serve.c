@@ -43,6 +43,9 @@ static void on_reply(void *ctx, const engine_reply *r)
         sim_violation("rule 8: e%d confirmed epoch %" PRId64
                       " of lease-%d for a Confirm without its token (%" PRId64 " ms)",
                       k->e->id, r->epoch, k->lease, r->valid_for_ms);
+    if (k->req == SM_HANDOFF)
+        sim_trace("e%d answers c%d's handoff of lease-%d: %s%s%s", k->e->id, k->c->id, k->lease,
+                  r->code == ENGINE_OK ? "ok" : "refused", r->message[0] ? ": " : "", r->message);
     if (k->req == SM_CHECK_EPOCH && r->code == ENGINE_OK)
         sim_check_epoch_answer(k->e, k->egen, k->lease, k->asked_at, k->epoch_asked, r->current,
                                r->epoch);
@@ -113,6 +116,12 @@ void sim_engine_serve(sim_conn *k, const sim_msg *m)
         k->req_id = m->req_id;
         k->epoch_asked = m->epoch;
         engine_check_epoch(e, "default", name, ident, m->epoch, on_reply, k);
+        break;
+    case SM_HANDOFF:
+        k->req = m->kind;
+        k->req_id = m->req_id;
+        engine_handoff(e, "default", name, m->by_operator ? NULL : ident,
+                       m->by_operator ? NULL : m->token, m->to, on_reply, k);
         break;
     default:
         break;
