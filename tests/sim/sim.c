@@ -59,6 +59,57 @@ void sim_trace(const char *fmt, ...)
     snprintf(W.tail[W.tail_next++ % SIM_TAIL], sizeof W.tail[0], "%s", line);
 }
 
+/* The Lease a message names ("lease-N"), or -1. */
+static int lease_named(const char *s)
+{
+    for (const char *p = strstr(s, "lease-"); p; p = strstr(p + 1, "lease-"))
+        if (p[6] >= '0' && p[6] <= '9')
+            return atoi(p + 6);
+    return -1;
+}
+
+/* Whether a trace line concerns lease l: it names l, or one of l's
+ * clients (c<id>, pod-c<id>), or neither a Lease nor a client (an engine,
+ * the store, the network as a whole, a phase). */
+static bool concerns(const char *line, int l)
+{
+    int named = lease_named(line);
+    if (named >= 0)
+        return named == l;
+    bool any = false;
+    for (const char *p = line; (p = strchr(p, 'c')); p++) {
+        if ((p != line && p[-1] != ' ' && p[-1] != '-') || p[1] < '0' || p[1] > '9')
+            continue;
+        char *end;
+        long id = strtol(p + 1, &end, 10);
+        if ((*end >= 'a' && *end <= 'z') || (*end >= '0' && *end <= '9'))
+            continue; /* a word, not a client */
+        if (id < W.opts.clients && W.clients[id].lease == l)
+            return true;
+        any = true;
+    }
+    return !any;
+}
+
+/* The trace before a violation: the last n lines that concern the Lease it
+ * names (every line if it names none), from the SIM_TAIL kept. */
+static void print_tail(int n, int l)
+{
+    uint64_t from = W.tail_next > SIM_TAIL ? W.tail_next - SIM_TAIL : 0, first = W.tail_next;
+    for (int k = 0; first > from && k < n;)
+        k += l < 0 || concerns(W.tail[--first % SIM_TAIL], l);
+    if (l < 0)
+        fprintf(stderr, "seed %" PRIu64 ": the last %d trace lines:\n", W.opts.seed, n);
+    else
+        fprintf(stderr,
+                "seed %" PRIu64 ": the last %d trace lines of lease-%d (its clients, the engines, "
+                "the store):\n",
+                W.opts.seed, n, l);
+    for (uint64_t i = first; i < W.tail_next; i++)
+        if (l < 0 || concerns(W.tail[i % SIM_TAIL], l))
+            fprintf(stderr, "  %s\n", W.tail[i % SIM_TAIL]);
+}
+
 void sim_violation(const char *fmt, ...)
 {
     char msg[512];
@@ -73,12 +124,8 @@ void sim_violation(const char *fmt, ...)
         int n = W.opts.tail_lines;
         if (n > SIM_TAIL)
             n = SIM_TAIL;
-        if (n > 0 && !W.opts.trace) {
-            fprintf(stderr, "seed %" PRIu64 ": the last %d trace lines:\n", W.opts.seed, n);
-            uint64_t from = W.tail_next > (uint64_t)n ? W.tail_next - (uint64_t)n : 0;
-            for (uint64_t i = from; i < W.tail_next; i++)
-                fprintf(stderr, "  %s\n", W.tail[i % SIM_TAIL]);
-        }
+        if (n > 0 && !W.opts.trace)
+            print_tail(n, lease_named(msg));
     }
     if (W.opts.stop_at_fail)
         W.stop = true;
