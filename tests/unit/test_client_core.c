@@ -73,9 +73,9 @@ static void grant(struct kl__core *c, int64_t now, uint64_t id, int64_t epoch, i
     kl__core_answer(c, now, id, KL_OK, "", &r.base);
 }
 
-/* Opens the stream at 0, elected at 10, Confirm sent at 20 and granted
- * 2000 ms at 500: a leader until 2020. Returns the stream's id. */
-static uint64_t lead(struct kl__core *c)
+/* Opens the stream at 0, elected at 10 (epoch 1), the first Confirm sent
+ * at 20, unanswered. Returns the Confirm's id; the stream's in *stream. */
+static uint64_t confirm_sent(struct kl__core *c, uint64_t *stream)
 {
     assert_int_equal(kl__core_tick(c, 0, NULL) > 0, 1);
     uint64_t s = expect_send(c, KL__RPC_CAMPAIGN, NULL);
@@ -87,7 +87,17 @@ static uint64_t lead(struct kl__core *c)
     uint64_t conf = expect_send(c, KL__RPC_CONFIRM, &a);
     assert_int_equal(a.u.send.req.confirm.epoch, 1);
     assert_string_equal(a.u.send.req.confirm.term_token, "token-1");
-    grant(c, 500, conf, 1, 2000);
+    if (stream)
+        *stream = s;
+    return conf;
+}
+
+/* confirm_sent, the Confirm granted 2000 ms at 500: a leader until 2020.
+ * Returns the stream's id. */
+static uint64_t lead(struct kl__core *c)
+{
+    uint64_t s;
+    grant(c, 500, confirm_sent(c, &s), 1, 2000);
     assert_true(kl__core_leader(c));
     return s;
 }
@@ -97,11 +107,7 @@ static void test_core_deadline_counts_from_the_send_time(void **state)
     (void)state;
     struct kl__core c;
     make(&c, 0);
-    kl__core_tick(&c, 0, NULL);
-    uint64_t s = expect_send(&c, KL__RPC_CAMPAIGN, NULL);
-    elected_event(&c, 10, s, 1);
-    kl__core_tick(&c, 20, NULL);
-    uint64_t conf = expect_send(&c, KL__RPC_CONFIRM, NULL);
+    uint64_t conf = confirm_sent(&c, NULL);
     grant(&c, 500, conf, 1, 2000);
     struct kl__core_action a;
     assert_true(take(&c, KL__ACT_LEADING, &a));
@@ -120,11 +126,7 @@ static void test_core_grant_larger_than_renew_deadline_is_capped(void **state)
     (void)state;
     struct kl__core c;
     make(&c, 0);
-    kl__core_tick(&c, 0, NULL);
-    uint64_t s = expect_send(&c, KL__RPC_CAMPAIGN, NULL);
-    elected_event(&c, 10, s, 1);
-    kl__core_tick(&c, 20, NULL);
-    uint64_t conf = expect_send(&c, KL__RPC_CONFIRM, NULL);
+    uint64_t conf = confirm_sent(&c, NULL);
     grant(&c, 30, conf, 1, 60000);
     assert_int_equal(c.deadline_ms, 20 + 10000);
 }
@@ -134,11 +136,7 @@ static void test_core_answer_after_its_validity_grants_nothing(void **state)
     (void)state;
     struct kl__core c;
     make(&c, 0);
-    kl__core_tick(&c, 0, NULL);
-    uint64_t s = expect_send(&c, KL__RPC_CAMPAIGN, NULL);
-    elected_event(&c, 10, s, 1);
-    kl__core_tick(&c, 20, NULL);
-    uint64_t conf = expect_send(&c, KL__RPC_CONFIRM, NULL);
+    uint64_t conf = confirm_sent(&c, NULL);
     /* Granted 2000 ms from 20, but it arrives at 2100: already expired. */
     grant(&c, 2100, conf, 1, 2000);
     struct kl__core_action a;
