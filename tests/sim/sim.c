@@ -479,9 +479,18 @@ void sim_check_leading(sim_client *c, int lease, int64_t epoch)
 
 /* The store's record of every write: epochs never go back, and an epoch
  * names one holder only. */
-void sim_check_write(int lease, const char *holder, int64_t transitions, const char *nonce)
+void sim_check_write(int lease, const store_lease *l)
 {
+    const char *holder = l->holder, *nonce = l->term_nonce;
+    int64_t transitions = l->transitions;
     sim_lease_check *lc = &W.lease_checks[lease];
+    /* Rule 10: a term's writes carry its own holder's leader value (the
+     * clients' values are "c<id>:<n>"), never another's. */
+    size_t hl = strlen(holder);
+    if (holder[0] && l->value_len &&
+        (l->value_len <= hl || memcmp(l->value, holder, hl) != 0 || l->value[hl] != ':'))
+        sim_violation("rule 10: lease-%d written for %s at epoch %" PRId64 " with the value %.*s",
+                      lease, holder, transitions, (int)l->value_len, (const char *)l->value);
     if (transitions < lc->store_epoch)
         sim_violation("lease-%d: leaseTransitions went back from %" PRId64 " to %" PRId64, lease,
                       lc->store_epoch, transitions);

@@ -38,6 +38,12 @@ typedef struct cl {
     int64_t cancel_at;
     int64_t check_at;
     int64_t wake_at;
+    int32_t grant_ms;    /* what the campaigns ask for (0: the default) */
+    int64_t proclaim_at; /* local: the next Proclaim while leading */
+    unsigned values;     /* leader values made so far: "c<id>:<n>" */
+    sim_conn *proclaim;  /* the Proclaim in flight, if any */
+    int64_t proclaim_sent;
+    char proclaimed[32]; /* its value */
 } cl;
 
 static int64_t cnow(const sim_client *c)
@@ -104,11 +110,15 @@ static void start_election(sim_client *c)
                                   .lease_s = SIM_LEASE_S,
                                   .renew_s = SIM_RENEW_S,
                                   .retry_s = SIM_RETRY_S,
+                                  .grant_ms = s->grant_ms,
                                   .max_backoff_ms = 2000,
                                   .request_timeout_ms = 1000,
                                   .resign_timeout_ms = 2000,
                                   .endpoint = "sim"};
     kl__core_init(&s->core, &cfg, cnow(c));
+    char value[32];
+    snprintf(value, sizeof value, "c%d:%u", c->id, s->values++);
+    kl__core_set_value(&s->core, value, strlen(value));
     if (c->lease % 2 == 0) { /* half the Leases carry a leader label */
         char pod[32];
         snprintf(pod, sizeof pod, "default/pod-c%d", c->id);
@@ -146,6 +156,8 @@ static void do_send(sim_client *c, const struct kl__core_action *a, int64_t now)
         snprintf(m->token, sizeof m->token, "%s", r->term_token ? r->term_token : "");
         if (r->pod_name && r->pod_name[0])
             snprintf(m->pod, sizeof m->pod, "%s", r->pod_name);
+        m->grant_ms = r->grant_ms;
+        snprintf(m->value, sizeof m->value, "%.*s", (int)r->value.len, (const char *)r->value.data);
         sim_trace("c%d %s lease-%d through e%d", c->id, r->resume_epoch ? "resumes" : "stands for",
                   c->lease, e->id);
         sim_conn_send_up(s->stream, m);
@@ -295,6 +307,27 @@ static void tick(sim_client *c)
         if (s->again < next)
             next = s->again;
     }
+    /* a new leader value now and then while leading (kl_proclaim: its
+     * own unary call, outside the core; the core keeps what was written
+     * for its resumes) */
+    if (s->proclaim && now - s->proclaim_sent >= 5000) {
+        sim_conn_close(s->proclaim); /* not answered in time (kl_proclaim's timeout) */
+        s->proclaim = NULL;
+    }
+    if (kl__core_leader(&s->core) && !s->proclaim && now >= s->proclaim_at) {
+        sim_msg *m = msg_new(SM_PROCLAIM, c);
+        snprintf(m->value, sizeof m->value, "c%d:%u", c->id, s->values++);
+        snprintf(m->token, sizeof m->token, "%s", s->core.term_token);
+        snprintf(s->proclaimed, sizeof s->proclaimed, "%s", m->value);
+        sim_trace("c%d proclaims %s on lease-%d", c->id, m->value, c->lease);
+        s->proclaim =
+            sim_conn_open(c, s->stream && s->stream->open ? s->stream->e : pick_engine(), false);
+        sim_conn_send_up(s->proclaim, m);
+        s->proclaim_sent = now;
+        s->proclaim_at = now + sim_between(300, 3000);
+    }
+    if (kl__core_leader(&s->core) && !s->proclaim && s->proclaim_at < next)
+        next = s->proclaim_at;
     /* a downstream server's fencing check, now and then */
     if (now >= s->check_at) {
         int64_t ep = s->core.epoch ? s->core.epoch : W.lease_checks[c->lease].store_epoch;
@@ -406,6 +439,12 @@ void sim_client_receive(sim_client *c, sim_conn *k, const sim_msg *m)
 {
     cl *s = c->impl;
     int64_t now = cnow(c);
+    if (k == s->proclaim && (m->kind == SM_REPLY || m->kind == SM_RESET)) {
+        s->proclaim = NULL; /* written: the resumes carry it from now on */
+        if (m->kind == SM_REPLY && m->reply.code == ENGINE_OK && s->running)
+            kl__core_set_value(&s->core, s->proclaimed, strlen(s->proclaimed));
+        return;
+    }
     if (!s->running)
         return;
     kl__core_check_deadline(&s->core, now);
@@ -527,6 +566,9 @@ static void client_boot(sim_client *c)
     memset(c->impl, 0, sizeof(cl));
     cl *s = c->impl;
     s->again = cnow(c) + sim_between(0, 500);
+    /* a quarter of the clients ask for a grant shorter than the default */
+    s->grant_ms = sim_chance(0.25) ? (int32_t)sim_between(ENGINE_GRANT_MIN_MS, 999) : 0;
+    s->proclaim_at = cnow(c) + sim_between(300, 3000);
     s->check_at = cnow(c) + sim_between(500, 3000);
     sim_trace("c%d starts", c->id);
     tick(c);

@@ -143,7 +143,7 @@ void phase_faults(void *arg, uint64_t a, uint64_t b);
 /* checkers */
 void sim_check_leading(sim_client *c, int lease, int64_t epoch);
 void sim_check_overlap(sim_client *c, int lease, int64_t epoch);
-void sim_check_write(int lease, const char *holder, int64_t transitions, const char *nonce);
+void sim_check_write(int lease, const store_lease *l);
 void sim_check_epoch_answer(sim_engine *e, unsigned gen, int lease, int64_t asked_at, int64_t epoch,
                             bool current, int64_t answer_epoch);
 

@@ -11,6 +11,7 @@ typedef enum sim_msg_kind {
     SM_RESIGN,
     SM_CHECK_EPOCH,
     SM_HANDOFF,
+    SM_PROCLAIM,
     /* engine to client */
     SM_EVENT,      /* a Campaign stream message */
     SM_STREAM_END, /* the engine ended the stream */
@@ -31,6 +32,8 @@ typedef struct sim_msg {
     bool forged;        /* an impostor's request (sim_client_forge) */
     bool by_operator;   /* SM_HANDOFF: someone else's (no identity, no token) */
     char to[16];        /* SM_HANDOFF: the standby to elect ("" next in line) */
+    char value[32];     /* SM_CAMPAIGN, SM_PROCLAIM: the leader value */
+    int32_t grant_ms;   /* SM_CAMPAIGN: the grant asked for (0: the default) */
     engine_event ev;    /* SM_EVENT */
     engine_reply reply; /* SM_REPLY (no lists) */
 } sim_msg;

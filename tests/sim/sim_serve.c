@@ -85,6 +85,9 @@ void sim_engine_serve(sim_conn *k, const sim_msg *m)
         req.renew_deadline_s = SIM_RENEW_S;
         req.retry_period_s = SIM_RETRY_S;
         req.resume_epoch = m->resume_epoch;
+        req.grant_ms = m->grant_ms;
+        req.value_len = (uint16_t)strlen(m->value);
+        memcpy(req.value, m->value, req.value_len);
         snprintf(req.term_token, sizeof req.term_token, "%s", m->token);
         snprintf(req.caller, sizeof req.caller, "%s", ident);
         if (m->pod[0]) {
@@ -116,6 +119,12 @@ void sim_engine_serve(sim_conn *k, const sim_msg *m)
         k->req_id = m->req_id;
         k->epoch_asked = m->epoch;
         engine_check_epoch(e, "default", name, ident, m->epoch, on_reply, k);
+        break;
+    case SM_PROCLAIM:
+        k->req = m->kind;
+        k->req_id = m->req_id;
+        engine_proclaim(e, "default", name, ident, m->token, (const uint8_t *)m->value,
+                        strlen(m->value), on_reply, k);
         break;
     case SM_HANDOFF:
         k->req = m->kind;

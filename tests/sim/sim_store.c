@@ -368,7 +368,7 @@ static void count_write(const store_lease *l)
     W.store_writes++;
     int i = sim_lease_index(l->name);
     if (i >= 0)
-        sim_check_write(i, l->holder, l->transitions, l->term_nonce);
+        sim_check_write(i, l);
 }
 
 /* Applies o to the Leases; returns the result the apiserver would answer. */
