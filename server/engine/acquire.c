@@ -108,17 +108,24 @@ static void acquire_done(void *ctx, const store_result *r)
     int64_t sent = w.sent_ms;
     if (r->status == STORE_OK) {
         ls->acq.lost.epoch = 0;
+        /* A resumed term's holder may believe in the grants of the replica
+         * it comes from until that record would have expired (they never
+         * reach past its renewal's send time plus the renew deadline). */
+        int64_t replaced_until = 0;
         if (resume && ls->exists) {
+            int64_t lease_ms = (int64_t)ls->record.lease_duration_s * 1000;
+            replaced_until = ls->observed_ms + lease_ms + engine_rate_allowance_ms(lease_ms);
             /* The replica this term comes from sent label sets only while
              * its grant was live, from its last write that landed — at the
              * latest the record this resume replaced, seen at observed_ms
              * (rule 9). Until that record would have expired, one of them
              * may still land: a removal waits for it (podlabel.c). */
-            ls->label.foreign_sets_until_ms =
-                ls->observed_ms + (int64_t)ls->record.lease_duration_s * 1000;
+            ls->label.foreign_sets_until_ms = ls->observed_ms + lease_ms;
         }
         if (!c || ls->term) {
-            engine_term_release_unclaimed(ls, &r->lease);
+            /* Its candidate left while it was written: given back, a
+             * resume's once its holder cannot believe in it (rule 3). */
+            engine_term_release_unclaimed(ls, &r->lease, replaced_until);
             return;
         }
         engine_term_start(ls, c, &r->lease, sent, resume);
@@ -276,7 +283,7 @@ static bool recognise_lost_write(lease_state *ls)
     if (c && c->state == CAMPAIGN_STANDBY && strcmp(c->req.identity, rec.holder) == 0)
         engine_term_start(ls, c, &rec, ls->acq.lost.sent_ms, false);
     else
-        engine_term_release_unclaimed(ls, &rec);
+        engine_term_release_unclaimed(ls, &rec, 0);
     return true;
 }
 

@@ -164,6 +164,11 @@ struct term {
      * its holder's word releases the Lease or lets another candidate in
      * before it. */
     int64_t believed_until_ms;
+    /* Reattached (engine_term_reattach): no grant until a renewal of the
+     * term lands. Another replica may have resumed the term meanwhile, its
+     * write not seen here yet; it releases by its own grants, so grants
+     * here need a write that proves this copy current. */
+    bool verifying;
     int64_t confirmed_ms;    /* the last grant: the holder's last sign of life */
     bool release_wanted;     /* once over: release the Lease (else just forget the term) */
     loop_timer renew_timer;  /* the next renewal; once over, a release tried again */
@@ -707,8 +712,9 @@ void engine_term_follow(lease_state *ls, const store_lease *next);
 /* Ends the term: tells its owner why, and releases the Lease when release is
  * true (only once nobody can believe in the term any more, or on resign). */
 void engine_term_end(lease_state *ls, engine_lost_reason reason, const char *msg, bool release);
-/* Gives back at once a Lease acquired for a candidate that left meanwhile. */
-void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec);
+/* Gives back a Lease acquired for a candidate that left meanwhile, at
+ * not_before_ms (0: at once). */
+void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec, int64_t not_before_ms);
 /* Answers a Resign waiting for ls's term, if any (released: the release landed). */
 void engine_term_answer_resign(lease_state *ls, bool released);
 /* Frees ls's term without any callback. */

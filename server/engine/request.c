@@ -237,6 +237,11 @@ static void do_confirm(cmd *k)
     }
     engine_reply r = {.code = ENGINE_OK, .epoch = t->epoch};
     r.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
+    if (r.valid_for_ms <= 0 && t->verifying) {
+        reply_code(k->done, k->ctx, ENGINE_UNAVAILABLE,
+                   "the resumed term is being renewed; confirm again");
+        return;
+    }
     if (r.valid_for_ms <= 0) {
         reply_code(k->done, k->ctx, ENGINE_FAILED_PRECONDITION,
                    "the term could not be renewed in time");

@@ -84,7 +84,7 @@ int64_t engine_rate_allowance_ms(int64_t v)
 int64_t engine_term_grant(lease_state *ls, int64_t now)
 {
     term *t = ls->term;
-    int64_t v = engine_term_valid_for(ls->e, t, now);
+    int64_t v = t->verifying ? 0 : engine_term_valid_for(ls->e, t, now);
     if (v <= 0)
         return 0;
     t->confirmed_ms = now;
@@ -277,6 +277,7 @@ static void renew_done(void *ctx, const store_result *r)
         return;
     }
     if (r->status == STORE_OK) {
+        t->verifying = false; /* this copy is the term's current one */
         metrics_add("kubelease_renewals_total", "", 1);
         engine_history_renewed(ls, r->lease.renew_time_us);
         engine_copy_str(t->rv, sizeof t->rv, r->lease.resource_version);
@@ -444,18 +445,21 @@ void engine_term_reattach(lease_state *ls, candidate *c)
         t->value_gen++;
     }
     engine_campaign_set(c, CAMPAIGN_LEADING);
+    /* No grant before a renewal lands (verifying): the holder's stream
+     * left this replica, and its term may have been resumed on another
+     * since, unseen here yet. Its Confirms wait for the renewal, written at
+     * once (rules 3 and 5). */
+    t->verifying = true;
     engine_event ev = {.kind = ENGINE_EVENT_ELECTED, .epoch = t->epoch, .resumed = true};
     engine_copy_str(ev.term_token, sizeof ev.term_token, t->token);
     ev.value_len = t->value_len;
     memcpy(ev.value, t->value, t->value_len);
-    ev.valid_for_ms = engine_term_grant(ls, engine_now_ms(ls->e));
     log_event(LOG_INFO, "term_resumed", "ns=%s lease=%s identity=%s epoch=%lld", ls->ns, ls->name,
               log_q(t->identity), (long long)t->epoch);
     engine_send_event(&c->listener, &ev);
     /* Renewals stop while the term has no stream (renew_fire): they start
-     * again with its holder. */
-    if (t->state == TERM_LEADING && !engine_lease_writing(ls) &&
-        (revalue || !loop_timer_active(&t->renew_timer)))
+     * again with its holder, at once (a write in flight delays it). */
+    if (t->state == TERM_LEADING)
         schedule_renew(ls, engine_now_ms(ls->e));
     engine_podlabel_apply(ls);
 }
@@ -693,9 +697,11 @@ void engine_term_release(lease_state *ls)
 }
 
 /* An acquisition whose candidate left while it was being written: nobody
- * was told it was elected, so the Lease is given back at once, through the
- * same release path as a term's. */
-void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec)
+ * was told it was elected, so the Lease is given back, through the same
+ * release path as a term's, at not_before_ms (0: at once). A resume's holder
+ * was told, by the replica it came from: that one's grants may still run,
+ * so its caller passes when they are over. */
+void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec, int64_t not_before_ms)
 {
     engine_adopt_record(ls, rec, engine_now_ms(ls->e));
     term *t = ls->term ? NULL : term_new(ls);
@@ -708,6 +714,7 @@ void engine_term_release_unclaimed(lease_state *ls, const store_lease *rec)
     engine_copy_str(t->label, sizeof t->label, rec->pod_label);
     t->state = TERM_ENDING; /* born over */
     t->release_wanted = true;
+    t->finish_at_ms = not_before_ms;
     ls->term = t;
-    engine_lease_next(ls);
+    engine_term_finish_when_due(ls);
 }

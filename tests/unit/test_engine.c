@@ -313,6 +313,55 @@ static void set_latency(fixture *f, void *arg)
     store_memory_set_latency(f->store, *(int *)arg);
 }
 
+/* Rule 3: a resume whose stream left while its write was in flight is given
+ * back, but not before the holder's grants from the replica it came from
+ * have run out: the holder was told it leads there, and believes it until
+ * then. */
+static void test_engine_departed_resume_is_released_after_the_grants_it_replaced(void **state)
+{
+    fixture *f = *state;
+    engine_config cfg = fixture_engine_config(f, (engine_config){0});
+    engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
+    sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
+    int i = harness_elect(f, a, req_for("left", "mover"));
+    int64_t epoch = a->events[i].epoch;
+    engine_reply c = confirm(f, "left", "mover", epoch);
+    assert_int_equal(c.code, ENGINE_OK);
+    int64_t believed_until = harness_now_ms() + c.valid_for_ms;
+    engine_campaign_detach(f->engine, a->id); /* the connection to replica 1 broke */
+    engine_campaign_req rb = req_for("left", "standby");
+    b->id = engine_campaign(e2, &rb, listener_of(b));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+
+    int latency = 300;
+    run_on_loop(f, set_latency, &latency);
+    engine_campaign_req r = req_for("left", "mover");
+    r.resume_epoch = epoch;
+    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
+    a2->id = engine_campaign(e2, &r, listener_of(a2));
+    harness_sleep_ms(50); /* the resume's write is in flight */
+    engine_campaign_detach(e2, a2->id);
+    latency = 0;
+    run_on_loop(f, set_latency, &latency);
+    int j = wait_kind(b, ENGINE_EVENT_ELECTED, 30000);
+    assert_true(j >= 0);
+    assert_true(wait_kind(a2, ENGINE_EVENT_ELECTED, 0) < 0);
+    assert_true(b->at_ms[j] >= believed_until);
+    reply_box rs = BOX_INIT;
+    engine_resign(e2, "default", "left", "standby", b->events[j].term_token, box_done, &rs);
+    box_wait(&rs);
+    assert_true(wait_closed(b, 5000));
+    /* Stop replica 2 first (its stop also stops the shared loop). */
+    engine_stop(e2);
+    fixture_join(f);
+    engine_stop(f->engine);
+    loop_drain(f->loop);
+    engine_free(e2);
+    sink_free(a);
+    sink_free(a2);
+    sink_free(b);
+}
+
 /* A resignation that arrives while a renewal is in flight releases once the
  * renewal has landed (with its new resourceVersion), instead of failing
  * with a conflict and leaving the Lease to expire. */
@@ -1309,6 +1358,8 @@ int main(void)
             test_engine_acquisition_for_a_departed_candidate_is_released, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_resume_on_other_replica_is_not_released_by_the_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_departed_resume_is_released_after_the_grants_it_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_expiry_by_observed_time_ignores_renew_time,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_respects_foreign_holder_until_release, setup,
