@@ -249,13 +249,14 @@ static void set_problem(struct kl__core *c, const char *text)
 }
 
 /* The stream broke (or was dropped): schedule a reconnection. A leader whose
- * deadline has not passed will ask to resume its term; an unconfirmed term is
- * forgotten (a new campaign starts). */
+ * deadline has not passed will ask to resume its term, and so will a moved
+ * one (move_term); an unconfirmed term is otherwise forgotten (a new
+ * campaign starts). */
 static void schedule_reconnect(struct kl__core *c, int64_t now)
 {
     int leader = kl__core_leader(c);
     c->next_confirm = 0;
-    if (!leader)
+    if (!leader && !c->move_term)
         forget_term(c);
     int first = c->backoff_ms == 0;
     c->backoff_ms = kl__next_backoff(c->backoff_ms, c->max_backoff_ms);
@@ -273,7 +274,7 @@ static void schedule_reconnect(struct kl__core *c, int64_t now)
  * (docs/design.md, rule 5), a candidate stands anew. */
 static void start_stream(struct kl__core *c, int64_t now)
 {
-    int leader = kl__core_leader(c);
+    int leader = kl__core_leader(c), resume = leader || c->move_term;
     struct kl__core_action *a = act_send(c, KL__RPC_CAMPAIGN, 0);
     Kubelease__V1__CampaignRequest *req = &a->u.send.req.campaign;
     *req = (Kubelease__V1__CampaignRequest)KUBELEASE__V1__CAMPAIGN_REQUEST__INIT;
@@ -284,9 +285,10 @@ static void start_stream(struct kl__core *c, int64_t now)
     req->lease_duration_seconds = c->lease_s;
     req->renew_deadline_seconds = c->renew_s;
     req->retry_period_seconds = c->retry_s;
-    if (!leader)
+    if (!resume)
         forget_term(c);
-    req->resume_epoch = leader ? c->epoch : 0;
+    c->move_term = 0;
+    req->resume_epoch = resume ? c->epoch : 0;
     req->term_token = c->term_token; /* a resume must prove the term is ours */
     if (c->pod_name[0]) {
         req->pod_namespace = c->pod_ns;
@@ -517,9 +519,30 @@ static void on_confirm_answer(struct kl__core *c, int64_t now, int64_t sent_ms, 
         int64_t next_at = kl__next_confirm_at(sent_ms, valid);
         if (next_at > c->next_confirm)
             c->next_confirm = next_at;
+        c->moves = 0;
         c->problem[0] = 0;
         set_state(c, leader_state(c->state));
         act_changed(c);
+        return;
+    }
+    if (st == KL_NOT_FOUND && c->term_token[0] && c->moves < KL__CORE_MOVES_MAX) {
+        /* The replica that answered holds no campaign of ours: not the
+         * stream's (behind a Service, kube-proxy's session affinity moves
+         * an address's new connections when the Endpoints change), or the
+         * stream's after a restart. The campaign moves to where the
+         * requests go: the stream is dropped and the term resumed with its
+         * token (docs/design.md, rule 5); the deadline still holds
+         * meanwhile (rule 2). */
+        c->moves++;
+        c->move_term = 1;
+        set_problem(c, message);
+        drop(c, &c->confirm_old);
+        drop(c, &c->stream);
+        act_log(c, KL_LOG_INFO,
+                "a Confirm of %s (epoch %lld) reached a replica without the campaign; "
+                "resuming it there",
+                c->key, (long long)c->epoch);
+        schedule_reconnect(c, now);
         return;
     }
     if (st == KL_ERR_LOST || st == KL_NOT_FOUND || st == KL_ERR_PERMISSION_DENIED) {

@@ -178,11 +178,19 @@ struct kl__core {
     int64_t resign_until;
     int handing_off;
     char handoff_to[254];
+    /* A Confirm answered not_found moves the campaign (on_confirm_answer):
+     * move_term keeps the term, confirmed or not, for the resume of the
+     * next stream; moves counts the moves since the last grant. */
+    int move_term, moves;
 
     /* The actions queued for the driver (a ring). */
     struct kl__core_action queue[KL__CORE_QUEUE];
     unsigned q_head, q_len;
 };
+
+/* How often a campaign moves to another replica (a Confirm answered
+ * not_found) without a grant between before the term counts as lost. */
+#define KL__CORE_MOVES_MAX 3
 
 /* Sets up *c, a candidate that opens its Campaign stream at the first
  * tick. now starts the health deadline. */

@@ -201,6 +201,14 @@ static void do_send(sim_client *c, const struct kl__core_action *a, int64_t now)
                    .timeout = a->u.send.timeout_ms > 0 ? now + a->u.send.timeout_ms : 0,
                    .rpc = a->u.send.rpc};
     sim_engine *e = s->stream && s->stream->open ? s->stream->e : pick_engine();
+    if (e == (s->stream ? s->stream->e : NULL) && W.quiet_since < 0 && sim_chance(0.03)) {
+        /* A Service's session affinity lost (its Endpoints changed): the
+         * request's new connection goes to any replica. */
+        e = pick_engine();
+        if (e != s->stream->e)
+            sim_trace("net: c%d's request goes to e%d, not to e%d of its stream", c->id, e->id,
+                      s->stream->e->id);
+    }
     p->k = sim_conn_open(c, e, false);
     p->k->req_id = m->req_id;
     sim_conn_send_up(p->k, m);

@@ -435,10 +435,117 @@ static void test_core_stale_and_unknown_ids_are_ignored(void **state)
     assert_int_equal(c.stream, s);
 }
 
+/* What one reconnection sends: runs the core at `at` and returns the
+ * Campaign it opens (its resume_epoch and token in *out). */
+static uint64_t reconnect(struct kl__core *c, int64_t at, struct kl__core_action *out)
+{
+    kl__core_tick(c, at, NULL);
+    return expect_send(c, KL__RPC_CAMPAIGN, out);
+}
+
+/* Drains the queue: whether it held an ENDED action, and whether it dropped
+ * request id. */
+static void drained(struct kl__core *c, uint64_t id, int *ended, int *dropped)
+{
+    struct kl__core_action a;
+    *ended = *dropped = 0;
+    while (kl__core_next_action(c, &a)) {
+        *ended |= a.kind == KL__ACT_ENDED;
+        *dropped |= a.kind == KL__ACT_DROP && a.u.drop_id == id;
+    }
+}
+
+/* A Confirm answered not_found reached a replica without the campaign (a
+ * Service's affinity moved the connection): the term is not lost; the
+ * stream is dropped and the term resumed with its token, the deadline
+ * holding meanwhile. */
+static void test_core_confirm_not_found_resumes_the_term_where_it_went(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    uint64_t s = lead(&c); /* leader until 2020 */
+    int64_t next = kl__core_tick(&c, 500, NULL);
+    kl__core_tick(&c, next, NULL);
+    uint64_t conf = expect_send(&c, KL__RPC_CONFIRM, NULL);
+    kl__core_answer(&c, next + 5, conf, KL_NOT_FOUND, "no campaign for this lease and identity",
+                    NULL);
+    int ended, dropped;
+    drained(&c, s, &ended, &dropped);
+    assert_false(ended);
+    assert_true(dropped);
+    assert_true(kl__core_leader(&c));
+    struct kl__core_action a;
+    uint64_t s2 = reconnect(&c, c.reconnect_at, &a);
+    assert_int_equal(a.u.send.req.campaign.resume_epoch, 1);
+    assert_string_equal(a.u.send.req.campaign.term_token, "token-1");
+    assert_int_equal(c.state, KL__EL_RESUMING);
+    /* Resumed there and confirmed: a leader still, at the same epoch. */
+    elected_event(&c, c.reconnect_at + 10, s2, 1);
+    kl__core_tick(&c, c.reconnect_at + 10, NULL);
+    uint64_t conf2 = expect_send(&c, KL__RPC_CONFIRM, NULL);
+    grant(&c, c.reconnect_at + 20, conf2, 1, 2000);
+    assert_true(kl__core_leader(&c));
+    assert_int_equal(c.moves, 0);
+}
+
+/* The same before the first grant: an elected term whose first Confirm
+ * meets another replica is resumed, not forgotten. */
+static void test_core_unconfirmed_term_moves_with_its_token(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    uint64_t s;
+    uint64_t conf = confirm_sent(&c, &s);
+    kl__core_answer(&c, 30, conf, KL_NOT_FOUND, "no campaign for this lease and identity", NULL);
+    int ended, dropped;
+    drained(&c, s, &ended, &dropped);
+    assert_false(ended);
+    assert_true(dropped);
+    assert_false(kl__core_leader(&c));
+    struct kl__core_action a;
+    reconnect(&c, c.reconnect_at, &a);
+    assert_int_equal(a.u.send.req.campaign.resume_epoch, 1);
+    assert_string_equal(a.u.send.req.campaign.term_token, "token-1");
+}
+
+/* Moves are bounded: after KL__CORE_MOVES_MAX without a grant between,
+ * the next not_found loses the term as before. */
+static void test_core_moves_without_a_grant_are_bounded(void **state)
+{
+    (void)state;
+    struct kl__core c;
+    make(&c, 0);
+    uint64_t s;
+    uint64_t conf = confirm_sent(&c, &s);
+    int64_t now = 30;
+    int ended, dropped;
+    for (int i = 0; i < KL__CORE_MOVES_MAX; i++) {
+        kl__core_answer(&c, now, conf, KL_NOT_FOUND, "no campaign for this lease and identity",
+                        NULL);
+        drained(&c, s, &ended, &dropped);
+        assert_false(ended);
+        now = c.reconnect_at;
+        s = reconnect(&c, now, NULL);
+        elected_event(&c, now + 1, s, 1);
+        kl__core_tick(&c, now + 1, NULL);
+        conf = expect_send(&c, KL__RPC_CONFIRM, NULL);
+        now += 2;
+    }
+    kl__core_answer(&c, now, conf, KL_NOT_FOUND, "no campaign for this lease and identity", NULL);
+    drained(&c, s, &ended, &dropped);
+    assert_true(ended);
+    assert_true(kl__core_over(&c));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_core_deadline_counts_from_the_send_time),
+        cmocka_unit_test(test_core_confirm_not_found_resumes_the_term_where_it_went),
+        cmocka_unit_test(test_core_unconfirmed_term_moves_with_its_token),
+        cmocka_unit_test(test_core_moves_without_a_grant_are_bounded),
         cmocka_unit_test(test_core_grant_larger_than_renew_deadline_is_capped),
         cmocka_unit_test(test_core_answer_after_its_validity_grants_nothing),
         cmocka_unit_test(test_core_late_answer_does_not_extend_leadership),
