@@ -183,8 +183,20 @@ client_log() {
   cp "$KWORK/out.json" "$KWORK/client.log"
 }
 # answered ID EPOCH T: the client was answered by ID for EPOCH at or after T.
+# When not, $KWORK/detail says what there is instead (wait_until prints it
+# if it gives up): the Lease's holder and epoch, the labelled Pods, the
+# client's last answers and ID's last log lines.
 answered() {
-  client_log && python3 "$CLUSTER_TESTS/answers.py" "$KWORK/client.log" first "$1" "$2" "$3" >/dev/null
+  client_log && python3 "$CLUSTER_TESTS/answers.py" "$KWORK/client.log" first "$1" "$2" "$3" >/dev/null && return 0
+  {
+    printf 'the Lease: %s, epoch %s; labelled: %s\n' "$(lease_holder "$KVNS" kv-master)" \
+      "$(q 'j["spec"].get("leaseTransitions", 0)')" "$(echo $(leaders "$KVNS"))"
+    [ ! -f "$KWORK/client.log" ] || printf "the client's last answers: %s\n" "$(tail -n 4 "$KWORK/client.log" | tr '\n' '|')"
+    kapi GET "/api/v1/namespaces/$KVNS/pods/$1/log"
+    [ "$KCODE" != 200 ] || printf "%s's last lines: %s\n" "$1" "$(tail -n 8 "$KWORK/out.json" | cut -c1-240 | tr '\n' '|')"
+  } >"$KWORK/detail.new" 2>/dev/null
+  mv "$KWORK/detail.new" "$KWORK/detail"
+  return 1
 }
 
 # endpoints_name NS SERVICE: the Pods the Service's EndpointSlices name as
