@@ -109,8 +109,10 @@ static void acquire_done(void *ctx, const store_result *r)
     if (r->status == STORE_OK) {
         ls->acq.lost.epoch = 0;
         /* A resumed term's holder may believe in the grants of the replica
-         * it comes from until that record would have expired (they never
-         * reach past its renewal's send time plus the renew deadline). */
+         * it comes from until the record this resume replaced would have
+         * expired (they never reach past that replica's last renewal's
+         * send time plus the renew deadline): that replica's copy may
+         * still grant Confirms that reach it, until it sees the resume. */
         int64_t replaced_until = 0;
         if (resume && ls->exists) {
             int64_t lease_ms = (int64_t)ls->record.lease_duration_s * 1000;
@@ -128,7 +130,7 @@ static void acquire_done(void *ctx, const store_result *r)
             engine_term_release_unclaimed(ls, &r->lease, replaced_until);
             return;
         }
-        engine_term_start(ls, c, &r->lease, sent, resume);
+        engine_term_start(ls, c, &r->lease, sent, resume, replaced_until);
         return;
     }
     if (claim) {
@@ -148,7 +150,7 @@ static void acquire_done(void *ctx, const store_result *r)
     /* The simulator's break: a conflict counts as won. */
     if (KL_SIM_BROKEN(4) && c && !ls->term &&
         (r->status == STORE_CONFLICT || r->status == STORE_EXISTS)) {
-        engine_term_start(ls, c, &sim_attempt, sent, false);
+        engine_term_start(ls, c, &sim_attempt, sent, false, 0);
         return;
     }
 #endif
@@ -281,7 +283,7 @@ static bool recognise_lost_write(lease_state *ls)
               ls->ns, ls->name, log_q(rec.holder), (long long)rec.transitions,
               (int)(c && c->state == CAMPAIGN_STANDBY));
     if (c && c->state == CAMPAIGN_STANDBY && strcmp(c->req.identity, rec.holder) == 0)
-        engine_term_start(ls, c, &rec, ls->acq.lost.sent_ms, false);
+        engine_term_start(ls, c, &rec, ls->acq.lost.sent_ms, false, 0);
     else
         engine_term_release_unclaimed(ls, &rec, 0);
     return true;

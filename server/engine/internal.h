@@ -697,9 +697,11 @@ int64_t engine_rate_allowance_ms(int64_t v);
 int64_t engine_term_grant(lease_state *ls, int64_t now);
 /* ls's term when identity holds it and it is not over, else NULL. */
 term *engine_term_of(lease_state *ls, const char *identity);
-/* Starts a term for c from a record it has just written (sent at sent_ms). */
+/* Starts a term for c from a record it has just written (sent at sent_ms).
+ * A resume passes until when the replica it comes from may have granted it
+ * (its release waits for that too); else 0. */
 void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, int64_t sent_ms,
-                       bool resumed);
+                       bool resumed, int64_t granted_elsewhere_until_ms);
 /* Renews the live term at once (to record a changed Pod label). */
 void engine_term_renew_now(lease_state *ls);
 /* Reattaches a resuming candidate to ls's term and tells it it leads. */

@@ -381,13 +381,16 @@ static void term_started(lease_state *ls, int64_t valid_for_ms, bool resumed, in
 }
 
 void engine_term_start(lease_state *ls, candidate *c, const store_lease *rec, int64_t sent_ms,
-                       bool resumed)
+                       bool resumed, int64_t granted_elsewhere_until_ms)
 {
     term *t = term_new(ls);
     if (!t) {
         engine_candidate_end(c, ENGINE_LOST_RENEW_FAILED, 0, "out of memory");
         return;
     }
+    /* A resumed term's holder may still hold grants of the replica it
+     * comes from, whose copy has not seen the resume yet (rule 3). */
+    t->believed_until_ms = granted_elsewhere_until_ms;
     t->owner = c;
     engine_copy_str(t->identity, sizeof t->identity, c->req.identity);
     t->epoch = rec->transitions;

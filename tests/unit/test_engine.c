@@ -313,6 +313,55 @@ static void set_latency(fixture *f, void *arg)
     store_memory_set_latency(f->store, *(int *)arg);
 }
 
+/* Rule 3: the replica a term was resumed from may still grant it — a
+ * Confirm that reaches it there (a Service's affinity moved the
+ * connection) before it notices the stream it had is gone. The replica
+ * that resumed it releases only after such grants are over, whatever its
+ * own grants say. */
+static void test_engine_resumed_term_is_released_after_the_grants_of_its_old_replica(void **state)
+{
+    fixture *f = *state;
+    engine_config cfg = fixture_engine_config(f, (engine_config){0});
+    engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
+    sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
+    int i = harness_elect(f, a, req_for("two-copies", "mover"));
+    int64_t epoch = a->events[i].epoch;
+    engine_campaign_req rb = req_for("two-copies", "standby");
+    b->id = engine_campaign(e2, &rb, listener_of(b));
+    assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    /* The mover's stream to replica 1 broke, replica 1 has not noticed:
+     * the term resumed on replica 2. */
+    engine_campaign_req r = req_for("two-copies", "mover");
+    r.resume_epoch = epoch;
+    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
+    a2->id = engine_campaign(e2, &r, listener_of(a2));
+    int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0 && a2->events[j].resumed);
+    /* A Confirm reaching replica 1 later is granted there. */
+    harness_sleep_ms(1000);
+    engine_reply c = confirm(f, "two-copies", "mover", epoch);
+    assert_int_equal(c.code, ENGINE_OK);
+    int64_t believed_until = harness_now_ms() + c.valid_for_ms;
+    /* The mover leaves replica 2 too: its copy runs out first. */
+    engine_campaign_detach(e2, a2->id);
+    int k = wait_kind(b, ENGINE_EVENT_ELECTED, 30000);
+    assert_true(k >= 0);
+    assert_true(b->at_ms[k] >= believed_until);
+    reply_box rs = BOX_INIT;
+    engine_resign(e2, "default", "two-copies", "standby", b->events[k].term_token, box_done, &rs);
+    box_wait(&rs);
+    assert_true(wait_closed(b, 5000));
+    /* Stop replica 2 first (its stop also stops the shared loop). */
+    engine_stop(e2);
+    fixture_join(f);
+    engine_stop(f->engine);
+    loop_drain(f->loop);
+    engine_free(e2);
+    sink_free(a);
+    sink_free(a2);
+    sink_free(b);
+}
+
 /* Rule 3: a resume whose stream left while its write was in flight is given
  * back, but not before the holder's grants from the replica it came from
  * have run out: the holder was told it leads there, and believes it until
@@ -1360,6 +1409,9 @@ int main(void)
             test_engine_resume_on_other_replica_is_not_released_by_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_departed_resume_is_released_after_the_grants_it_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_resumed_term_is_released_after_the_grants_of_its_old_replica, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(test_engine_expiry_by_observed_time_ignores_renew_time,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_respects_foreign_holder_until_release, setup,
