@@ -435,6 +435,27 @@ static inline void fixture_stop(fixture *f)
     free(f);
 }
 
+/* A second replica of the service: its own engine on the fixture's loop,
+ * store and term key. */
+static inline engine *fixture_replica_new(fixture *f)
+{
+    engine_config cfg = fixture_engine_config(f, (engine_config){0});
+    engine *e = engine_new(&cfg);
+    assert_non_null(e);
+    return e;
+}
+
+/* Stops and frees the second replica e2 and stops the fixture's engine (e2
+ * first: its stop stops the shared loop); fixture_stop frees the rest. */
+static inline void fixture_replica_free(fixture *f, engine *e2)
+{
+    engine_stop(e2);
+    fixture_join(f);
+    engine_stop(f->engine);
+    loop_drain(f->loop);
+    engine_free(e2);
+}
+
 /* Runs fn on the engine thread and waits for it (store access from tests). */
 typedef struct on_loop {
     pthread_mutex_t mu;

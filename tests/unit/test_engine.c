@@ -246,14 +246,22 @@ static void test_engine_resume_after_validity_fails(void **state)
     sink_free(a2);
 }
 
+/* A campaign resuming the term event i of sink a was elected to. */
+static engine_campaign_req resume_of(const char *lease, const char *identity, const sink *a, int i)
+{
+    engine_campaign_req r = req_for(lease, identity);
+    r.resume_epoch = a->events[i].epoch;
+    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
+    return r;
+}
+
 /* Rule 1 across replicas of the service: a client that moved to another
  * replica (resume there) keeps its term; the replica it left must not
  * release the Lease when the validity it had granted runs out. */
 static void test_engine_resume_on_other_replica_is_not_released_by_the_first(void **state)
 {
     fixture *f = *state;
-    engine_config cfg = fixture_engine_config(f, (engine_config){0});
-    engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
+    engine *e2 = fixture_replica_new(f);
     sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
     int i = harness_elect(f, a, req_for("moved", "mover"));
     int64_t epoch = a->events[i].epoch;
@@ -262,9 +270,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     int64_t first_granted_until = harness_now_ms() + c.valid_for_ms;
     engine_campaign_detach(f->engine, a->id); /* the connection to replica 1 broke */
 
-    engine_campaign_req r = req_for("moved", "mover");
-    r.resume_epoch = epoch;
-    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
+    engine_campaign_req r = resume_of("moved", "mover", a, i);
     a2->id = engine_campaign(e2, &r, listener_of(a2));
     int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
     assert_true(j >= 0);
@@ -297,12 +303,7 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
     box_wait(&rs2);
     assert_true(wait_closed(b, 5000));
     assert_true(wait_closed(a2, 5000));
-    /* Stop replica 2 first (its stop also stops the shared loop). */
-    engine_stop(e2);
-    fixture_join(f);
-    engine_stop(f->engine);
-    loop_drain(f->loop);
-    engine_free(e2);
+    fixture_replica_free(f, e2);
     sink_free(a);
     sink_free(a2);
     sink_free(b);
@@ -321,8 +322,7 @@ static void set_latency(fixture *f, void *arg)
 static void test_engine_resumed_term_is_released_after_the_grants_of_its_old_replica(void **state)
 {
     fixture *f = *state;
-    engine_config cfg = fixture_engine_config(f, (engine_config){0});
-    engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
+    engine *e2 = fixture_replica_new(f);
     sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
     int i = harness_elect(f, a, req_for("two-copies", "mover"));
     int64_t epoch = a->events[i].epoch;
@@ -331,9 +331,7 @@ static void test_engine_resumed_term_is_released_after_the_grants_of_its_old_rep
     assert_true(wait_kind(b, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
     /* The mover's stream to replica 1 broke, replica 1 has not noticed:
      * the term resumed on replica 2. */
-    engine_campaign_req r = req_for("two-copies", "mover");
-    r.resume_epoch = epoch;
-    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
+    engine_campaign_req r = resume_of("two-copies", "mover", a, i);
     a2->id = engine_campaign(e2, &r, listener_of(a2));
     int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
     assert_true(j >= 0 && a2->events[j].resumed);
@@ -351,12 +349,7 @@ static void test_engine_resumed_term_is_released_after_the_grants_of_its_old_rep
     engine_resign(e2, "default", "two-copies", "standby", b->events[k].term_token, box_done, &rs);
     box_wait(&rs);
     assert_true(wait_closed(b, 5000));
-    /* Stop replica 2 first (its stop also stops the shared loop). */
-    engine_stop(e2);
-    fixture_join(f);
-    engine_stop(f->engine);
-    loop_drain(f->loop);
-    engine_free(e2);
+    fixture_replica_free(f, e2);
     sink_free(a);
     sink_free(a2);
     sink_free(b);
@@ -369,8 +362,7 @@ static void test_engine_resumed_term_is_released_after_the_grants_of_its_old_rep
 static void test_engine_departed_resume_is_released_after_the_grants_it_replaced(void **state)
 {
     fixture *f = *state;
-    engine_config cfg = fixture_engine_config(f, (engine_config){0});
-    engine *e2 = engine_new(&cfg); /* a second replica, sharing the loop and the store */
+    engine *e2 = fixture_replica_new(f);
     sink *a = sink_new(), *a2 = sink_new(), *b = sink_new();
     int i = harness_elect(f, a, req_for("left", "mover"));
     int64_t epoch = a->events[i].epoch;
@@ -384,9 +376,7 @@ static void test_engine_departed_resume_is_released_after_the_grants_it_replaced
 
     int latency = 300;
     run_on_loop(f, set_latency, &latency);
-    engine_campaign_req r = req_for("left", "mover");
-    r.resume_epoch = epoch;
-    snprintf(r.term_token, sizeof r.term_token, "%s", a->events[i].term_token);
+    engine_campaign_req r = resume_of("left", "mover", a, i);
     a2->id = engine_campaign(e2, &r, listener_of(a2));
     harness_sleep_ms(50); /* the resume's write is in flight */
     engine_campaign_detach(e2, a2->id);
@@ -400,12 +390,7 @@ static void test_engine_departed_resume_is_released_after_the_grants_it_replaced
     engine_resign(e2, "default", "left", "standby", b->events[j].term_token, box_done, &rs);
     box_wait(&rs);
     assert_true(wait_closed(b, 5000));
-    /* Stop replica 2 first (its stop also stops the shared loop). */
-    engine_stop(e2);
-    fixture_join(f);
-    engine_stop(f->engine);
-    loop_drain(f->loop);
-    engine_free(e2);
+    fixture_replica_free(f, e2);
     sink_free(a);
     sink_free(a2);
     sink_free(b);

@@ -583,24 +583,10 @@ static void test_engine_next_in_line_is_the_preferred_holder(void **state)
 
 /* ---------- handoffs across replicas (docs/design.md, rule 3) ---------- */
 
-/* A second replica of the service (its own engine, the shared loop, store
- * and term key), as test_engine.c makes one. */
-static engine *replica_new(fixture *f)
-{
-    engine_config cfg = fixture_engine_config(f, (engine_config){0});
-    engine *e = engine_new(&cfg);
-    assert_non_null(e);
-    return e;
-}
-
-/* Stops both replicas (the second first: its stop stops the shared loop). */
+/* Stops both replicas and frees the fixture. */
 static void replicas_stop(fixture *f, engine *e2)
 {
-    engine_stop(e2);
-    fixture_join(f);
-    engine_stop(f->engine);
-    loop_drain(f->loop);
-    engine_free(e2);
+    fixture_replica_free(f, e2);
     fixture_stop(f);
 }
 
@@ -699,7 +685,7 @@ static void test_engine_handoff_at_the_other_replica_elects_its_standby(void **s
 {
     (void)state;
     fixture *f = fixture_start_manual((engine_config){0});
-    engine *r = replica_new(f);
+    engine *r = fixture_replica_new(f);
     sink *a = sink_new(), *b = sink_new(), *x = sink_new();
     campaign(f, a, req_for_ns("default", "xh", "a"));
     int64_t e1 = elected_epoch(a);
@@ -750,7 +736,7 @@ static void test_engine_handoff_at_the_other_replica_picks_its_next_in_line(void
 {
     (void)state;
     fixture *f = fixture_start_manual((engine_config){0});
-    engine *r = replica_new(f);
+    engine *r = fixture_replica_new(f);
     sink *a = sink_new(), *p = sink_new(), *q = sink_new();
     campaign(f, a, req_for_ns("default", "xh-next", "a"));
     int64_t e1 = elected_epoch(a);
@@ -787,7 +773,7 @@ static void test_engine_handoff_at_the_other_replica_for_a_stranger_writes_nothi
 {
     (void)state;
     fixture *f = fixture_start_manual((engine_config){0});
-    engine *r = replica_new(f);
+    engine *r = fixture_replica_new(f);
     sink *a = sink_new(), *x = sink_new();
     campaign(f, a, req_for_ns("default", "xh-no", "a"));
     int64_t e1 = elected_epoch(a);
