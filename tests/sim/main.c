@@ -176,7 +176,7 @@ int main(int argc, char **argv)
     if (find_all) {
         int missed = 0;
         for (int b = 1; b < SIM_BREAK_COUNT; b++)
-            if ((find_all == 1 && b != SIM_BREAK_RELABEL_EARLY) || (find_mask & (1u << b)))
+            if (find_all == 1 || (find_mask & (1u << b)))
                 missed += find(b, first, max_seeds) == 0;
         return missed ? 1 : 0;
     }
