@@ -137,12 +137,14 @@ static void acquire_done(void *ctx, const store_result *r)
         claim_failed(ls, r);
         return;
     }
-    if (resume && c) {
-        /* The write slot is free again: standbys that came while the
-         * resume was in flight are served now (engine_try_acquire returned
+    if (resume) {
+        /* The write slot is free again: the resumes and standbys that came
+         * while the resume was in flight are served now, whether or not
+         * its own candidate is still here (engine_try_acquire returned
          * early for them, and a Lease that expired meanwhile has no timer
-         * left to call it again). */
-        engine_candidate_end(c, ENGINE_LOST_RESUME_FAILED, 0, r->message);
+         * left to call it again; next_in_line does not wait for resumes). */
+        if (c)
+            engine_candidate_end(c, ENGINE_LOST_RESUME_FAILED, 0, r->message);
         engine_lease_next(ls);
         return;
     }

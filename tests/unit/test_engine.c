@@ -396,6 +396,44 @@ static void test_engine_departed_resume_is_released_after_the_grants_it_replaced
     sink_free(b);
 }
 
+/* Liveness: a resume whose write fails after its candidate left still
+ * frees the write slot for the resumes that came meanwhile (they are not
+ * next in line as standbys are, and a quiet Lease brings no event to serve
+ * them). */
+static void test_engine_failed_resume_of_a_departed_candidate_serves_the_next_resume(void **state)
+{
+    fixture *f = *state;
+    engine *e2 = fixture_replica_new(f);
+    sink *a = sink_new(), *a2 = sink_new(), *a3 = sink_new();
+    int i = harness_elect(f, a, req_for("stalled", "mover"));
+    engine_reply c = confirm(f, "stalled", "mover", a->events[i].epoch);
+    assert_int_equal(c.code, ENGINE_OK);
+    engine_campaign_detach(f->engine, a->id);
+
+    int latency = 300;
+    run_on_loop(f, set_latency, &latency);
+    store_memory_set_writes_fail(f->store, STORE_UNAVAILABLE, 1);
+    engine_campaign_req r = resume_of("stalled", "mover", a, i);
+    a2->id = engine_campaign(e2, &r, listener_of(a2));
+    harness_sleep_ms(50);                              /* its write is in flight */
+    a3->id = engine_campaign(e2, &r, listener_of(a3)); /* the holder again, on a new stream */
+    harness_sleep_ms(50);
+    engine_campaign_detach(e2, a2->id);
+    latency = 0;
+    run_on_loop(f, set_latency, &latency);
+    int j = wait_kind(a3, ENGINE_EVENT_ELECTED, 10000);
+    assert_true(j >= 0);
+    assert_true(a3->events[j].resumed);
+    reply_box rs = BOX_INIT;
+    engine_resign(e2, "default", "stalled", "mover", a3->events[j].term_token, box_done, &rs);
+    box_wait(&rs);
+    assert_true(wait_closed(a3, 5000));
+    fixture_replica_free(f, e2);
+    sink_free(a);
+    sink_free(a2);
+    sink_free(a3);
+}
+
 /* A resignation that arrives while a renewal is in flight releases once the
  * renewal has landed (with its new resourceVersion), instead of failing
  * with a conflict and leaving the Lease to expire. */
@@ -1394,6 +1432,9 @@ int main(void)
             test_engine_resume_on_other_replica_is_not_released_by_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_departed_resume_is_released_after_the_grants_it_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_failed_resume_of_a_departed_candidate_serves_the_next_resume, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_resumed_term_is_released_after_the_grants_of_its_old_replica, setup,
             teardown),
