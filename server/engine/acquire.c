@@ -86,13 +86,16 @@ static void reread(lease_state *ls, uint64_t by)
 
 /* A claim of a handed-to term that failed: nothing starts, the record is
  * not claimed again, and the Lease expires as after a failed handoff (a
- * claim whose answer was lost is not recognised: it expires too). */
+ * claim whose answer was lost is not recognised: it expires too). The
+ * write slot is free again: what came meanwhile is served (a Lease
+ * released meanwhile has no expiry to wait for). */
 static void claim_failed(lease_state *ls, const store_result *r)
 {
     log_event(LOG_WARN, "handoff_claim_failed", "ns=%s lease=%s status=%s msg=%s", ls->ns, ls->name,
               store_status_name(r->status), log_q(r->message));
     engine_copy_str(ls->acq.claim_failed_rv, sizeof ls->acq.claim_failed_rv, ls->acq.base_rv);
     engine_schedule_expiry(ls);
+    engine_lease_next(ls);
 }
 
 static void acquire_done(void *ctx, const store_result *r)
