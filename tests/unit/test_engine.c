@@ -246,6 +246,16 @@ static void test_engine_resume_after_validity_fails(void **state)
     sink_free(a2);
 }
 
+/* identity resigns the term event k of s was elected to, on replica e;
+ * its stream then closes. */
+static void resign_elected(engine *e, const char *lease, const char *identity, sink *s, int k)
+{
+    reply_box rs = BOX_INIT;
+    engine_resign(e, "default", lease, identity, s->events[k].term_token, box_done, &rs);
+    box_wait(&rs);
+    assert_true(wait_closed(s, 5000));
+}
+
 /* A campaign resuming the term event i of sink a was elected to. */
 static engine_campaign_req resume_of(const char *lease, const char *identity, const sink *a, int i)
 {
@@ -345,10 +355,7 @@ static void test_engine_resumed_term_is_released_after_the_grants_of_its_old_rep
     int k = wait_kind(b, ENGINE_EVENT_ELECTED, 30000);
     assert_true(k >= 0);
     assert_true(b->at_ms[k] >= believed_until);
-    reply_box rs = BOX_INIT;
-    engine_resign(e2, "default", "two-copies", "standby", b->events[k].term_token, box_done, &rs);
-    box_wait(&rs);
-    assert_true(wait_closed(b, 5000));
+    resign_elected(e2, "two-copies", "standby", b, k);
     fixture_replica_free(f, e2);
     sink_free(a);
     sink_free(a2);
@@ -386,10 +393,7 @@ static void test_engine_departed_resume_is_released_after_the_grants_it_replaced
     assert_true(j >= 0);
     assert_true(wait_kind(a2, ENGINE_EVENT_ELECTED, 0) < 0);
     assert_true(b->at_ms[j] >= believed_until);
-    reply_box rs = BOX_INIT;
-    engine_resign(e2, "default", "left", "standby", b->events[j].term_token, box_done, &rs);
-    box_wait(&rs);
-    assert_true(wait_closed(b, 5000));
+    resign_elected(e2, "left", "standby", b, j);
     fixture_replica_free(f, e2);
     sink_free(a);
     sink_free(a2);
@@ -424,10 +428,7 @@ static void test_engine_failed_resume_of_a_departed_candidate_serves_the_next_re
     int j = wait_kind(a3, ENGINE_EVENT_ELECTED, 10000);
     assert_true(j >= 0);
     assert_true(a3->events[j].resumed);
-    reply_box rs = BOX_INIT;
-    engine_resign(e2, "default", "stalled", "mover", a3->events[j].term_token, box_done, &rs);
-    box_wait(&rs);
-    assert_true(wait_closed(a3, 5000));
+    resign_elected(e2, "stalled", "mover", a3, j);
     fixture_replica_free(f, e2);
     sink_free(a);
     sink_free(a2);
