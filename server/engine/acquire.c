@@ -80,7 +80,7 @@ static void reread_done(void *ctx, const store_result *r)
 /* The read back holds the write slot for the acquisition's candidate by. */
 static void reread(lease_state *ls, uint64_t by)
 {
-    engine_write_begin(ls, WRITE_REREAD, by);
+    engine_write_begin(ls, WRITE_REREAD, by, NULL);
     ls->e->store->ops->get(ls->e->store, ls->ns, ls->name, REREAD_TIMEOUT_MS, reread_done, ls);
 }
 
@@ -219,7 +219,7 @@ static void write_for(lease_state *ls, candidate *c, bool create, store_lease *r
     ls->acq.epoch = rec->transitions;
     engine_copy_str(ls->acq.nonce, sizeof ls->acq.nonce, rec->term_nonce);
     engine_copy_str(ls->acq.base_rv, sizeof ls->acq.base_rv, create ? "" : rec->resource_version);
-    engine_write_begin(ls, what, c->id);
+    engine_write_begin(ls, what, c->id, rec);
     int timeout = engine_request_timeout_ms(c->req.renew_deadline_s);
     log_event(LOG_DEBUG, "acquire", "ns=%s lease=%s holder=%s epoch=%lld rv=%s create=%d", ls->ns,
               ls->name, log_q(rec->holder), (long long)rec->transitions, rec->resource_version,
@@ -482,7 +482,7 @@ int engine_acquire_transfer_remote(lease_state *ls, const char *identity, const 
     ls->acq.epoch = epoch;
     engine_copy_str(ls->acq.nonce, sizeof ls->acq.nonce, rec.term_nonce);
     engine_copy_str(ls->acq.base_rv, sizeof ls->acq.base_rv, rv);
-    engine_write_begin(ls, WRITE_HAND, 0);
+    engine_write_begin(ls, WRITE_HAND, 0, &rec);
     ls->e->store->ops->update(ls->e->store, &rec, timeout_ms, remote_transfer_done, ls);
     return 0;
 }

@@ -2,6 +2,7 @@
  * copied into commands and posted to the engine's loop, where request.c runs
  * them; nothing here touches lease state. Also the engine's life: new, run,
  * stop, free, and readiness, which any thread may ask. */
+#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -126,7 +127,9 @@ engine *engine_new(const engine_config *cfg)
                                ? cfg->max_leases_per_namespace
                                : ENGINE_MAX_LEASES_PER_NAMESPACE_DEFAULT;
     e->events = cfg->events;
-    if (copy_keys(e, cfg->pod_label_keys) != 0 ||
+    /* Write ids start at random (internal.h, next_write_id). */
+    if (RAND_bytes((unsigned char *)&e->next_write_id, sizeof e->next_write_id) != 1 ||
+        copy_keys(e, cfg->pod_label_keys) != 0 ||
         engine_token_key_set(e, cfg->term_key, cfg->term_key_len) != 0) {
         free_keys(e);
         free(e);

@@ -133,7 +133,7 @@ static bool request_through_lease(cmd *k, lease_state *ls, const char *holder)
     store_lease rec = ls->record;
     engine_copy_str(rec.handoff_to, sizeof rec.handoff_to, c->req.identity);
     engine_copy_str(ls->handoff_req.to, sizeof ls->handoff_req.to, c->req.identity);
-    engine_write_begin(ls, WRITE_HANDOFF_REQ, c->id);
+    engine_write_begin(ls, WRITE_HANDOFF_REQ, c->id, &rec);
     ls->handoff_req.done = k->done;
     ls->handoff_req.ctx = k->ctx;
     log_event(LOG_INFO, "handoff_request", "ns=%s lease=%s holder=%s epoch=%lld to=%s", ls->ns,

@@ -207,13 +207,13 @@ struct term {
     unsigned value_gen, writing_value_gen;
     engine_done proclaim_done;
     void *proclaim_ctx;
-    /* The renewTime of the renewal in flight, and of the last renewal whose
+    /* The write id of the renewal in flight, and of the last renewal whose
      * answer was lost (a timeout, a reset, a 5xx: it may have landed), with
      * its send time; 0: none. A conflict after such a renewal reads the
      * Lease back: if it shows that renewal, the term goes on from it
      * (term.c, is_unanswered_renewal). */
-    int64_t writing_us;
-    int64_t unanswered_us;
+    uint64_t writing_id;
+    uint64_t unanswered_id;
     int64_t unanswered_sent_ms;
     bool started; /* its start was announced here (an Event may say it ends) */
     /* Why it ended, when its Event waits for the release (events.c); 0: none. */
@@ -397,6 +397,10 @@ struct engine {
     void *wall_clock_ctx;
     uint8_t *term_key; /* term tokens derive from it (token.c); read-only */
     size_t term_key_len;
+    /* The write id the next Lease write carries (write.c): random at start,
+     * then counted, so that no other write, of this replica or another,
+     * carries the same. */
+    uint64_t next_write_id;
     loop_timer sweep_timer; /* runs while any lease is followed */
     /* Refreshes the leaderless gauges (history.c) while any lease has no
      * live holder, n_leaderless of them. */
@@ -547,8 +551,10 @@ static inline bool engine_lease_writing(const lease_state *ls)
 
 const char *engine_write_name(lease_write w);
 /* Takes ls's write slot (free: engine_lease_writing is false) for what, on
- * behalf of campaign by (0: none), sent now. */
-void engine_write_begin(lease_state *ls, lease_write what, uint64_t by);
+ * behalf of campaign by (0: none), sent now, and stamps rec, the record
+ * about to be written (NULL for a read back), with a write id of its own
+ * (store_lease.write_id), which it returns (0 for NULL). */
+uint64_t engine_write_begin(lease_state *ls, lease_write what, uint64_t by, store_lease *rec);
 /* Frees ls's write slot and returns what it held. The caller then acts on
  * the result and, unless it retries later or starts the next write
  * itself, calls engine_lease_next. */

@@ -390,7 +390,7 @@ void engine_podlabel_clear_stale(lease_state *ls)
     rec.pod_label[0] = '\0';
     rec.handoff_to[0] = '\0'; /* the term is over: nothing left to hand off */
     rec.handed_to = 0;
-    engine_write_begin(ls, WRITE_LABEL_STALE, 0);
+    engine_write_begin(ls, WRITE_LABEL_STALE, 0, &rec);
     log_event(LOG_INFO, "pod_label_stale_cleared", "ns=%s lease=%s", ls->ns, ls->name);
     ls->e->store->ops->update(ls->e->store, &rec, timeout_ms(ls), stale_written, ls);
 }

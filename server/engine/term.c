@@ -197,15 +197,15 @@ static void renew_done_ending(lease_state *ls, const store_result *r, int64_t no
 
 /* ---------- renewals whose answer was lost ---------- */
 
-/* Whether rec is the term's renewal whose answer was lost: the same holder,
- * epoch and nonce, and the renewTime (to the microsecond) that renewal
- * wrote. A resume of the term on another replica of the service keeps
- * holder, epoch and nonce, but writes its own renewTime. */
+/* Whether rec is the term's renewal whose answer was lost: the write id
+ * that renewal carried, and the term's holder, epoch and nonce. A resume of
+ * the term on another replica of the service keeps holder, epoch and nonce,
+ * and may even carry the same renewTime (clocks differ by as much as the
+ * time between the two writes), but never the same write id. */
 static bool is_unanswered_renewal(const term *t, const store_lease *rec)
 {
-    return t->unanswered_us && rec->renew_time_us == t->unanswered_us &&
-           rec->transitions == t->epoch && strcmp(rec->holder, t->identity) == 0 &&
-           strcmp(rec->term_nonce, t->nonce) == 0;
+    return t->unanswered_id && rec->write_id == t->unanswered_id && rec->transitions == t->epoch &&
+           strcmp(rec->holder, t->identity) == 0 && strcmp(rec->term_nonce, t->nonce) == 0;
 }
 
 /* A write of the term conflicted after a renewal whose answer was lost:
@@ -237,7 +237,7 @@ static void as_renewal_answer(lease_state *ls, const store_result *read, store_r
         out->status = STORE_CONFLICT;
         snprintf(out->message, sizeof out->message, "another writer changed the Lease");
     }
-    t->unanswered_us = 0;
+    t->unanswered_id = 0;
 }
 
 static void renew_done(void *ctx, const store_result *r);
@@ -258,15 +258,15 @@ static void renew_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
     term *t = ls->term;
-    if (r->status == STORE_CONFLICT && t->unanswered_us) {
+    if (r->status == STORE_CONFLICT && t->unanswered_id) {
         reread_after_conflict(ls, renew_reread_done); /* the slot stays the renewal's */
         return;
     }
     int64_t sent = engine_write_end(ls).sent_ms;
     if (r->status == STORE_OK) {
-        t->unanswered_us = 0;
+        t->unanswered_id = 0;
     } else if (r->status == STORE_UNAVAILABLE || r->status == STORE_INTERNAL) {
-        t->unanswered_us = t->writing_us;
+        t->unanswered_id = t->writing_id;
         t->unanswered_sent_ms = sent;
     }
     int64_t now = engine_now_ms(ls->e);
@@ -334,7 +334,6 @@ static void renew_fire(void *arg)
         schedule_renew(ls, engine_now_ms(ls->e) + 200);
         return;
     }
-    engine_write_begin(ls, WRITE_RENEW, t->owner->id);
     store_lease rec = ls->record;
     engine_copy_str(rec.resource_version, sizeof rec.resource_version, t->rv);
     engine_copy_str(rec.holder, sizeof rec.holder, t->identity);
@@ -352,7 +351,7 @@ static void renew_fire(void *arg)
      * since makes it conflict, never disappear. */
     rec.handoff_to[0] = '\0';
     rec.handed_to = 0;
-    t->writing_us = rec.renew_time_us;
+    t->writing_id = engine_write_begin(ls, WRITE_RENEW, t->owner->id, &rec);
     ls->e->store->ops->update(ls->e->store, &rec, engine_request_timeout_ms(t->renew_s), renew_done,
                               ls);
 }
@@ -641,7 +640,7 @@ static void release_reread_done(void *ctx, const store_result *read)
 static void release_done(void *ctx, const store_result *r)
 {
     lease_state *ls = ctx;
-    if (r->status == STORE_CONFLICT && ls->term->unanswered_us) {
+    if (r->status == STORE_CONFLICT && ls->term->unanswered_id) {
         reread_after_conflict(ls, release_reread_done); /* the slot stays the release's */
         return;
     }
@@ -684,7 +683,6 @@ void engine_term_forget(lease_state *ls)
 void engine_term_release(lease_state *ls)
 {
     term *t = ls->term;
-    engine_write_begin(ls, WRITE_RELEASE, t->owner ? t->owner->id : 0);
     /* Release as client-go does: empty holder, leaseDurationSeconds 1. */
     store_lease rel = ls->record;
     engine_copy_str(rel.resource_version, sizeof rel.resource_version, t->rv);
@@ -695,6 +693,7 @@ void engine_term_release(lease_state *ls)
     rel.handoff_to[0] = '\0'; /* asked of this term: it ends (engine_handoff_transfer) */
     rel.handed_to = 0;
     rel.acquire_time_us = rel.renew_time_us = engine_wall_us(ls->e);
+    engine_write_begin(ls, WRITE_RELEASE, t->owner ? t->owner->id : 0, &rel);
     ls->e->store->ops->update(ls->e->store, &rel, engine_request_timeout_ms(t->renew_s),
                               release_done, ls);
 }

@@ -33,7 +33,7 @@ const char *engine_write_name(lease_write w)
     return names[w];
 }
 
-void engine_write_begin(lease_state *ls, lease_write what, uint64_t by)
+uint64_t engine_write_begin(lease_state *ls, lease_write what, uint64_t by, store_lease *rec)
 {
     if (engine_lease_writing(ls))
         log_event(LOG_ERROR, "write_overlap", "ns=%s lease=%s writing=%s new=%s", ls->ns, ls->name,
@@ -43,6 +43,12 @@ void engine_write_begin(lease_state *ls, lease_write what, uint64_t by)
     ls->write.what = what;
     ls->write.by = by;
     ls->write.sent_ms = engine_now_ms(ls->e);
+    if (!rec)
+        return 0;
+    if (++ls->e->next_write_id == 0) /* 0 is "unset" */
+        ls->e->next_write_id = 1;
+    rec->write_id = ls->e->next_write_id;
+    return rec->write_id;
 }
 
 lease_write_slot engine_write_end(lease_state *ls)

@@ -43,6 +43,11 @@
 #define KUBE_HANDOFF_TO_ANNOTATION "kubelease.io/handoff-to"
 #define KUBE_HANDED_TO_ANNOTATION  "kubelease.io/handed-to"
 
+/* The mark of the write that last changed the Lease: 16 lowercase hex
+ * digits, unique to that write, so that a writer whose answer was lost
+ * knows its write in the Lease (docs/design.md, rule 3). */
+#define KUBE_WRITE_ID_ANNOTATION "kubelease.io/write-id"
+
 /* A coordination.k8s.io/v1 Lease: its metadata and spec fields. Plain value:
  * copy it with '='. */
 typedef struct kube_lease {
@@ -77,6 +82,9 @@ typedef struct kube_lease {
      * not an error) */
     uint16_t value_len;
     uint8_t value[KUBE_VALUE_MAX];
+    /* metadata.annotations[KUBE_WRITE_ID_ANNOTATION]; 0 when unset or not
+     * 16 lowercase hex digits (ignored, not an error) */
+    uint64_t write_id;
 } kube_lease;
 
 /* A core/v1 Event about a Lease, as kubeleased records it: the Lease is

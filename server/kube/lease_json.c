@@ -320,8 +320,8 @@ static void get_handoff(const cJSON *md, kube_lease *out)
 static void get_value(const cJSON *md, kube_lease *out)
 {
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
-    const cJSON *v = cJSON_IsObject(ann) ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_VALUE_ANNOTATION)
-                                         : NULL;
+    const cJSON *v =
+        cJSON_IsObject(ann) ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_VALUE_ANNOTATION) : NULL;
     uint8_t *raw = NULL;
     size_t n = 0;
     if (!cJSON_IsString(v) || !v->valuestring ||
@@ -332,6 +332,26 @@ static void get_value(const cJSON *md, kube_lease *out)
         out->value_len = (uint16_t)n;
     }
     free(raw);
+}
+
+/* The write id, when it is 16 lowercase hex digits and not zero; anything
+ * else is read as unset (a stray value is not an error). */
+static void get_write_id(const cJSON *md, kube_lease *out)
+{
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    const cJSON *v = cJSON_IsObject(ann)
+                         ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_WRITE_ID_ANNOTATION)
+                         : NULL;
+    if (!cJSON_IsString(v) || !v->valuestring || strlen(v->valuestring) != 16)
+        return;
+    uint64_t id = 0;
+    for (const char *p = v->valuestring; *p; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+        if (d < 0)
+            return;
+        id = id << 4 | (uint64_t)d;
+    }
+    out->write_id = id;
 }
 
 int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t err_len)
@@ -365,6 +385,7 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
     get_term_nonce(md, out->term_nonce, sizeof out->term_nonce);
     get_handoff(md, out);
     get_value(md, out);
+    get_write_id(md, out);
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
     if (cJSON_IsObject(ann) && copy_str(ann, KUBE_POD_LABEL_ANNOTATION,
                                         "metadata.annotations[\"" KUBE_POD_LABEL_ANNOTATION "\"]",
@@ -431,29 +452,31 @@ static bool add_number(cJSON *o, const char *name, double value, bool set, bool 
 }
 
 /* metadata.annotations: the term nonce when l has one, and the pod label,
- * the handoff annotations and the leader value when set; a patch removes an
- * unset pod label, handoff annotation or value (null) and leaves every
- * other annotation as it is. */
+ * the handoff annotations, the leader value and the write id when set; a
+ * patch removes an unset pod label, handoff annotation, value or write id
+ * (null) and leaves every other annotation as it is. */
 static bool add_annotations(cJSON *md, const kube_lease *l, bool patch)
 {
     if (!l->term_nonce[0] && !l->pod_label[0] && !l->handoff_to[0] && !l->handed_to &&
-        !l->value_len && !patch)
+        !l->value_len && !l->write_id && !patch)
         return true;
-    char at[24];
+    char at[24], id[17];
     snprintf(at, sizeof at, "%lld", (long long)l->handed_to);
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)l->write_id);
     char *value = l->value_len ? base64_encode(l->value, l->value_len) : NULL;
     if (l->value_len && !value)
         return false;
     cJSON *ann = cJSON_AddObjectToObject(md, "annotations");
-    bool ok = ann &&
-              (!l->term_nonce[0] ||
-               cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
-              add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL,
-                         patch) &&
-              add_string(ann, KUBE_HANDOFF_TO_ANNOTATION, l->handoff_to[0] ? l->handoff_to : NULL,
-                         patch) &&
-              add_string(ann, KUBE_HANDED_TO_ANNOTATION, l->handed_to ? at : NULL, patch) &&
-              add_string(ann, KUBE_VALUE_ANNOTATION, value, patch);
+    bool ok =
+        ann &&
+        (!l->term_nonce[0] ||
+         cJSON_AddStringToObject(ann, KUBE_TERM_NONCE_ANNOTATION, l->term_nonce)) &&
+        add_string(ann, KUBE_POD_LABEL_ANNOTATION, l->pod_label[0] ? l->pod_label : NULL, patch) &&
+        add_string(ann, KUBE_HANDOFF_TO_ANNOTATION, l->handoff_to[0] ? l->handoff_to : NULL,
+                   patch) &&
+        add_string(ann, KUBE_HANDED_TO_ANNOTATION, l->handed_to ? at : NULL, patch) &&
+        add_string(ann, KUBE_VALUE_ANNOTATION, value, patch) &&
+        add_string(ann, KUBE_WRITE_ID_ANNOTATION, l->write_id ? id : NULL, patch);
     free(value);
     return ok;
 }

@@ -96,6 +96,7 @@ void store_lease_from_kube(const kube_lease *in, store_lease *out)
     out->handed_to = in->handed_to;
     out->value_len = in->value_len <= sizeof out->value ? in->value_len : 0;
     memcpy(out->value, in->value, out->value_len);
+    out->write_id = in->write_id;
 }
 
 bool store_lease_to_kube(const store_lease *in, kube_lease *out)
@@ -121,6 +122,7 @@ bool store_lease_to_kube(const store_lease *in, kube_lease *out)
         return false;
     out->value_len = in->value_len;
     memcpy(out->value, in->value, in->value_len);
+    out->write_id = in->write_id;
     return true;
 }
 

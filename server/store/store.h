@@ -26,10 +26,10 @@
 #define STORE_LABEL_KEY_MAX 320 /* [prefix (DNS subdomain, 253) '/'] name (63) */
 #define STORE_LABEL_VAL_MAX 64  /* at most 63 bytes */
 #define STORE_IP_MAX        64
-#define STORE_POD_IPS_MAX   128 /* a Pod's addresses, space-separated (dual-stack) */
-#define STORE_NONCE_MAX     64  /* a term nonce: base64url text */
-#define STORE_UID_MAX       64  /* metadata.uid: a UUID, 36 bytes */
-#define STORE_STRATEGY_MAX  320 /* spec.strategy: a qualified name */
+#define STORE_POD_IPS_MAX   128  /* a Pod's addresses, space-separated (dual-stack) */
+#define STORE_NONCE_MAX     64   /* a term nonce: base64url text */
+#define STORE_UID_MAX       64   /* metadata.uid: a UUID, 36 bytes */
+#define STORE_STRATEGY_MAX  320  /* spec.strategy: a qualified name */
 #define STORE_VALUE_MAX     1024 /* a leader value: bytes (docs/design.md, rule 10) */
 
 /* A Lease as the engine sees it. Plain value: copy it with '='. */
@@ -73,6 +73,13 @@ typedef struct store_lease {
      * Written by create and update like the spec. */
     uint16_t value_len;
     uint8_t value[STORE_VALUE_MAX];
+    /* The mark of the write that last changed the Lease (the annotation
+     * kubelease.io/write-id; 0: unset): the engine stamps every write with
+     * one of its own that no other write carries (engine_write_begin), so
+     * that a writer whose answer was lost can tell its write from another
+     * replica's that looks the same (docs/design.md, rule 3). Written by
+     * create and update like the spec (unset: removed). */
+    uint64_t write_id;
 } store_lease;
 
 /* The outcome of an operation, X(name, text): the enum gets STORE_<name>

@@ -264,8 +264,17 @@ apiserver_total() {
     awk -v r="resource=\"$1\"" 'index($0, "apiserver_request_total{") == 1 && index($0, r) && index($0, "verb=\"POST\"") { s += $NF } END { print s + 0 }' "$OPS_TMP/k.json"
 }
 m_total() { curl -sf "$OPS_URL/metrics" | awk -v k="kind=\"$1\"" 'index($0, "kubelease_auth_reviews_total{") == 1 && index($0, k) { s += $NF } END { print s + 0 }'; }
-tr0=$(apiserver_total tokenreviews) sar0=$(apiserver_total subjectaccessreviews)
-ktr0=$(m_total TokenReview) ksar0=$(m_total SubjectAccessReview)
+# The apiserver counts a request after writing its answer, so a review
+# kubeleased has just counted may not be in the apiserver's total yet: take
+# the baseline once kubeleased's counters held still across two reads of the
+# apiserver's 0.2 s apart that agree.
+for ((try = 0; try < 50; try++)); do
+    ktr0=$(m_total TokenReview) ksar0=$(m_total SubjectAccessReview)
+    tr0=$(apiserver_total tokenreviews) sar0=$(apiserver_total subjectaccessreviews)
+    sleep 0.2
+    tr0b=$(apiserver_total tokenreviews) sar0b=$(apiserver_total subjectaccessreviews)
+    ((tr0 == tr0b && sar0 == sar0b)) && [[ $(m_total TokenReview) == "$ktr0" && $(m_total SubjectAccessReview) == "$ksar0" ]] && break
+done
 # A caller kubeleased has not seen yet: a fresh token of the reader's.
 N=300
 fresh=$(token "$pfx-reader" kubelease)

@@ -377,8 +377,8 @@ static inline fixture *fixture_start(loop *l, store *s)
     return f;
 }
 
-/* cfg with the fixture's loop, store, (manual) wall clock and, unless cfg
- * has one, the harness's term key filled in. */
+/* cfg with the fixture's loop, store and, unless cfg has them, (manual)
+ * wall clock and the harness's term key filled in. */
 static inline engine_config fixture_engine_config(const fixture *f, engine_config cfg)
 {
     cfg.loop = f->loop;
@@ -387,7 +387,7 @@ static inline engine_config fixture_engine_config(const fixture *f, engine_confi
         cfg.term_key = harness_term_key;
         cfg.term_key_len = sizeof harness_term_key - 1;
     }
-    if (!f->threaded)
+    if (!f->threaded && !cfg.wall_clock)
         cfg.wall_clock = harness_wall_clock;
     return cfg;
 }

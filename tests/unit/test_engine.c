@@ -435,6 +435,75 @@ static void test_engine_failed_resume_of_a_departed_candidate_serves_the_next_re
     sink_free(a3);
 }
 
+/* A wall clock the test sets: two replicas' writes carry the same
+ * renewTime, as they do when the replicas' clocks differ by the time
+ * between the writes. */
+static int64_t set_wall_us = HARNESS_WALL_START_US;
+
+static int64_t set_wall_clock(void *ctx)
+{
+    (void)ctx;
+    return set_wall_us;
+}
+
+/* Rule 1 across replicas: a renewal of replica 1 that never landed (its
+ * answer lost), then the holder's resume on replica 2 with the same
+ * renewTime. Replica 1's next write conflicts and it reads the Lease back:
+ * what it finds is replica 2's write, not its own (the write id tells), so
+ * it neither keeps its copy of the term nor releases the Lease from under
+ * the holder. */
+static void test_engine_lost_renewal_is_not_taken_for_a_resume_with_its_renew_time(void **state)
+{
+    (void)state;
+    fixture *f = fixture_start_manual((engine_config){.wall_clock = set_wall_clock});
+    engine_config cfg2 = fixture_engine_config(f, (engine_config){.wall_clock = set_wall_clock});
+    engine *e2 = engine_new(&cfg2);
+    assert_non_null(e2);
+    sink *a = sink_new(), *a2 = sink_new();
+    int i = harness_elect(f, a, req_for("same-time", "mover"));
+    int64_t epoch = a->events[i].epoch;
+    /* Replica 1's renewals fail unanswered, applied nowhere, while the
+     * holder confirms there until one of them has been tried (one is due
+     * every 5 s); then its stream to replica 1 breaks. */
+    int64_t writes = 0, now = 0;
+    run_on_loop(f, harness_read_writes, &writes);
+    store_memory_set_writes_fail(f->store, STORE_UNAVAILABLE, -1);
+    set_wall_us += 1000000;
+    while (harness_now_ms() < a->at_ms[i] + 6000) {
+        assert_int_equal(confirm(f, "same-time", "mover", epoch).code, ENGINE_OK);
+        harness_sleep_ms(500);
+    }
+    store_memory_set_writes_fail(f->store, STORE_OK, 0);
+    run_on_loop(f, harness_read_writes, &now);
+    assert_int_equal(now, writes);
+    engine_campaign_detach(f->engine, a->id);
+    /* The holder resumes on replica 2, whose clock reads what replica 1's
+     * did at its renewal. */
+    engine_campaign_req r = resume_of("same-time", "mover", a, i);
+    a2->id = engine_campaign(e2, &r, listener_of(a2));
+    int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0 && a2->events[j].resumed);
+    /* It keeps its term on replica 2 well past replica 1's grants. */
+    for (int waited = 0; waited < 20000; waited += 500) {
+        reply_box bx = BOX_INIT;
+        assert_int_equal(engine_confirm(e2, "default", "same-time", "mover", epoch,
+                                        a2->events[j].term_token, box_done, &bx),
+                         0);
+        box_wait(&bx);
+        assert_int_equal(bx.r.code, ENGINE_OK);
+        harness_sleep_ms(500);
+    }
+    engine_reply h = get_holder(f, "same-time", true);
+    assert_string_equal(h.holder, "mover");
+    assert_int_equal(h.epoch, epoch);
+    assert_true(wait_kind(a2, ENGINE_EVENT_LOST, 0) < 0);
+    resign_elected(e2, "same-time", "mover", a2, j);
+    fixture_replica_free(f, e2);
+    fixture_stop(f);
+    sink_free(a);
+    sink_free(a2);
+}
+
 /* A resignation that arrives while a renewal is in flight releases once the
  * renewal has landed (with its new resourceVersion), instead of failing
  * with a conflict and leaving the Lease to expire. */
@@ -1423,6 +1492,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_resume_within_validity_keeps_epoch, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_resume_after_validity_fails, setup, teardown),
+        cmocka_unit_test(test_engine_lost_renewal_is_not_taken_for_a_resume_with_its_renew_time),
         cmocka_unit_test_setup_teardown(test_engine_resign_during_renewal_still_releases, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_lagging_watch_does_not_supersede_a_new_term,

@@ -189,7 +189,8 @@ static void test_lease_merge_patch(void **state)
     assert_int_equal(len, strlen(json));
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
                               "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
-                              "\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},\"spec\":{"
+                              "\"kubelease.io/handed-to\":null,\"kubelease.io/"
+                              "value\":null,\"kubelease.io/write-id\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":15,"
                               "\"leaseTransitions\":3,"
                               "\"acquireTime\":\"2026-11-29T14:00:00.500000Z\","
@@ -204,7 +205,8 @@ static void test_lease_merge_patch(void **state)
     assert_non_null(json);
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
                               "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
-                              "\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},\"spec\":{"
+                              "\"kubelease.io/handed-to\":null,\"kubelease.io/"
+                              "value\":null,\"kubelease.io/write-id\":null}},\"spec\":{"
                               "\"holderIdentity\":\"\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -309,11 +311,13 @@ static void test_lease_pod_label_annotation(void **state)
     strcpy(in.pod_label, "kv-0 example.com/role=leader");
     char *json = kube_lease_merge_patch(&in, NULL);
     assert_non_null(json);
-    assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"7\",\"annotations\":{"
-                              "\"kubelease.io/pod-label\":\"kv-0 example.com/role=leader\","
-                              "\"kubelease.io/handoff-to\":null,\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},"
-                              "\"spec\":{\"holderIdentity\":\"a\",\"leaseDurationSeconds\":null,"
-                              "\"leaseTransitions\":0,\"acquireTime\":null,\"renewTime\":null}}");
+    assert_string_equal(
+        json, "{\"metadata\":{\"resourceVersion\":\"7\",\"annotations\":{"
+              "\"kubelease.io/pod-label\":\"kv-0 example.com/role=leader\","
+              "\"kubelease.io/handoff-to\":null,\"kubelease.io/handed-to\":null,\"kubelease.io/"
+              "value\":null,\"kubelease.io/write-id\":null}},"
+              "\"spec\":{\"holderIdentity\":\"a\",\"leaseDurationSeconds\":null,"
+              "\"leaseTransitions\":0,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
     json = kube_lease_encode(&in, false, NULL);
     assert_non_null(json);
@@ -378,7 +382,8 @@ static void test_lease_term_nonce_annotation(void **state)
     assert_string_equal(json, "{\"metadata\":{\"resourceVersion\":\"42\",\"annotations\":{"
                               "\"kubelease.io/term-nonce\":\"Zm9v-YmFy_09\","
                               "\"kubelease.io/pod-label\":null,\"kubelease.io/handoff-to\":null,"
-                              "\"kubelease.io/handed-to\":null,\"kubelease.io/value\":null}},\"spec\":{"
+                              "\"kubelease.io/handed-to\":null,\"kubelease.io/"
+                              "value\":null,\"kubelease.io/write-id\":null}},\"spec\":{"
                               "\"holderIdentity\":\"replica-a\",\"leaseDurationSeconds\":null,"
                               "\"leaseTransitions\":3,\"acquireTime\":null,\"renewTime\":null}}");
     free(json);
@@ -479,6 +484,63 @@ static void test_lease_value_annotation(void **state)
     patch = kube_lease_merge_patch(&l, NULL);
     assert_non_null(strstr(patch, "\"kubelease.io/value\":null"));
     free(patch);
+}
+
+/* The write id (docs/design.md, rule 3): 16 lowercase hex digits in its
+ * annotation, a number in the Lease types, written when set and removed
+ * (null) by a patch when not; anything else is read as unset, not an
+ * error. */
+static void test_lease_write_id_annotation(void **state)
+{
+    (void)state;
+    const char *held = "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\","
+                       "\"resourceVersion\":\"7\",\"annotations\":{"
+                       "\"kubelease.io/write-id\":\"00c0ffee12345678\"}},"
+                       "\"spec\":{\"holderIdentity\":\"a\",\"leaseTransitions\":11}}";
+    kube_lease l;
+    char err[256];
+    assert_int_equal(kube_lease_decode(held, strlen(held), &l, err, sizeof err), 0);
+    assert_true(l.write_id == 0x00c0ffee12345678ull);
+    char *patch = kube_lease_merge_patch(&l, NULL);
+    assert_non_null(patch);
+    assert_non_null(strstr(patch, "\"kubelease.io/write-id\":\"00c0ffee12345678\""));
+    free(patch);
+    assert_round_trips(&l);
+    store_lease rec;
+    store_lease_from_kube(&l, &rec);
+    assert_true(rec.write_id == 0x00c0ffee12345678ull);
+    kube_lease back;
+    assert_true(store_lease_to_kube(&rec, &back));
+    assert_true(back.write_id == 0x00c0ffee12345678ull);
+
+    const char *bad[] = {"\"00C0FFEE12345678\"",
+                         "\"c0ffee\"",
+                         "\"00c0ffee123456789\"",
+                         "\"00c0ffee1234567g\"",
+                         "\"0000000000000000\"",
+                         "12",
+                         "null"};
+    char doc[512];
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(doc, sizeof doc,
+                 "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"annotations\":{"
+                 "\"kubelease.io/write-id\":%s}},\"spec\":{\"holderIdentity\":\"a\"}}",
+                 bad[k]);
+        assert_int_equal(kube_lease_decode(doc, strlen(doc), &l, err, sizeof err), 0);
+        assert_string_equal(l.holder_identity, "a");
+        assert_true(l.write_id == 0);
+    }
+    /* An unset write id is removed by a patch, left out of a whole object. */
+    memset(&l, 0, sizeof l);
+    strcpy(l.ns, "default");
+    strcpy(l.name, "demo");
+    strcpy(l.resource_version, "7");
+    patch = kube_lease_merge_patch(&l, NULL);
+    assert_non_null(strstr(patch, "\"kubelease.io/write-id\":null"));
+    free(patch);
+    char *whole = kube_lease_encode(&l, false, NULL);
+    assert_null(strstr(whole, "write-id"));
+    free(whole);
 }
 
 static void test_lease_handoff_annotations(void **state)
@@ -725,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_lease_preferred_holder_and_strategy),
         cmocka_unit_test(test_lease_handoff_annotations),
         cmocka_unit_test(test_lease_value_annotation),
+        cmocka_unit_test(test_lease_write_id_annotation),
         cmocka_unit_test(test_microtime_round_trips_six_digits),
         cmocka_unit_test(test_microtime_rejects_malformed),
         cmocka_unit_test(test_status_decode_and_mapping),
