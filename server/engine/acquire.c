@@ -175,6 +175,9 @@ static void acquire_done(void *ctx, const store_result *r)
         ls->acq.lost.campaign_id = w.by;
         engine_copy_str(ls->acq.lost.nonce, sizeof ls->acq.lost.nonce, ls->acq.nonce);
     }
+    /* The write slot is free again: the resumes that came while the write
+     * was in flight are decided now (the retry only serves standbys). */
+    engine_process_resumes(ls);
     retry_later(ls, c);
 }
 

@@ -435,6 +435,39 @@ static void test_engine_failed_resume_of_a_departed_candidate_serves_the_next_re
     sink_free(a3);
 }
 
+/* Liveness: an acquisition that fails unanswered after its standby left
+ * still decides the resume that came while it was in flight (no standby is
+ * left for a retry to serve, and the failed write brings no event). The
+ * term to resume had expired: the resume ends, it does not wait. */
+static void test_engine_failed_acquisition_of_a_departed_standby_decides_the_resume(void **state)
+{
+    fixture *f = *state;
+    store_lease l = {.ns = "default", .name = "expiring", .holder = "mover",
+                     .lease_duration_s = 1, .transitions = 5};
+    harness_create(f, &l);
+    int latency = 500;
+    run_on_loop(f, set_latency, &latency);
+    sink *s = sink_new(), *m = sink_new();
+    campaign(f, s, req_for("expiring", "standby"));
+    assert_true(wait_kind(s, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    /* Expired a second after it was read: the standby's acquisition is then
+     * in flight for 500 ms; it will fail with its answer lost. */
+    harness_sleep_ms(1200);
+    store_memory_set_writes_fail(f->store, STORE_UNAVAILABLE, 1);
+    engine_campaign_req r = req_for("expiring", "mover");
+    r.resume_epoch = 5;
+    snprintf(r.term_token, sizeof r.term_token, "%s", "not-the-term-token");
+    m->id = engine_campaign(f->engine, &r, listener_of(m));
+    assert_true(m->id > 0);
+    engine_campaign_detach(f->engine, s->id);
+    int j = wait_kind(m, ENGINE_EVENT_LOST, 10000);
+    assert_true(j >= 0);
+    assert_int_equal(m->events[j].reason, ENGINE_LOST_RESUME_FAILED);
+    assert_true(wait_kind(m, ENGINE_EVENT_ELECTED, 0) < 0);
+    sink_free(s);
+    sink_free(m);
+}
+
 /* A wall clock the test sets: two replicas' writes carry the same
  * renewTime, as they do when the replicas' clocks differ by the time
  * between the writes. */
@@ -1505,6 +1538,9 @@ int main(void)
             test_engine_departed_resume_is_released_after_the_grants_it_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_failed_resume_of_a_departed_candidate_serves_the_next_resume, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_failed_acquisition_of_a_departed_standby_decides_the_resume, setup,
             teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_resumed_term_is_released_after_the_grants_of_its_old_replica, setup,
