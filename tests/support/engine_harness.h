@@ -527,6 +527,25 @@ static inline void harness_create(fixture *f, const store_lease *lease)
     assert_int_equal(p.res.status, STORE_OK);
 }
 
+static inline void harness_remove_on_loop(fixture *f, void *arg)
+{
+    harness_put *p = arg;
+    f->store->ops->remove(f->store, p->lease.ns, p->lease.name, NULL, 1000, harness_put_cb, p);
+}
+
+/* Deletes the Lease ns/name from the store, as another client would, and
+ * waits for it. */
+static inline void harness_remove(fixture *f, const char *ns, const char *name)
+{
+    harness_put p = {0};
+    snprintf(p.lease.ns, sizeof p.lease.ns, "%s", ns);
+    snprintf(p.lease.name, sizeof p.lease.name, "%s", name);
+    run_on_loop(f, harness_remove_on_loop, &p);
+    for (int spins = 0; !atomic_load(&p.done) && spins < 100; spins++)
+        run_on_loop(f, harness_noop, NULL);
+    assert_int_equal(p.res.status, STORE_OK);
+}
+
 static inline engine_campaign_req req_for_ns(const char *ns, const char *lease,
                                              const char *identity)
 {

@@ -468,6 +468,36 @@ static void test_engine_failed_acquisition_of_a_departed_standby_decides_the_res
     sink_free(m);
 }
 
+/* Liveness: a claim of a handed-to term that fails after the Lease went
+ * away meanwhile (deleted while the claim's slow write was in flight) still
+ * serves the standby: a Lease that is gone has no expiry to wait for, and
+ * its deletion came while the write slot was taken. */
+static void test_engine_failed_claim_serves_the_standby_of_a_lease_gone_meanwhile(void **state)
+{
+    fixture *f = *state;
+    store_lease l = {.ns = "default", .name = "handed", .holder = "heir", .lease_duration_s = 15,
+                     .transitions = 7, .handed_to = 7, .term_nonce = "handed-term-nonce"};
+    l.acquire_time_us = l.renew_time_us = harness_wall_us();
+    harness_create(f, &l);
+    int latency = 500;
+    run_on_loop(f, set_latency, &latency);
+    sink *s = sink_new();
+    campaign(f, s, req_for("handed", "heir"));
+    assert_true(wait_kind(s, ENGINE_EVENT_CANDIDATE, 5000) >= 0);
+    /* The claim is in flight for 500 ms; the Lease is deleted before it
+     * lands, so the claim fails. */
+    harness_sleep_ms(100);
+    latency = 0;
+    run_on_loop(f, set_latency, &latency);
+    harness_remove(f, "default", "handed");
+    int j = wait_kind(s, ENGINE_EVENT_ELECTED, 5000);
+    assert_true(j >= 0);
+    assert_false(s->events[j].resumed);
+    assert_int_equal(s->events[j].epoch, 1); /* a new Lease, its first term */
+    resign_elected(f->engine, "handed", "heir", s, j);
+    sink_free(s);
+}
+
 /* A wall clock the test sets: two replicas' writes carry the same
  * renewTime, as they do when the replicas' clocks differ by the time
  * between the writes. */
@@ -1541,6 +1571,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_failed_acquisition_of_a_departed_standby_decides_the_resume, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_failed_claim_serves_the_standby_of_a_lease_gone_meanwhile, setup,
             teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_resumed_term_is_released_after_the_grants_of_its_old_replica, setup,
