@@ -868,6 +868,48 @@ static void test_engine_lagging_watch_does_not_supersede_a_new_term(void **state
     sink_free(b);
 }
 
+/* Rules 3 and 5: a holder comes back to replica 1, whose copy of its term
+ * has not yet seen the resume replica 2 wrote meanwhile (the watch lags).
+ * Replica 1 reattaches the term but grants nothing until a renewal of its
+ * own lands; that renewal conflicts with replica 2's write, and the copy
+ * ends instead of granting from a record that is no longer the Lease's. */
+static void test_engine_reattached_term_grants_nothing_until_its_renewal_lands(void **state)
+{
+    fixture *f = *state;
+    engine *e2 = fixture_replica_new(f);
+    sink *a = sink_new(), *a2 = sink_new(), *a3 = sink_new();
+    int i = harness_elect(f, a, req_for("returned", "mover"));
+    int64_t epoch = a->events[i].epoch;
+    assert_int_equal(confirm(f, "returned", "mover", epoch).code, ENGINE_OK);
+    engine_campaign_detach(f->engine, a->id);
+    int delay = 3000;
+    run_on_loop(f, set_watch_delay, &delay);
+    engine_campaign_req r = resume_of("returned", "mover", a, i);
+    a2->id = engine_campaign(e2, &r, listener_of(a2));
+    int j = wait_kind(a2, ENGINE_EVENT_ELECTED, 1000);
+    assert_true(j >= 0 && a2->events[j].resumed);
+    engine_campaign_detach(e2, a2->id);
+    /* Back on replica 1 before its watch brings replica 2's write; its
+     * renewal then takes 500 ms. */
+    int latency = 500;
+    run_on_loop(f, set_latency, &latency);
+    a3->id = engine_campaign(f->engine, &r, listener_of(a3));
+    int k = wait_kind(a3, ENGINE_EVENT_ELECTED, 100);
+    assert_true(k >= 0 && a3->events[k].resumed);
+    assert_int_equal(a3->events[k].valid_for_ms, 0);
+    engine_reply c = confirm(f, "returned", "mover", epoch);
+    assert_int_equal(c.code, ENGINE_UNAVAILABLE);
+    assert_true(wait_kind(a3, ENGINE_EVENT_LOST, 1000) >= 0);
+    latency = 0;
+    run_on_loop(f, set_latency, &latency);
+    delay = 0;
+    run_on_loop(f, set_watch_delay, &delay);
+    fixture_replica_free(f, e2);
+    sink_free(a);
+    sink_free(a2);
+    sink_free(a3);
+}
+
 /* A candidate that leaves while its acquisition is being written was never
  * told it won: the Lease is given back at once, and the next one takes it. */
 static void test_engine_acquisition_for_a_departed_candidate_is_released(void **state)
@@ -1560,6 +1602,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_engine_lagging_watch_does_not_supersede_a_new_term,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_reattached_term_grants_nothing_until_its_renewal_lands, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_acquisition_for_a_departed_candidate_is_released, setup, teardown),
         cmocka_unit_test_setup_teardown(
