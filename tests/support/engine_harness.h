@@ -593,16 +593,24 @@ static inline int harness_leader_and_standby(fixture *f, sink *leader, engine_ca
     return i;
 }
 
+/* A Confirm of identity's term at epoch with token, sent to replica e (in
+ * the fixture's namespace), and its answer. */
+static inline engine_reply confirm_on(const fixture *f, engine *e, const char *lease,
+                                      const char *identity, int64_t epoch, const char *token)
+{
+    reply_box b = BOX_INIT;
+    assert_int_equal(engine_confirm(e, f->ns, lease, identity, epoch, token, box_done, &b), 0);
+    box_wait(&b);
+    return b.r;
+}
+
+/* The same to the fixture's engine, with the token the holder was given. */
 static inline engine_reply confirm(fixture *f, const char *lease, const char *identity,
                                    int64_t epoch)
 {
-    reply_box b = BOX_INIT;
     char token[ENGINE_TOKEN_MAX];
     harness_token_get(token, f->ns, lease, identity, epoch);
-    assert_int_equal(engine_confirm(f->engine, f->ns, lease, identity, epoch, token, box_done, &b),
-                     0);
-    box_wait(&b);
-    return b.r;
+    return confirm_on(f, f->engine, lease, identity, epoch, token);
 }
 
 static inline void harness_read_writes(fixture *f, void *arg)

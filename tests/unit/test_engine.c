@@ -291,12 +291,8 @@ static void test_engine_resume_on_other_replica_is_not_released_by_the_first(voi
 
     /* Keep confirming on replica 2 well past what replica 1 had granted. */
     while (harness_now_ms() < first_granted_until + 2500) {
-        reply_box bx = BOX_INIT;
-        assert_int_equal(engine_confirm(e2, "default", "moved", "mover", epoch,
-                                        a2->events[j].term_token, box_done, &bx),
-                         0);
-        box_wait(&bx);
-        assert_int_equal(bx.r.code, ENGINE_OK);
+        engine_reply c2 = confirm_on(f, e2, "moved", "mover", epoch, a2->events[j].term_token);
+        assert_int_equal(c2.code, ENGINE_OK);
         assert_true(wait_kind(b, ENGINE_EVENT_ELECTED, 300) < 0);
     }
     engine_reply h = get_holder(f, "moved", true);
@@ -442,8 +438,11 @@ static void test_engine_failed_resume_of_a_departed_candidate_serves_the_next_re
 static void test_engine_failed_acquisition_of_a_departed_standby_decides_the_resume(void **state)
 {
     fixture *f = *state;
-    store_lease l = {.ns = "default", .name = "expiring", .holder = "mover",
-                     .lease_duration_s = 1, .transitions = 5};
+    store_lease l = {.ns = "default",
+                     .name = "expiring",
+                     .holder = "mover",
+                     .lease_duration_s = 1,
+                     .transitions = 5};
     harness_create(f, &l);
     int latency = 500;
     run_on_loop(f, set_latency, &latency);
@@ -475,8 +474,13 @@ static void test_engine_failed_acquisition_of_a_departed_standby_decides_the_res
 static void test_engine_failed_claim_serves_the_standby_of_a_lease_gone_meanwhile(void **state)
 {
     fixture *f = *state;
-    store_lease l = {.ns = "default", .name = "handed", .holder = "heir", .lease_duration_s = 15,
-                     .transitions = 7, .handed_to = 7, .term_nonce = "handed-term-nonce"};
+    store_lease l = {.ns = "default",
+                     .name = "handed",
+                     .holder = "heir",
+                     .lease_duration_s = 15,
+                     .transitions = 7,
+                     .handed_to = 7,
+                     .term_nonce = "handed-term-nonce"};
     l.acquire_time_us = l.renew_time_us = harness_wall_us();
     harness_create(f, &l);
     int latency = 500;
@@ -548,12 +552,8 @@ static void test_engine_lost_renewal_is_not_taken_for_a_resume_with_its_renew_ti
     assert_true(j >= 0 && a2->events[j].resumed);
     /* It keeps its term on replica 2 well past replica 1's grants. */
     for (int waited = 0; waited < 20000; waited += 500) {
-        reply_box bx = BOX_INIT;
-        assert_int_equal(engine_confirm(e2, "default", "same-time", "mover", epoch,
-                                        a2->events[j].term_token, box_done, &bx),
-                         0);
-        box_wait(&bx);
-        assert_int_equal(bx.r.code, ENGINE_OK);
+        engine_reply c2 = confirm_on(f, e2, "same-time", "mover", epoch, a2->events[j].term_token);
+        assert_int_equal(c2.code, ENGINE_OK);
         harness_sleep_ms(500);
     }
     engine_reply h = get_holder(f, "same-time", true);
@@ -1617,8 +1617,7 @@ int main(void)
             test_engine_failed_acquisition_of_a_departed_standby_decides_the_resume, setup,
             teardown),
         cmocka_unit_test_setup_teardown(
-            test_engine_failed_claim_serves_the_standby_of_a_lease_gone_meanwhile, setup,
-            teardown),
+            test_engine_failed_claim_serves_the_standby_of_a_lease_gone_meanwhile, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_engine_resumed_term_is_released_after_the_grants_of_its_old_replica, setup,
             teardown),

@@ -262,13 +262,9 @@ static void test_engine_grant_within_the_replicas_bound(void **state)
     int i = wait_kind(a, ENGINE_EVENT_ELECTED, 5000);
     assert_true(i >= 0);
     assert_true(a->events[i].valid_for_ms <= 300);
-    reply_box b = BOX_INIT;
-    assert_int_equal(engine_confirm(e2, "default", "tight", "a", a->events[i].epoch,
-                                    a->events[i].term_token, box_done, &b),
-                     0);
-    box_wait(&b);
-    assert_int_equal(b.r.code, ENGINE_OK);
-    assert_true(b.r.valid_for_ms <= 300 && b.r.valid_for_ms > 0);
+    engine_reply c = confirm_on(f, e2, "tight", "a", a->events[i].epoch, a->events[i].term_token);
+    assert_int_equal(c.code, ENGINE_OK);
+    assert_true(c.valid_for_ms <= 300 && c.valid_for_ms > 0);
     engine_stop(e2);
     fixture_join(f);
     engine_stop(f->engine);
