@@ -237,17 +237,21 @@ static bool base64url(const char *s)
     return true;
 }
 
-/* The term-nonce annotation, when it is one kubelease could have written. */
-static void get_term_nonce(const cJSON *md, char *dst, size_t cap)
+/* The string value of annotation key in ann (metadata.annotations, or NULL
+ * when the Lease has none), or NULL when it is absent or not a string. */
+static const char *annotation(const cJSON *ann, const char *key)
 {
-    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
-    const cJSON *v = cJSON_IsObject(ann)
-                         ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_TERM_NONCE_ANNOTATION)
-                         : NULL;
+    const cJSON *v = cJSON_IsObject(ann) ? cJSON_GetObjectItemCaseSensitive(ann, key) : NULL;
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+}
+
+/* The term-nonce annotation, when it is one kubelease could have written. */
+static void get_term_nonce(const cJSON *ann, char *dst, size_t cap)
+{
+    const char *v = annotation(ann, KUBE_TERM_NONCE_ANNOTATION);
     dst[0] = 0;
-    if (cJSON_IsString(v) && v->valuestring && strlen(v->valuestring) < cap &&
-        base64url(v->valuestring))
-        snprintf(dst, cap, "%s", v->valuestring);
+    if (v && strlen(v) < cap && base64url(v))
+        snprintf(dst, cap, "%s", v);
 }
 
 /* A strategy kubelease can carry: 1 to KUBE_STRATEGY_MAX - 1 printable
@@ -302,30 +306,24 @@ static int64_t epoch_of(const char *s)
 /* The handoff annotations, when they are values kubelease could have
  * written (an identity, an epoch); anything else is read as unset, so that
  * a stray value cannot make the Lease unreadable nor ask for anything. */
-static void get_handoff(const cJSON *md, kube_lease *out)
+static void get_handoff(const cJSON *ann, kube_lease *out)
 {
-    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
-    if (!cJSON_IsObject(ann))
-        return;
-    const cJSON *to = cJSON_GetObjectItemCaseSensitive(ann, KUBE_HANDOFF_TO_ANNOTATION);
-    const cJSON *at = cJSON_GetObjectItemCaseSensitive(ann, KUBE_HANDED_TO_ANNOTATION);
-    if (cJSON_IsString(to) && to->valuestring && preferred_ok(to->valuestring))
-        snprintf(out->handoff_to, sizeof out->handoff_to, "%s", to->valuestring);
-    if (cJSON_IsString(at) && at->valuestring)
-        out->handed_to = epoch_of(at->valuestring);
+    const char *to = annotation(ann, KUBE_HANDOFF_TO_ANNOTATION);
+    const char *at = annotation(ann, KUBE_HANDED_TO_ANNOTATION);
+    if (to && preferred_ok(to))
+        snprintf(out->handoff_to, sizeof out->handoff_to, "%s", to);
+    if (at)
+        out->handed_to = epoch_of(at);
 }
 
 /* The leader value, when it is base64 of at most KUBE_VALUE_MAX bytes;
  * anything else is read as unset (a stray value is not an error). */
-static void get_value(const cJSON *md, kube_lease *out)
+static void get_value(const cJSON *ann, kube_lease *out)
 {
-    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
-    const cJSON *v =
-        cJSON_IsObject(ann) ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_VALUE_ANNOTATION) : NULL;
+    const char *v = annotation(ann, KUBE_VALUE_ANNOTATION);
     uint8_t *raw = NULL;
     size_t n = 0;
-    if (!cJSON_IsString(v) || !v->valuestring ||
-        base64_decode(v->valuestring, strlen(v->valuestring), BASE64_CANONICAL, &raw, &n) != 0)
+    if (!v || base64_decode(v, strlen(v), BASE64_CANONICAL, &raw, &n) != 0)
         return;
     if (n <= sizeof out->value) {
         memcpy(out->value, raw, n);
@@ -336,16 +334,13 @@ static void get_value(const cJSON *md, kube_lease *out)
 
 /* The write id, when it is 16 lowercase hex digits and not zero; anything
  * else is read as unset (a stray value is not an error). */
-static void get_write_id(const cJSON *md, kube_lease *out)
+static void get_write_id(const cJSON *ann, kube_lease *out)
 {
-    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
-    const cJSON *v = cJSON_IsObject(ann)
-                         ? cJSON_GetObjectItemCaseSensitive(ann, KUBE_WRITE_ID_ANNOTATION)
-                         : NULL;
-    if (!cJSON_IsString(v) || !v->valuestring || strlen(v->valuestring) != 16)
+    const char *v = annotation(ann, KUBE_WRITE_ID_ANNOTATION);
+    if (!v || strlen(v) != 16)
         return;
     uint64_t id = 0;
-    for (const char *p = v->valuestring; *p; p++) {
+    for (const char *p = v; *p; p++) {
         int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
         if (d < 0)
             return;
@@ -382,11 +377,11 @@ int kube_lease_from_json(const cJSON *obj, kube_lease *out, char *err, size_t er
                  out->name[0] ? "metadata.namespace" : "metadata.name");
         goto fail;
     }
-    get_term_nonce(md, out->term_nonce, sizeof out->term_nonce);
-    get_handoff(md, out);
-    get_value(md, out);
-    get_write_id(md, out);
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+    get_term_nonce(ann, out->term_nonce, sizeof out->term_nonce);
+    get_handoff(ann, out);
+    get_value(ann, out);
+    get_write_id(ann, out);
     if (cJSON_IsObject(ann) && copy_str(ann, KUBE_POD_LABEL_ANNOTATION,
                                         "metadata.annotations[\"" KUBE_POD_LABEL_ANNOTATION "\"]",
                                         out->pod_label, sizeof out->pod_label, err, err_len))
