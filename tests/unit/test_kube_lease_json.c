@@ -431,9 +431,30 @@ static void round_trip(const char *in, const char *want)
     assert_int_equal(again, us);
 }
 
-/* The handoff annotations (docs/design.md, rule 3): decoded when they are
- * an identity and an epoch, written by the merge patch when set and removed
- * (null) when not; anything else reads as unset and the Lease still reads. */
+/* Decodes a Lease held by "a" whose metadata.annotations hold members (a
+ * JSON object's members), into l: whatever the annotations say, the Lease
+ * reads. */
+static void decode_annotated(const char *members, kube_lease *l)
+{
+    char doc[2048], err[256];
+    int n = snprintf(doc, sizeof doc,
+                     "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"annotations\":{"
+                     "%s}},\"spec\":{\"holderIdentity\":\"a\"}}",
+                     members);
+    assert_true(n > 0 && (size_t)n < sizeof doc);
+    assert_int_equal(kube_lease_decode(doc, strlen(doc), l, err, sizeof err), 0);
+    assert_string_equal(l->holder_identity, "a");
+}
+
+/* default/demo at resourceVersion 7 with nothing else set. */
+static void bare_lease(kube_lease *l)
+{
+    memset(l, 0, sizeof *l);
+    strcpy(l->ns, "default");
+    strcpy(l->name, "demo");
+    strcpy(l->resource_version, "7");
+}
+
 /* The leader value (docs/design.md, rule 10): base64 in its annotation,
  * bytes in the Lease types; a value that is not base64 of at most 1024
  * bytes is read as none, not an error. */
@@ -466,21 +487,15 @@ static void test_lease_value_annotation(void **state)
     memset(big, 'A', 1500); /* 1125 bytes: over the limit */
     big[1500] = 0;
     const char *bad[] = {"\"not base64!\"", "\"AAF\"", "7", "\"AA==AA==\"", NULL};
-    char doc[2048];
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        snprintf(doc, sizeof doc,
-                 "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"annotations\":{"
-                 "\"kubelease.io/value\":%s%s%s}},\"spec\":{\"holderIdentity\":\"a\"}}",
-                 bad[k] ? "" : "\"", bad[k] ? bad[k] : big, bad[k] ? "" : "\"");
-        assert_int_equal(kube_lease_decode(doc, strlen(doc), &l, err, sizeof err), 0);
-        assert_string_equal(l.holder_identity, "a");
+        char members[1600];
+        snprintf(members, sizeof members, "\"kubelease.io/value\":%s%s%s", bad[k] ? "" : "\"",
+                 bad[k] ? bad[k] : big, bad[k] ? "" : "\"");
+        decode_annotated(members, &l);
         assert_int_equal(l.value_len, 0);
     }
     /* An unset value is removed by a patch. */
-    memset(&l, 0, sizeof l);
-    strcpy(l.ns, "default");
-    strcpy(l.name, "demo");
-    strcpy(l.resource_version, "7");
+    bare_lease(&l);
     patch = kube_lease_merge_patch(&l, NULL);
     assert_non_null(strstr(patch, "\"kubelease.io/value\":null"));
     free(patch);
@@ -520,21 +535,14 @@ static void test_lease_write_id_annotation(void **state)
                          "\"0000000000000000\"",
                          "12",
                          "null"};
-    char doc[512];
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        snprintf(doc, sizeof doc,
-                 "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"annotations\":{"
-                 "\"kubelease.io/write-id\":%s}},\"spec\":{\"holderIdentity\":\"a\"}}",
-                 bad[k]);
-        assert_int_equal(kube_lease_decode(doc, strlen(doc), &l, err, sizeof err), 0);
-        assert_string_equal(l.holder_identity, "a");
+        char members[128];
+        snprintf(members, sizeof members, "\"kubelease.io/write-id\":%s", bad[k]);
+        decode_annotated(members, &l);
         assert_true(l.write_id == 0);
     }
     /* An unset write id is removed by a patch, left out of a whole object. */
-    memset(&l, 0, sizeof l);
-    strcpy(l.ns, "default");
-    strcpy(l.name, "demo");
-    strcpy(l.resource_version, "7");
+    bare_lease(&l);
     patch = kube_lease_merge_patch(&l, NULL);
     assert_non_null(strstr(patch, "\"kubelease.io/write-id\":null"));
     free(patch);
@@ -543,6 +551,9 @@ static void test_lease_write_id_annotation(void **state)
     free(whole);
 }
 
+/* The handoff annotations (docs/design.md, rule 3): decoded when they are
+ * an identity and an epoch, written by the merge patch when set and removed
+ * (null) when not; anything else reads as unset and the Lease still reads. */
 static void test_lease_handoff_annotations(void **state)
 {
     (void)state;
@@ -572,23 +583,17 @@ static void test_lease_handoff_annotations(void **state)
         {"\"x\"", "\"0\""},  {"{}", "\" 5\""},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        char doc[512];
-        snprintf(doc, sizeof doc,
-                 "{\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\",\"annotations\":{"
-                 "\"kubelease.io/handoff-to\":%s,\"kubelease.io/handed-to\":%s}},"
-                 "\"spec\":{\"holderIdentity\":\"a\"}}",
-                 bad[k][0], bad[k][1]);
-        assert_int_equal(kube_lease_decode(doc, strlen(doc), &l, err, sizeof err), 0);
-        assert_string_equal(l.holder_identity, "a");
+        char members[128];
+        snprintf(members, sizeof members,
+                 "\"kubelease.io/handoff-to\":%s,\"kubelease.io/handed-to\":%s", bad[k][0],
+                 bad[k][1]);
+        decode_annotated(members, &l);
         assert_int_equal(l.handed_to, 0);
         if (k != 4 && k != 5 && k != 6 && k != 3)
             assert_string_equal(l.handoff_to, "");
     }
     /* Nor does the encoder write one. */
-    memset(&l, 0, sizeof l);
-    strcpy(l.ns, "default");
-    strcpy(l.name, "demo");
-    strcpy(l.resource_version, "7");
+    bare_lease(&l);
     strcpy(l.handoff_to, "tab\there");
     assert_null(kube_lease_merge_patch(&l, NULL));
     l.handoff_to[0] = 0;
