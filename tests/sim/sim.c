@@ -373,7 +373,7 @@ static void nemesis(void *arg, uint64_t a, uint64_t b)
         return;
     }
     W.res->faults++;
-    int kind = (int)sim_between(0, 11);
+    int kind = (int)sim_between(0, 12);
     sim_engine *e = &W.engines[sim_between(0, W.opts.engines - 1)];
     sim_client *c = &W.clients[sim_between(0, W.opts.clients - 1)];
     int64_t d = sim_between(100, 8000);
@@ -422,6 +422,15 @@ static void nemesis(void *arg, uint64_t a, uint64_t b)
         break;
     case 11:
         sim_client_operator_handoff(c);
+        break;
+    case 12:
+        if (sim_chance(0.6)) {
+            char who[16];
+            snprintf(who, sizeof who, "c%d", c->id);
+            sim_store_set_preferred(c->lease, who);
+        } else {
+            sim_store_set_preferred(c->lease, "");
+        }
         break;
     }
     sim_at(W.now + sim_between(50, 2000), nemesis, NULL, 0, 0);

@@ -155,6 +155,8 @@ void sim_store_view_dead(store *s);
 void sim_store_faults(int level); /* 0: none; higher: more errors, lag and loss */
 void sim_store_faults_off(void *arg, uint64_t a, uint64_t b);
 void sim_store_restart_watches(void);
+/* Another writer sets lease-i's spec.preferredHolder ("": clears it). */
+void sim_store_set_preferred(int i, const char *holder);
 int sim_lease_index(const char *name); /* "lease-3" -> 3; -1 */
 
 /* sim_net.c: connections between clients and engines */

@@ -371,6 +371,25 @@ static void count_write(const store_lease *l)
         sim_check_write(i, l);
 }
 
+/* Another writer (an operator, a controller of coordinated leader
+ * election) sets spec.preferredHolder of lease-i to holder ("": clears it),
+ * as the real apiserver would take it: a new resourceVersion, a watch
+ * event, the rest of the Lease as it was. Engines read it and never write
+ * it (their updates keep it, apply). */
+void sim_store_set_preferred(int i, const char *holder)
+{
+    char name[32];
+    snprintf(name, sizeof name, "lease-%d", i);
+    entry *e = find("default", name);
+    if (!e || !e->exists)
+        return;
+    sim_trace("store: lease-%d preferredHolder %s", i, holder[0] ? holder : "cleared");
+    snprintf(e->lease.preferred_holder, sizeof e->lease.preferred_holder, "%s", holder);
+    snprintf(e->lease.resource_version, STORE_RV_MAX, "%lld", (long long)++S.revision);
+    W.store_writes++;
+    notify(STORE_EVENT_PUT, &e->lease);
+}
+
 /* Applies o to the Leases; returns the result the apiserver would answer. */
 static store_result apply(op *o)
 {
