@@ -517,14 +517,20 @@ static inline void harness_create_on_loop(fixture *f, void *arg)
     f->store->ops->create(f->store, &p->lease, 1000, harness_put_cb, p);
 }
 
+/* Runs the store write fn(f, p) on the loop and waits until it succeeded. */
+static inline void harness_put_run(fixture *f, void (*fn)(fixture *, void *), harness_put *p)
+{
+    run_on_loop(f, fn, p);
+    for (int spins = 0; !atomic_load(&p->done) && spins < 100; spins++)
+        run_on_loop(f, harness_noop, NULL);
+    assert_int_equal(p->res.status, STORE_OK);
+}
+
 /* Creates lease in the store, as another client would, and waits for it. */
 static inline void harness_create(fixture *f, const store_lease *lease)
 {
     harness_put p = {.lease = *lease};
-    run_on_loop(f, harness_create_on_loop, &p);
-    for (int spins = 0; !atomic_load(&p.done) && spins < 100; spins++)
-        run_on_loop(f, harness_noop, NULL);
-    assert_int_equal(p.res.status, STORE_OK);
+    harness_put_run(f, harness_create_on_loop, &p);
 }
 
 static inline void harness_remove_on_loop(fixture *f, void *arg)
@@ -540,10 +546,7 @@ static inline void harness_remove(fixture *f, const char *ns, const char *name)
     harness_put p = {0};
     snprintf(p.lease.ns, sizeof p.lease.ns, "%s", ns);
     snprintf(p.lease.name, sizeof p.lease.name, "%s", name);
-    run_on_loop(f, harness_remove_on_loop, &p);
-    for (int spins = 0; !atomic_load(&p.done) && spins < 100; spins++)
-        run_on_loop(f, harness_noop, NULL);
-    assert_int_equal(p.res.status, STORE_OK);
+    harness_put_run(f, harness_remove_on_loop, &p);
 }
 
 static inline engine_campaign_req req_for_ns(const char *ns, const char *lease,
